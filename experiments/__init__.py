@@ -1,0 +1,1 @@
+"""What to run: configs, built-in experiments, the command line, results store and plots."""

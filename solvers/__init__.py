@@ -1,0 +1,1 @@
+"""How it moves: one ``simulate`` entry point over sphere-preserving integrators."""
