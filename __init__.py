@@ -21,3 +21,4 @@ from .particles import (  # noqa: E402
     log_energy,
     normalized_energy,
 )
+from .solvers import SOLVERS, Solution, simulate  # noqa: E402

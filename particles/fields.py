@@ -170,7 +170,8 @@ class USA(Attention):
             raise ValueError(
                 f"USA with time='glpr' at beta={beta_max:g} has velocities of order e^beta, which overflow "
                 f"{jnp.dtype(dtype).name}; use USA(..., time='rescaled') (time t -> e^-beta t), "
-                ("float64, " if jnp.dtype(dtype).itemsize < 8 else "") + "or a smaller beta"
+                + ("float64, " if jnp.dtype(dtype).itemsize < 8 else "")
+                + "or a smaller beta"
             )
 
 

@@ -52,10 +52,12 @@ def rotate(
     s = jnp.linalg.norm(f, axis=-1, keepdims=True)
     yx = jnp.sum(y * x, axis=-1, keepdims=True)
     fx = jnp.sum(f * x, axis=-1, keepdims=True)
-    # (cos(hs) − 1)/s² and sin(hs)/s written so that s = 0 is harmless
-    c = -0.5 * (h * _sinc(0.5 * h * s)) ** 2
-    sn = h * _sinc(h * s)
-    return x + c * (y * yx + f * fx) + sn * (f * yx - y * fx)
+    # exp(hA) = I + sin(hs) J − (1 − cos hs) P with J, P the rotation and projection of the
+    # plane span{y, f/s}; (cos hs − 1)/s² and sin(hs)/s are written so that s = 0 is harmless
+    c = jnp.cos(h * s) - 1.0
+    c_over_s2 = -0.5 * (h * _sinc(0.5 * h * s)) ** 2
+    sin_over_s = h * _sinc(h * s)
+    return x + c * y * yx + c_over_s2 * f * fx + sin_over_s * (f * yx - y * fx)
 
 
 def inner_products(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:

@@ -1,0 +1,74 @@
+"""Progress of long integrations, printed to stderr from inside compiled loops.
+
+Compiled code calls the module-level ``report`` through ``jax.debug.callback``; it forwards
+to whichever ``Progress`` is active. Keeping the callback a fixed function (rather than a
+bound method of a fresh object) means turning progress on never triggers a recompilation
+beyond the first.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+_active: Progress | None = None
+
+
+class Progress:
+    """Context manager that prints simulated time against t1, at most every ``interval`` seconds."""
+
+    def __init__(self, t0: float, t1: float, members: int, *, label: str = "simulate", interval: float = 0.5,
+                 stream=None):
+        self.t0, self.t1 = float(t0), float(t1)
+        self.label = label
+        self.interval = interval
+        self.stream = sys.stderr if stream is None else stream
+        self.latest = np.full(max(members, 1), self.t0)
+        self.start = 0.0
+        self.last_print = 0.0
+        self.printed = False
+
+    def __enter__(self):
+        global _active
+        self.start = self.last_print = time.perf_counter()
+        _active = self
+        return self
+
+    def __exit__(self, *exc):
+        global _active
+        _active = None
+        if self.printed:
+            self._print(final=exc[0] is None)
+            self.stream.write("\n")
+            self.stream.flush()
+        return False
+
+    def update(self, member: int, t: float) -> None:
+        if member < 0:
+            self.latest[:] = t
+        else:
+            self.latest[member] = t
+        now = time.perf_counter()
+        if now - self.last_print >= self.interval:
+            self.last_print = now
+            self._print()
+
+    def _print(self, final: bool = False) -> None:
+        t = self.t1 if final else float(np.min(self.latest))
+        span = self.t1 - self.t0
+        frac = 1.0 if span <= 0 else min(max((t - self.t0) / span, 0.0), 1.0)
+        bar = "#" * int(round(24 * frac))
+        elapsed = time.perf_counter() - self.start
+        self.stream.write(
+            f"\r{self.label}: [{bar:<24}] t = {t:.4g} / {self.t1:.4g} ({100 * frac:3.0f}%)  {elapsed:6.1f} s"
+        )
+        self.stream.flush()
+        self.printed = True
+
+
+def report(member, t) -> None:
+    """Callback target: record that ``member`` (−1 for all) reached time ``t``."""
+    if _active is not None:
+        _active.update(int(member), float(t))

@@ -1,0 +1,277 @@
+"""``simulate``: integrate a field from a configuration (or an ensemble of them) on the sphere."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from ..particles._checks import check_choice, check_real
+from ..particles.init import from_array
+from ..particles.sphere import normalize
+from . import progress as _progress
+from .adaptive import ADAPTIVE_METHODS, OnSphere
+from .fixed import FIXED_METHODS
+
+SOLVERS = tuple(FIXED_METHODS) + tuple(ADAPTIVE_METHODS)
+
+
+class Solution(eqx.Module):
+    """What ``simulate`` returns. Arrays carry a leading batch axis when the run was an ensemble.
+
+    ts       (T,)             save times
+    xs       (..., T, n, d)   states at the save times (None when ``save`` was given)
+    stats    PyTree           ``save(t, x)`` at the save times, each leaf (..., T, ...) (None otherwise)
+    x_final  (..., n, d)      state at t1 (or where the clustering event stopped the member)
+    steps    (...,)           accepted steps taken
+    t_event  (...,)           time the member was found clustered when ``stop_when_clustered``
+                              was given (inf if never, or if no event was asked for)
+    """
+
+    ts: Float[Array, " T"]
+    xs: Float[Array, "... T n d"] | None
+    stats: Any
+    x_final: Float[Array, "... n d"]
+    steps: Int[Array, "..."]
+    t_event: Float[Array, "..."]
+    solver: str = eqx.field(static=True)
+
+
+def simulate(
+    field,
+    x0,
+    t1: float,
+    *,
+    ts=None,
+    t0: float = 0.0,
+    solver: str = "tsit5",
+    dt: float | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    save: Callable | None = None,
+    stop_when_clustered: float | None = None,
+    max_steps: int = 1_000_000,
+    progress: bool = False,
+    dtype=None,
+) -> Solution:
+    """Integrate ẋ = field(t, x) on (S^{d-1})^n from x(t0) = x0 to t1.
+
+    field      an attnflow field (``SA``, ``USA``, ...). Its β may be a 1-D array: one member
+               per temperature.
+    x0         (n, d) or (batch, n, d). Rows are normalized to unit length (any nonzero
+               vectors are accepted); zero or non-finite rows are errors. An unbatched x0 with
+               a batched β is shared by all members.
+    ts         increasing save times in [t0, t1] (default: t0 and t1).
+    solver     "euler", "rk4", "lie_euler", "cg3" (fixed step ``dt``, required) or "tsit5",
+               "dopri5", "dopri8" (adaptive, PID step control with ``rtol``/``atol``; ``dt``,
+               if given, is the first step). All keep particles on the sphere to rounding error.
+    save       optional function (t, x) -> PyTree of arrays computed per member at the save
+               times instead of storing states, so a long run never holds its trajectory.
+    stop_when_clustered
+               δ: a member stops once every pair has ⟨x_i, x_j⟩ ≥ 1 − δ; its later saves hold
+               the state where it stopped and ``t_event`` records when. The run ends when
+               all members have stopped.
+    dtype      "float32" or "float64"; default: x0's dtype (float64 for attnflow's samplers).
+
+    The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
+    never recompile.
+    """
+    check_choice("solver", solver, SOLVERS)
+    t0 = check_real("t0", t0)
+    t1 = check_real("t1", t1, 0.0)
+    if t1 < t0:
+        raise ValueError(f"t1 must be ≥ t0 = {t0:g}, got {t1:g}")
+    rtol = check_real("rtol", rtol, 0.0, strict_min=True)
+    atol = check_real("atol", atol, 0.0, strict_min=True)
+    fixed = solver in FIXED_METHODS
+    if dt is None and fixed:
+        raise ValueError(f"dt is required for the fixed-step solver {solver!r} (e.g. dt=0.01)")
+    if dt is not None:
+        dt = check_real("dt", dt, 0.0, strict_min=True)
+    if stop_when_clustered is not None:
+        stop_when_clustered = check_real("stop_when_clustered", stop_when_clustered, 0.0, 2.0, strict_min=True)
+    if not hasattr(field, "drift") or not callable(field):
+        raise ValueError(f"field must be an attnflow vector field such as af.SA(beta), got {type(field).__name__}")
+
+    x0_dtype = getattr(x0, "dtype", None)
+    if dtype is None:
+        dtype = x0_dtype if x0_dtype is not None and jnp.issubdtype(x0_dtype, jnp.floating) else jnp.result_type(float)
+    dtype = jnp.dtype(dtype)
+    if dtype not in (jnp.dtype("float32"), jnp.dtype("float64")):
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype.name}")
+    x0 = from_array(x0, dtype=dtype)
+    n, d = x0.shape[-2:]
+
+    betas = np.asarray(field.beta) if not isinstance(field.beta, jax.core.Tracer) else field.beta
+    batch_x = x0.shape[0] if x0.ndim == 3 else None
+    batch_b = betas.shape[0] if np.ndim(betas) == 1 else None
+    if batch_x is not None and batch_b is not None and batch_x != batch_b:
+        raise ValueError(f"x0 has a batch of {batch_x} configurations but beta has {batch_b} values; they must match")
+    batched = batch_x is not None or batch_b is not None
+    members = batch_x or batch_b or 1
+    field.check(n, d, dtype)
+
+    if ts is None:
+        ts = np.array([t0, t1])
+    ts = np.asarray(ts, dtype=float)
+    if ts.ndim != 1 or ts.size < 1 or not np.all(np.isfinite(ts)):
+        raise ValueError(f"ts must be a non-empty 1-D array of finite times, got shape {ts.shape}")
+    if np.any(np.diff(ts) <= 0):
+        raise ValueError("ts must be strictly increasing")
+    if ts[0] < t0 - 1e-12 * max(1.0, abs(t0)) or ts[-1] > t1 + 1e-12 * max(1.0, abs(t1)):
+        raise ValueError(f"ts must lie in [t0, t1] = [{t0:g}, {t1:g}], got [{ts[0]:g}, {ts[-1]:g}]")
+
+    field = jax.tree_util.tree_map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, field)
+    betas_b = jnp.broadcast_to(jnp.asarray(field.beta, dtype), (members,))
+    x0_b = jnp.broadcast_to(x0, (members, n, d))
+    save_fn = _identity if save is None else save
+
+    if fixed:
+        # integrate t0 → ts[0] first, then between consecutive save times with equal substeps ≤ dt
+        knots = np.concatenate([[t0], ts, [t1]])
+        substeps = np.ceil(np.diff(knots) / dt - 1e-9).astype(np.int64)
+        runner = _run_fixed
+        args = dict(method=FIXED_METHODS[solver](), knots=jnp.asarray(knots, dtype),
+                    substeps=jnp.asarray(substeps))
+    else:
+        runner = _run_adaptive
+        args = dict(method=ADAPTIVE_METHODS[solver](), t0=t0, t1=t1, ts=jnp.asarray(ts, dtype), dt0=dt,
+                    rtol=rtol, atol=atol, max_steps=int(max_steps))
+
+    with _progress.Progress(t0, t1, members) if progress else _nullcontext():
+        saved, x_final, steps, t_event = runner(
+            field=field, betas=betas_b, x0=x0_b, save_fn=save_fn, delta=stop_when_clustered,
+            progress=bool(progress), **args,
+        )
+
+    if not batched:
+        saved, x_final, steps, t_event = jax.tree_util.tree_map(lambda a: a[0], (saved, x_final, steps, t_event))
+    return Solution(
+        ts=jnp.asarray(ts, dtype),
+        xs=saved if save is None else None,
+        stats=None if save is None else saved,
+        x_final=x_final,
+        steps=steps,
+        t_event=t_event,
+        solver=solver,
+    )
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _identity(t, x):
+    return x
+
+
+def _member(field, beta):
+    return eqx.tree_at(lambda f: f.beta, field, beta)
+
+
+def _clustered(x, delta):
+    # min over pairs of ⟨x_i, x_j⟩ from the Gram matrix: one matmul, accurate to rounding for δ ≫ eps
+    return jnp.min(x @ x.T) >= 1.0 - delta
+
+
+@eqx.filter_jit
+def _run_fixed(*, field, betas, x0, save_fn, delta, progress, method, knots, substeps):
+    members = x0.shape[0]
+    step_all = jax.vmap(lambda b, t, x, h: method.step(_member(field, b), t, x, h), in_axes=(0, None, 0, None))
+    save_all = jax.vmap(save_fn, in_axes=(None, 0))
+    stop = delta is not None
+    t_start = knots[0]
+    if stop:
+        active0 = ~jax.vmap(_clustered, in_axes=(0, None))(x0, delta)
+        t_event0 = jnp.where(active0, jnp.inf, t_start)
+    else:
+        active0 = jnp.ones(members, bool)
+        t_event0 = jnp.full(members, jnp.inf, x0.dtype)
+
+    def advance(carry, k):
+        x, active, t_event, steps = carry
+        ta, tb, m = knots[k], knots[k + 1], substeps[k]
+        h = (tb - ta) / jnp.maximum(m, 1)
+
+        def body(c):
+            j, x, active, t_event, steps = c
+            t = ta + j * h
+            x_new = step_all(betas, t, x, h)
+            if stop:
+                x_new = jnp.where(active[:, None, None], x_new, x)
+                steps = steps + active
+                hit = active & jax.vmap(_clustered, in_axes=(0, None))(x_new, delta)
+                t_event = jnp.where(hit, t + h, t_event)
+                active = active & ~hit
+            else:
+                steps = steps + 1
+            return j + 1, x_new, active, t_event, steps
+
+        def cond(c):
+            return (c[0] < m) & jnp.any(c[2])
+
+        _, x, active, t_event, steps = jax.lax.while_loop(cond, body, (0, x, active, t_event, steps))
+        if progress:
+            jax.debug.callback(_progress.report, -1, tb)
+        return (x, active, t_event, steps), save_all(tb, x)
+
+    carry0 = (x0, active0, t_event0, jnp.zeros(members, jnp.int32))
+    # knots = [t0, ts..., t1]: intervals 0..T-1 end at the save times, interval T at t1
+    n_saves = knots.shape[0] - 2
+    carry, saved = jax.lax.scan(advance, carry0, jnp.arange(n_saves))
+    (x, _, t_event, steps), _ = advance(carry, n_saves)
+    saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
+    return saved, x, steps, t_event
+
+
+@eqx.filter_jit
+def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps):
+    solver = OnSphere(method)
+    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+
+    def one(member, beta, x0_m):
+        f = _member(field, beta)
+        term = diffrax.ODETerm(lambda t, y, args: f(t, y))
+
+        def save_at(t, y, args):
+            if progress:
+                jax.debug.callback(_progress.report, member, t)
+            return save_fn(t, normalize(y))
+
+        saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_at), diffrax.SubSaveAt(t1=True)])
+        event = None
+        if delta is not None:
+            event = diffrax.Event(lambda t, y, args, **kw: _clustered(normalize(y), delta))
+        sol = diffrax.diffeqsolve(
+            term, solver, t0, t1, dt0, x0_m, saveat=saveat, stepsize_controller=controller,
+            max_steps=max_steps, event=event,
+        )
+        saved, (x_end,) = sol.ys[0], sol.ys[1]
+        x_end = normalize(x_end)
+        t_end = sol.ts[1][0]
+        if delta is not None:
+            stopped = sol.event_mask if sol.event_mask is not None else False
+            already = _clustered(x0_m, delta)
+            t_event = jnp.where(already, t0, jnp.where(stopped, t_end, jnp.inf))
+            # saves after the event hold the state where the member stopped
+            held = save_fn(t_end, x_end)
+            after = ts > t_end
+            saved = jax.tree_util.tree_map(
+                lambda s, h: jnp.where(after.reshape((-1,) + (1,) * h.ndim), h[None], s), saved, held
+            )
+        else:
+            t_event = jnp.asarray(jnp.inf, x0_m.dtype)
+        return saved, x_end, sol.stats["num_accepted_steps"], t_event
+
+    members = jnp.arange(x0.shape[0])
+    return jax.vmap(one)(members, betas, x0)
