@@ -75,13 +75,14 @@ class Attention(eqx.Module):
     # -- pieces --------------------------------------------------------------------------
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """β⟨Q x_i, K x_j⟩."""
-        q = x if self.Q is None else x @ self.Q.T
-        k = x if self.K is None else x @ self.K.T
-        return self.beta * (q @ k.T)
+        # weights follow the configuration's precision, so float32 runs stay float32
+        q = x if self.Q is None else x @ self.Q.T.astype(x.dtype)
+        k = x if self.K is None else x @ self.K.T.astype(x.dtype)
+        return self.beta.astype(x.dtype) * (q @ k.T)
 
     def values(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         """V x_j for every particle."""
-        return x if self.V is None else x @ self.V.T
+        return x if self.V is None else x @ self.V.T.astype(x.dtype)
 
     def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         raise NotImplementedError
@@ -156,7 +157,7 @@ class USA(Attention):
         logits = self.logits(x)
         m = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
         w = jnp.exp(logits - m)
-        offset = 0.0 if self.time == "glpr" else self.beta
+        offset = 0.0 if self.time == "glpr" else self.beta.astype(x.dtype)
         return (w @ self.values(x)) * (jnp.exp(m - offset) / x.shape[0])
 
     def check(self, n, d, dtype):

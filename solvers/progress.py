@@ -39,7 +39,7 @@ class Progress:
     def __exit__(self, *exc):
         global _active
         _active = None
-        if self.printed:
+        if self.printed or exc[0] is None:
             self._print(final=exc[0] is None)
             self.stream.write("\n")
             self.stream.flush()

@@ -10,6 +10,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from ..particles._checks import check_choice, check_real
@@ -55,6 +56,7 @@ def simulate(
     rtol: float = 1e-6,
     atol: float = 1e-9,
     save: Callable | None = None,
+    adaptive: bool = True,
     stop_when_clustered: float | None = None,
     max_steps: int = 1_000_000,
     progress: bool = False,
@@ -71,11 +73,14 @@ def simulate(
     solver     "euler", "rk4", "lie_euler", "cg3" (fixed step ``dt``, required) or "tsit5",
                "dopri5", "dopri8" (adaptive, PID step control with ``rtol``/``atol``; ``dt``,
                if given, is the first step). All keep particles on the sphere to rounding error.
+    adaptive   False runs "tsit5"/"dopri5"/"dopri8" at the constant step ``dt`` (to measure
+               their order, or to compare with the fixed-step methods at equal cost).
     save       optional function (t, x) -> PyTree of arrays computed per member at the save
                times instead of storing states, so a long run never holds its trajectory.
     stop_when_clustered
                δ: a member stops once every pair has ⟨x_i, x_j⟩ ≥ 1 − δ; its later saves hold
-               the state where it stopped and ``t_event`` records when. The run ends when
+               the state where it stopped and ``t_event`` records when (located by root
+               finding with adaptive solvers, to the step with fixed ones). The run ends when
                all members have stopped.
     dtype      "float32" or "float64"; default: x0's dtype (float64 for attnflow's samplers).
 
@@ -92,6 +97,8 @@ def simulate(
     fixed = solver in FIXED_METHODS
     if dt is None and fixed:
         raise ValueError(f"dt is required for the fixed-step solver {solver!r} (e.g. dt=0.01)")
+    if dt is None and not adaptive:
+        raise ValueError(f"dt is required to run {solver!r} with adaptive=False")
     if dt is not None:
         dt = check_real("dt", dt, 0.0, strict_min=True)
     if stop_when_clustered is not None:
@@ -142,7 +149,7 @@ def simulate(
     else:
         runner = _run_adaptive
         args = dict(method=ADAPTIVE_METHODS[solver](), t0=t0, t1=t1, ts=jnp.asarray(ts, dtype), dt0=dt,
-                    rtol=rtol, atol=atol, max_steps=int(max_steps))
+                    rtol=rtol, atol=atol, max_steps=int(max_steps), adaptive=bool(adaptive))
 
     with _progress.Progress(t0, t1, members) if progress else _nullcontext():
         saved, x_final, steps, t_event = runner(
@@ -235,9 +242,10 @@ def _run_fixed(*, field, betas, x0, save_fn, delta, progress, method, knots, sub
 
 
 @eqx.filter_jit
-def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps):
+def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
+                  adaptive):
     solver = OnSphere(method)
-    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    controller = diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
 
     def one(member, beta, x0_m):
         f = _member(field, beta)
@@ -251,7 +259,12 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
         saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_at), diffrax.SubSaveAt(t1=True)])
         event = None
         if delta is not None:
-            event = diffrax.Event(lambda t, y, args, **kw: _clustered(normalize(y), delta))
+            # a continuous condition lets diffrax locate the crossing inside the step by root finding
+            def gap(t, y, args, **kw):
+                y = normalize(y)
+                return jnp.min(y @ y.T) - (1.0 - delta)
+
+            event = diffrax.Event(gap, root_finder=optx.Newton(rtol=1e-10, atol=1e-12))
         sol = diffrax.diffeqsolve(
             term, solver, t0, t1, dt0, x0_m, saveat=saveat, stepsize_controller=controller,
             max_steps=max_steps, event=event,

@@ -1,0 +1,69 @@
+"""Sphere geometry: projections, exponential map, exact rotations, precise gaps."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import attnflow as af
+from attnflow.particles import sphere
+
+
+def _random_pair(seed, d):
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    x = sphere.normalize(jax.random.normal(k1, (d,)))
+    v = sphere.project(x, jax.random.normal(k2, (d,)))
+    return x, v
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), d=st.integers(2, 9), scale=st.floats(0.0, 6.0))
+def test_expmap_stays_on_sphere_at_geodesic_distance(seed, d, scale):
+    x, v = _random_pair(seed, d)
+    v = scale * v / jnp.linalg.norm(v)
+    y = sphere.expmap(x, v)
+    assert abs(float(jnp.linalg.norm(y)) - 1.0) < 1e-14
+    # great-circle distance equals ‖v‖ as long as ‖v‖ ≤ π (the geodesic is minimizing)
+    if scale <= np.pi - 1e-6:
+        assert float(sphere.geodesic_distance(x, y)) == pytest.approx(scale, abs=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), d=st.integers(2, 9), h=st.floats(-3.0, 3.0))
+def test_rotate_is_an_isometry_that_moves_y_along_its_geodesic(seed, d, h):
+    y, f = _random_pair(seed, d)
+    xs = sphere.normalize(jax.random.normal(jax.random.key(seed + 1), (5, d)))
+    r = sphere.rotate(y, f, xs, h)
+    # exp(hA) is orthogonal: inner products among the rotated points are unchanged
+    np.testing.assert_allclose(r @ r.T, xs @ xs.T, atol=1e-13)
+    # and it moves y exactly like the exponential map
+    np.testing.assert_allclose(sphere.rotate(y, f, y, h), sphere.expmap(y, h * f), atol=1e-13)
+
+
+def test_rotate_with_zero_generator_is_identity():
+    x = af.init.uniform(0, 4, 3)
+    np.testing.assert_array_equal(sphere.rotate(x, jnp.zeros_like(x), x, 0.7), x)
+
+
+def test_project_is_tangent_and_idempotent():
+    x = af.init.uniform(1, 20, 5)
+    y = jax.random.normal(jax.random.key(2), (20, 5))
+    p = sphere.project(x, y)
+    np.testing.assert_allclose(jnp.sum(p * x, -1), 0.0, atol=1e-14)
+    np.testing.assert_allclose(sphere.project(x, p), p, atol=1e-14)
+
+
+def test_pairwise_gaps_keep_precision_where_one_minus_gram_loses_it():
+    # two points at angle 1e-9: 1 − cos θ = θ²/2 = 5e-19, far below float64 epsilon
+    theta = 1e-9
+    x = jnp.array([[1.0, 0.0], [np.cos(theta), np.sin(theta)]])
+    gap = float(sphere.pairwise_gaps(x)[0, 1])
+    assert gap == pytest.approx(theta**2 / 2, rel=1e-6)
+    assert float(1.0 - (x @ x.T)[0, 1]) == 0.0  # what the Gram matrix would say
+
+
+def test_norm_error_measures_distance_from_sphere():
+    x = jnp.array([[1.0, 0.0], [0.0, 1.5]])
+    assert float(sphere.norm_error(x)) == pytest.approx(0.5)
