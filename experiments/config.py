@@ -333,8 +333,9 @@ for _key in (
         "str",
         "uniform",
         "initial condition",
-        choices=("uniform", "orthogonal", "equiangular", "cap", "clusters", "file"),
+        choices=("uniform", "orthogonal", "equiangular", "cap", "clusters", "file", "angles"),
     ),
+    Key("angles", "float_list", (), "initial angles on the circle (init = 'angles', d = 2)", allow_empty=True),
     Key(
         "rho",
         "float",
@@ -386,6 +387,14 @@ for _key in (
         strict_min=True,
         maximum=2.0,
     ),
+    Key("save_spacing", "str", "linear", "spacing of the n_save save times", choices=("linear", "log")),
+    Key("log_decades", "float", 4.0, "with save_spacing = 'log': save times span t1·10^-decades … t1",
+        minimum=0.0, strict_min=True, maximum=15.0),
+    Key("histogram_bins", "int", 0, "bins of the inner-product histograms saved per time (0 = none)", minimum=0),
+    Key("save_states", "str", "auto", "keep the trajectories (auto: when they are small)",
+        choices=("auto", "yes", "no")),
+    Key("memory_gb", "float", 2.0, "memory budget of one compiled batch; larger ensembles run in chunks",
+        minimum=0.0, strict_min=True),
     Key("progress", "bool", True, "show progress on stderr"),
     Key("stop_when_clustered", "bool", False, "stop early once every member has a single cluster"),
 ):
@@ -549,6 +558,11 @@ def validate(config: Config | Mapping[str, Any]) -> Config:
         small = [d for d in c["d"] if d < n]
         if small:
             raise ConfigError(f"d must be ≥ n = {n} for orthogonal init; got d = {small[0]}")
+    if init == "angles":
+        if tuple(c["d"]) != (2,):
+            raise ConfigError(f"init = 'angles' places particles on the circle and needs d = 2; got d = {list(c['d'])}")
+        if len(c["angles"]) != n:
+            raise ConfigError(f"init = 'angles' needs one angle per particle: n = {n} but {len(c['angles'])} angles")
     if init == "clusters" and c["n_init_clusters"] > n:
         raise ConfigError(f"n_init_clusters must be ≤ n = {n}; got {c['n_init_clusters']}")
     for check in _CHECKS:

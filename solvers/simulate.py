@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import inspect
 from typing import Any, Callable
 
 import diffrax
@@ -59,7 +59,7 @@ def simulate(
     adaptive: bool = True,
     stop_when_clustered: float | None = None,
     max_steps: int = 1_000_000,
-    progress: bool = False,
+    progress: bool | str = False,
     dtype=None,
 ) -> Solution:
     """Integrate ẋ = field(t, x) on (S^{d-1})^n from x(t0) = x0 to t1.
@@ -75,13 +75,15 @@ def simulate(
                if given, is the first step). All keep particles on the sphere to rounding error.
     adaptive   False runs "tsit5"/"dopri5"/"dopri8" at the constant step ``dt`` (to measure
                their order, or to compare with the fixed-step methods at equal cost).
-    save       optional function (t, x) -> PyTree of arrays computed per member at the save
-               times instead of storing states, so a long run never holds its trajectory.
+    save       optional function (t, x) -> PyTree of arrays, or (t, x, field) -> PyTree when it
+               needs the member's field (its β, say), computed per member at the save times
+               instead of storing states, so a long run never holds its trajectory.
     stop_when_clustered
                δ: a member stops once every pair has ⟨x_i, x_j⟩ ≥ 1 − δ; its later saves hold
                the state where it stopped and ``t_event`` records when (located by root
                finding with adaptive solvers, to the step with fixed ones). The run ends when
                all members have stopped.
+    progress   True (or a label to print) shows simulated time against t1 on stderr.
     dtype      "float32" or "float64"; default: x0's dtype (float64 for attnflow's samplers).
 
     The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
@@ -137,7 +139,7 @@ def simulate(
     field = jax.tree_util.tree_map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, field)
     betas_b = jnp.broadcast_to(jnp.asarray(field.beta, dtype), (members,))
     x0_b = jnp.broadcast_to(x0, (members, n, d))
-    save_fn = _identity if save is None else save
+    save_fn = _identity if save is None else _with_field(save)
 
     if fixed:
         # integrate t0 → ts[0] first, then between consecutive save times with equal substeps ≤ dt
@@ -151,7 +153,8 @@ def simulate(
         args = dict(method=ADAPTIVE_METHODS[solver](), t0=t0, t1=t1, ts=jnp.asarray(ts, dtype), dt0=dt,
                     rtol=rtol, atol=atol, max_steps=int(max_steps), adaptive=bool(adaptive))
 
-    with _progress.Progress(t0, t1, members) if progress else _nullcontext():
+    label = progress if isinstance(progress, str) else "simulate"
+    with _progress.Progress(t0, t1, members, label=label) if progress else _nullcontext():
         saved, x_final, steps, t_event = runner(
             field=field, betas=betas_b, x0=x0_b, save_fn=save_fn, delta=stop_when_clustered,
             progress=bool(progress), **args,
@@ -178,8 +181,45 @@ class _nullcontext:
         return False
 
 
-def _identity(t, x):
+def _identity(t, x, field):
     return x
+
+
+_WRAPPED: dict = {}
+
+
+def _with_field(save):
+    """The user's save function as f(t, x, field); cached so repeated runs reuse compilations."""
+    try:
+        return _WRAPPED[save]
+    except (KeyError, TypeError):
+        pass
+    try:
+        params = [p for p in inspect.signature(save).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        takes_field = len(params) >= 3
+    except (TypeError, ValueError):
+        takes_field = False
+    wrapped = save if takes_field else _TwoArgs(save)
+    try:
+        _WRAPPED[save] = wrapped
+    except TypeError:
+        pass
+    return wrapped
+
+
+class _TwoArgs:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, t, x, field):
+        return self.fn(t, x)
+
+    def __hash__(self):
+        return hash(self.fn)
+
+    def __eq__(self, other):
+        return isinstance(other, _TwoArgs) and other.fn == self.fn
 
 
 def _member(field, beta):
@@ -195,7 +235,7 @@ def _clustered(x, delta):
 def _run_fixed(*, field, betas, x0, save_fn, delta, progress, method, knots, substeps):
     members = x0.shape[0]
     step_all = jax.vmap(lambda b, t, x, h: method.step(_member(field, b), t, x, h), in_axes=(0, None, 0, None))
-    save_all = jax.vmap(save_fn, in_axes=(None, 0))
+    save_all = jax.vmap(lambda t, x, b: save_fn(t, x, _member(field, b)), in_axes=(None, 0, 0))
     stop = delta is not None
     t_start = knots[0]
     if stop:
@@ -230,7 +270,7 @@ def _run_fixed(*, field, betas, x0, save_fn, delta, progress, method, knots, sub
         _, x, active, t_event, steps = jax.lax.while_loop(cond, body, (0, x, active, t_event, steps))
         if progress:
             jax.debug.callback(_progress.report, -1, tb)
-        return (x, active, t_event, steps), save_all(tb, x)
+        return (x, active, t_event, steps), save_all(tb, x, betas)
 
     carry0 = (x0, active0, t_event0, jnp.zeros(members, jnp.int32))
     # knots = [t0, ts..., t1]: intervals 0..T-1 end at the save times, interval T at t1
@@ -254,7 +294,7 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
         def save_at(t, y, args):
             if progress:
                 jax.debug.callback(_progress.report, member, t)
-            return save_fn(t, normalize(y))
+            return save_fn(t, normalize(y), f)
 
         saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_at), diffrax.SubSaveAt(t1=True)])
         event = None
@@ -277,7 +317,7 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
             already = _clustered(x0_m, delta)
             t_event = jnp.where(already, t0, jnp.where(stopped, t_end, jnp.inf))
             # saves after the event hold the state where the member stopped
-            held = save_fn(t_end, x_end)
+            held = save_fn(t_end, x_end, f)
             after = ts > t_end
             saved = jax.tree_util.tree_map(
                 lambda s, h: jnp.where(after.reshape((-1,) + (1,) * h.ndim), h[None], s), saved, held
