@@ -1,0 +1,284 @@
+"""Observables of a configuration: clusters, pair statistics, histograms, order parameter, plateaus.
+
+A configuration is an array ``x`` of shape (..., n, d) of unit vectors. Everything except
+``plateaus`` is pure JAX: jittable, broadcasting over leading batch axes, with no Python loop
+over particles or batch members. Closeness is decided on the gaps 1 − ⟨x_i,x_j⟩ computed as
+½‖x_i − x_j‖² (``pairwise_gaps``), which keep full precision when particles nearly coincide;
+δ = 1e-8 is then still meaningful, while 1 − ⟨x_i,x_j⟩ from the Gram matrix is only good to
+about 1e-16 absolute.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+from ._checks import check_int, check_real
+from .sphere import inner_products, pairwise_gaps
+
+__all__ = [
+    "cluster_labels",
+    "n_clusters",
+    "cluster_sizes",
+    "n_clusters_multi",
+    "clustered_fraction",
+    "pair_statistics",
+    "inner_product_histogram",
+    "histogram_edges",
+    "plateaus",
+    "staircase_levels",
+    "order_parameter",
+]
+
+
+def _check_config(x) -> Array:
+    x = jnp.asarray(x)
+    if x.ndim < 2 or x.shape[-1] < 1 or x.shape[-2] < 1:
+        raise ValueError(f"x must be a configuration of shape (..., n, d) with n, d ≥ 1, got shape {x.shape}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    return x
+
+
+def _check_delta(delta, name: str = "delta"):
+    """δ ≥ 0 and finite; traced values pass unchecked (validation needs concrete numbers)."""
+    if isinstance(delta, jax.core.Tracer):
+        return delta
+    arr = np.asarray(delta)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{name} must be a real number, got {delta!r}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{name} must be finite and ≥ 0, got {arr.tolist()}")
+    return jnp.asarray(arr, dtype=jnp.result_type(float))
+
+
+# ---------------------------------------------------------------------------------------------
+# Clusters
+
+
+@jax.jit
+def _components(adj: Bool[Array, "... n n"]) -> Int[Array, "... n"]:
+    """Smallest vertex index in each vertex's connected component of a reflexive graph.
+
+    Min-label propagation (l_i ← min over neighbours j of l_j) alternated with pointer jumping
+    (l_i ← l_{l_i}), iterated to the fixed point. Every label is always a vertex of the same
+    component with l_j ≤ j, both maps are non-increasing, and a fixed point of their composition
+    is a fixed point of propagation, i.e. constant on components, hence the component minimum.
+    Jumping makes a path of n vertices converge in O(log n) sweeps instead of n.
+    """
+    n = adj.shape[-1]
+    start = jnp.broadcast_to(jnp.arange(n), adj.shape[:-1])
+
+    def body(state):
+        labels, _ = state
+        new = jnp.min(jnp.where(adj, labels[..., None, :], n), axis=-1)
+        new = jnp.take_along_axis(new, new, axis=-1)
+        return new, jnp.any(new != labels)
+
+    labels, _ = jax.lax.while_loop(lambda state: state[1], body, (start, jnp.array(True)))
+    return labels
+
+
+def cluster_labels(x: Float[Array, "... n d"], delta) -> Int[Array, "... n"]:
+    """Cluster label of each particle: the smallest particle index in its cluster.
+
+    Clusters are the connected components of the graph {i ~ j : ⟨x_i, x_j⟩ ≥ 1 − δ}, the
+    clustering criterion of [GLPR] §6.3 (tested as 1 − ⟨x_i,x_j⟩ ≤ δ on pairwise gaps).
+    δ = 0 groups only coinciding points; δ ≥ 2 puts every particle in one cluster.
+    """
+    x = _check_config(x)
+    delta = _check_delta(delta)
+    return _components(pairwise_gaps(x) <= delta)
+
+
+def _count(labels):
+    return jnp.sum(labels == jnp.arange(labels.shape[-1]), axis=-1)
+
+
+def n_clusters(x: Float[Array, "... n d"], delta) -> Int[Array, "..."]:
+    """Number of clusters: connected components of {⟨x_i, x_j⟩ ≥ 1 − δ} (see ``cluster_labels``)."""
+    return _count(cluster_labels(x, delta))
+
+
+def cluster_sizes(x: Float[Array, "... n d"], delta) -> Int[Array, "... n"]:
+    """Size of the cluster containing each particle, m_{q(i)}; Σ_i m_{q(i)} = Σ_q m_q²."""
+    labels = cluster_labels(x, delta)
+    return jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1)
+
+
+def n_clusters_multi(x: Float[Array, "... n d"], deltas) -> Int[Array, "... k"]:
+    """Number of clusters at each threshold of the 1-D array ``deltas``, on a trailing axis.
+
+    One pass over the gaps for all thresholds, e.g. to see which cluster counts are robust
+    (they persist over a range of δ) and which are an artefact of the chosen δ.
+    """
+    x = _check_config(x)
+    deltas = _check_delta(deltas, "deltas")
+    if jnp.ndim(deltas) != 1:
+        raise ValueError(f"deltas must be a 1-D array of thresholds, got shape {jnp.shape(deltas)}")
+    adj = pairwise_gaps(x)[..., None, :, :] <= deltas[:, None, None]
+    return _count(_components(adj))
+
+
+def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, "..."]:
+    """Fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ ≥ 1 − δ ([GLPR] Fig. 3 statistic).
+
+    (1/(n(n−1))) #{(i, j) : i ≠ j, 1 − ⟨x_i,x_j⟩ ≤ δ}; 1 exactly when all particles are within
+    δ of each other. With one particle there are no pairs; the value is 1 by convention
+    (a single particle is one cluster).
+    """
+    x = _check_config(x)
+    delta = _check_delta(delta)
+    n = x.shape[-2]
+    if n == 1:
+        return jnp.ones(x.shape[:-2])
+    close = (pairwise_gaps(x) <= delta) & ~jnp.eye(n, dtype=bool)
+    return jnp.sum(close, axis=(-2, -1)) / (n * (n - 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Pair statistics and histograms
+
+
+def pair_statistics(x: Float[Array, "... n d"]) -> dict[str, Float[Array, "..."]]:
+    """Mean, min, max and standard deviation of ⟨x_i, x_j⟩ over pairs i ≠ j.
+
+    Returns {"mean", "min", "max", "std"}, each of shape (...). By [GLPR] Thm 6.9 all four
+    collapse onto the equiangular γ_β(t) of (6.9) as d → ∞ (std → 0). The std is two-pass
+    (deviations from the mean), so it stays accurate when all inner products nearly agree.
+    With one particle: mean = min = max = 1, std = 0 (the particle with itself).
+    """
+    x = _check_config(x)
+    n = x.shape[-2]
+    batch = x.shape[:-2]
+    if n == 1:
+        one = jnp.ones(batch, dtype=x.dtype)
+        return {"mean": one, "min": one, "max": one, "std": jnp.zeros(batch, dtype=x.dtype)}
+    g = inner_products(x)
+    off = ~jnp.eye(n, dtype=bool)
+    pairs = n * (n - 1)
+    mean = jnp.sum(jnp.where(off, g, 0.0), axis=(-2, -1)) / pairs
+    dev = jnp.where(off, g - mean[..., None, None], 0.0)
+    return {
+        "mean": mean,
+        "min": jnp.min(jnp.where(off, g, jnp.inf), axis=(-2, -1)),
+        "max": jnp.max(jnp.where(off, g, -jnp.inf), axis=(-2, -1)),
+        "std": jnp.sqrt(jnp.sum(dev * dev, axis=(-2, -1)) / pairs),
+    }
+
+
+def histogram_edges(bins: int = 64) -> Float[Array, " bins+1"]:
+    """The bins + 1 equally spaced edges over [−1, 1] used by ``inner_product_histogram``."""
+    bins = check_int("bins", bins, 1)
+    # numpy's linspace, not jnp's: the two differ in the last ulp, and numpy.histogram's edges
+    # are numpy's
+    return jnp.asarray(np.linspace(-1.0, 1.0, bins + 1))
+
+
+@partial(jax.jit, static_argnames="bins")
+def _histogram(x, bins: int):
+    n = x.shape[-2]
+    iu, ju = np.triu_indices(n, 1)
+    g = inner_products(x)[..., iu, ju]
+    batch = g.shape[:-1]
+    # rounding can push ⟨x_i,x_j⟩ a few ulps outside [−1, 1]; those belong to the end bins
+    g = jnp.clip(g, -1.0, 1.0)
+    edges = jnp.asarray(np.linspace(-1.0, 1.0, bins + 1))
+    idx = jnp.clip(jnp.floor((g + 1.0) * (bins / 2.0)).astype(jnp.int32), 0, bins - 1)
+    # same correction as numpy.histogram: the computed index may be one off at an edge, so
+    # compare against the actual edges (bins are [e_k, e_{k+1}), the last one closed)
+    idx = idx - (g < edges[idx])
+    idx = idx + ((g >= edges[idx + 1]) & (idx != bins - 1))
+    flat = (jnp.arange(int(np.prod(batch, dtype=int))).reshape(batch + (1,)) * bins + idx).ravel()
+    size = int(np.prod(batch, dtype=int)) * bins
+    return jnp.bincount(flat, length=size).reshape(batch + (bins,))
+
+
+def inner_product_histogram(x: Float[Array, "... n d"], bins: int = 64) -> Int[Array, "... bins"]:
+    """Counts of ⟨x_i, x_j⟩ over unordered pairs i < j in ``bins`` equal bins over [−1, 1].
+
+    The histogram of [GLPR] Fig. 1 (and the object that concentrates on γ_β(t) in Thm 6.9).
+    Bins are [e_k, e_{k+1}) with edges ``histogram_edges(bins)``, the last one closed, so
+    ⟨x_i,x_j⟩ = 1 lands in the last bin; counts agree with ``numpy.histogram(..., bins,
+    range=(−1, 1))`` and sum to n(n−1)/2.
+    """
+    x = _check_config(x)
+    bins = check_int("bins", bins, 1)
+    return _histogram(x, bins)
+
+
+def order_parameter(x: Float[Array, "... n d"]) -> Float[Array, "..."]:
+    """Kuramoto order parameter R = ‖(1/n) Σ_i x_i‖ ∈ [0, 1]; R = 1 iff all particles coincide.
+
+    R² = (1/n²) Σ_i Σ_j ⟨x_i, x_j⟩, so R² = 1/n + (1 − 1/n)·(mean pair inner product).
+    """
+    x = _check_config(x)
+    return jnp.linalg.norm(jnp.mean(x, axis=-2), axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Metastability: plateaus of a time series
+
+
+def plateaus(ts, series, *, atol: float = 0.0, rtol: float = 0.0, min_duration: float = 0.0):
+    """Maximal time intervals on which a 1-D series stays constant: [(t_start, t_end, value), ...].
+
+    Scanning left to right, an interval starts at a sample with value v and extends over every
+    following sample within atol + rtol·|v| of v; the next interval starts at the first sample
+    that is not. Intervals are reported from their first to their last sample time, with value
+    v, if t_end − t_start ≥ min_duration. The defaults (atol = rtol = 0) mean exact equality,
+    the right notion for integer series such as cluster counts; energies need a tolerance.
+    NaN never equals anything, so a NaN sample is a plateau of its own. This is the staircase
+    of metastable states (MODEL.md §3, arXiv 2410.06833). NumPy, not traced.
+    """
+    ts = np.asarray(ts, dtype=float)
+    series = np.asarray(series)
+    if ts.ndim != 1 or series.ndim != 1 or ts.shape != series.shape:
+        raise ValueError(
+            f"ts and series must be 1-D arrays of the same length, got shapes {ts.shape} and {series.shape}"
+        )
+    if not np.all(np.isfinite(ts)) or np.any(np.diff(ts) < 0):
+        raise ValueError("ts must be finite and non-decreasing")
+    atol = check_real("atol", atol, 0.0)
+    rtol = check_real("rtol", rtol, 0.0)
+    min_duration = check_real("min_duration", min_duration, 0.0)
+    out = []
+    i, m = 0, len(ts)
+    while i < m:
+        v = series[i]
+        tol = atol + rtol * abs(v)
+        j = i
+        # a Python scan is fine here: series are per-time diagnostics of a finished run
+        while j + 1 < m and abs(series[j + 1] - v) <= tol:
+            j += 1
+        if ts[j] - ts[i] >= min_duration:
+            value = v.item() if isinstance(v, np.generic) else v
+            out.append((float(ts[i]), float(ts[j]), value))
+        i = j + 1
+    return out
+
+
+def staircase_levels(sizes) -> Float[Array, "..."]:
+    """Normalized-energy level Σ_q m_q² / n² of tight, well-separated clusters of sizes m_q.
+
+    ``sizes`` holds the cluster sizes m_q on its last axis (zeros allowed as padding),
+    n = Σ_q m_q. This is the plateau value of 2βE_β e^{−β} = (1/n²)ΣΣ e^{β(⟨x_i,x_j⟩−1)}
+    (``normalized_energy``, MODEL.md §1.3) as β → ∞ with clusters fixed; merging clusters
+    of sizes a and b raises it by 2ab/n² (arXiv 2410.06833). It ranges from 1/n (all
+    separate) to 1 (one cluster).
+    """
+    if isinstance(sizes, jax.core.Tracer):
+        m = sizes.astype(jnp.result_type(float))
+    else:
+        arr = np.asarray(sizes)
+        if arr.ndim < 1 or arr.shape[-1] < 1 or not np.issubdtype(arr.dtype, np.number):
+            raise ValueError(f"sizes must be an array of cluster sizes on its last axis, got {sizes!r}")
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(np.sum(arr, axis=-1) <= 0):
+            raise ValueError(f"sizes must be finite, ≥ 0 and not all zero, got {arr.tolist()}")
+        m = jnp.asarray(arr, dtype=jnp.result_type(float))
+    n = jnp.sum(m, axis=-1)
+    return jnp.sum(m * m, axis=-1) / (n * n)
