@@ -1,7 +1,9 @@
 """attnflow: transformers as interacting particle systems on the sphere.
 
 Tokens are particles on S^{d-1}; a transformer layer is a time step of the self-attention
-vector field ([GLPR] arXiv 2312.10794). ``import attnflow as af`` exposes the public API.
+vector field ([GLPR] arXiv 2312.10794). ``import attnflow as af`` exposes the public API:
+fields (``SA``, ``USA``), initial conditions (``af.init``), ``simulate``, observables, and
+``load`` for results written by the command line.
 
 attnflow turns on JAX's float64 support when imported (``jax_enable_x64``): validation needs
 it, and arrays default to float64. Pass ``dtype="float32"`` where speed matters more.
@@ -16,9 +18,27 @@ from .particles import (  # noqa: E402
     SA,
     USA,
     Attention,
+    Clusters,
+    cluster_labels,
+    clustered_fraction,
+    clusters,
     energy,
+    equiangular,
+    gamma_curve,
+    hitting_time,
+    inner_product_histogram,
     init,
     log_energy,
+    n_clusters,
     normalized_energy,
+    pair_statistics,
+    wendel_probability,
 )
 from .solvers import SOLVERS, Solution, simulate  # noqa: E402
+
+
+def load(path):
+    """A run or sweep directory written by ``attnflow run``/``sweep``, as an ``xarray.Dataset``."""
+    from .experiments.store import load as _load
+
+    return _load(path)

@@ -372,7 +372,7 @@ for _key in (
         "str",
         "tsit5",
         "time integrator",
-        choices=("euler", "rk4", "lie_euler", "cg3", "tsit5", "dopri5", "dopri8"),
+        choices=("euler", "rk4", "lie_euler", "cg3", "tsit5", "dopri5", "dopri8", "kvaerno5"),
     ),
     Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3)", minimum=0.0),
     Key("rtol", "float", 1e-6, "relative tolerance of adaptive solvers", minimum=0.0, strict_min=True),
@@ -389,14 +389,14 @@ for _key in (
     ),
     Key("save_spacing", "str", "linear", "spacing of the n_save save times", choices=("linear", "log")),
     Key("log_decades", "float", 4.0, "with save_spacing = 'log': save times span t1·10^-decades … t1",
-        minimum=0.0, strict_min=True, maximum=15.0),
+        minimum=0.0, strict_min=True, maximum=30.0),
     Key("histogram_bins", "int", 0, "bins of the inner-product histograms saved per time (0 = none)", minimum=0),
     Key("save_states", "str", "auto", "keep the trajectories (auto: when they are small)",
         choices=("auto", "yes", "no")),
     Key("memory_gb", "float", 2.0, "memory budget of one compiled batch; larger ensembles run in chunks",
         minimum=0.0, strict_min=True),
     Key("progress", "bool", True, "show progress on stderr"),
-    Key("stop_when_clustered", "bool", False, "stop early once every member has a single cluster"),
+    Key("stop_when_clustered", "bool", False, "stop a member once all its pairs are within δ/2 (one cluster)"),
 ):
     register(_key)
 del _key

@@ -313,7 +313,7 @@ def write_run(
         _write_file(tmp / SUMMARY_FILE, summary_text.encode("utf-8"))
         _write_npz(tmp / RESULTS_FILE, prepared)
         for name, fn in figures.items():
-            path = tmp / (name if name.endswith(".png") else f"{name}.png")
+            path = tmp / (name if name.endswith((".png", ".gif")) else f"{name}.png")
             fn(path)
             if not path.is_file():
                 raise StoreError(f"figure {name!r} wrote nothing at {path.name}")
@@ -650,6 +650,10 @@ def _load_run(run_dir: Path):
     coords = {}
     if time_coord is not None:
         coords["time"] = ("time", time_coord)
+    # a 1-D array named after its own dimension (d, beta, ...) labels that dimension
+    for name, (names, arr) in list(variables.items()):
+        if names == [name] and name not in coords:
+            coords[name] = variables.pop(name)
     attrs = _flatten(config)
     scalars = []
     extras = {k: v for k, v in summary.items() if k not in ("config", "times")}

@@ -2,7 +2,21 @@
 
 from . import init
 from .energy import energy, log_energy, normalized_energy
+from .equiangular import equiangular, equiangular_rhs, gamma_curve, hitting_time, wendel_probability
 from .fields import SA, USA, Attention
+from .observables import (
+    Clusters,
+    cluster_labels,
+    cluster_sizes,
+    clustered_fraction,
+    clusters,
+    histogram_edges,
+    inner_product_histogram,
+    n_clusters,
+    order_parameter,
+    pair_statistics,
+    plateaus,
+)
 from .sphere import (
     expmap,
     geodesic_distance,

@@ -11,6 +11,7 @@ about 1e-16 absolute.
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -282,3 +283,18 @@ def staircase_levels(sizes) -> Float[Array, "..."]:
         m = jnp.asarray(arr, dtype=jnp.result_type(float))
     n = jnp.sum(m, axis=-1)
     return jnp.sum(m * m, axis=-1) / (n * n)
+
+
+class Clusters(NamedTuple):
+    """Clusters of a configuration at threshold δ: per-particle labels, their count, and sizes."""
+
+    labels: Int[Array, "... n"]
+    count: Int[Array, "..."]
+    sizes: Int[Array, "... n"]
+
+
+def clusters(x: Float[Array, "... n d"], delta=1e-3) -> Clusters:
+    """Connected components of {i ~ j : ⟨x_i,x_j⟩ ≥ 1 − δ}: labels (smallest index), count, each particle's cluster size."""
+    labels = cluster_labels(x, delta)
+    sizes = jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1)
+    return Clusters(labels=labels, count=_count(labels), sizes=sizes)

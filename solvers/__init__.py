@@ -2,4 +2,4 @@
 
 from .adaptive import OnSphere
 from .fixed import CG3, RK4, Euler, FixedStep, LieEuler
-from .simulate import SOLVERS, Solution, simulate
+from .simulation import SOLVERS, Solution, simulate

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import diffrax
+import optimistix as optx
 
 from ..particles.sphere import normalize
 
@@ -30,6 +31,10 @@ class OnSphere(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
     def term_compatible_contr_kwargs(self):
         return self.solver.term_compatible_contr_kwargs
 
+    @property
+    def root_finder(self):  # read by diffeqsolve for implicit methods
+        return self.solver.root_finder
+
     def order(self, terms):
         return self.solver.order(terms)
 
@@ -56,4 +61,16 @@ ADAPTIVE_METHODS = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,
     "dopri8": diffrax.Dopri8,
+    # implicit (L-stable ESDIRK): for metastable runs, where tight clusters contract at rate O(1)
+    # while merges take times like e^β, and explicit methods are held to O(1) steps by stability
+    "kvaerno5": diffrax.Kvaerno5,
 }
+
+
+def make_method(name: str, rtol: float, atol: float):
+    """A diffrax solver by name; implicit ones get their Newton tolerances from rtol/atol."""
+    cls = ADAPTIVE_METHODS[name]
+    if issubclass(cls, diffrax.AbstractImplicitSolver):
+        # explicit tolerances let the wrapper stay transparent to diffeqsolve
+        return cls(root_finder=diffrax.VeryChord(rtol=rtol, atol=atol, norm=optx.rms_norm))
+    return cls()

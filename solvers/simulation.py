@@ -17,7 +17,7 @@ from ..particles._checks import check_choice, check_real
 from ..particles.init import from_array
 from ..particles.sphere import normalize
 from . import progress as _progress
-from .adaptive import ADAPTIVE_METHODS, OnSphere
+from .adaptive import ADAPTIVE_METHODS, OnSphere, make_method
 from .fixed import FIXED_METHODS
 
 SOLVERS = tuple(FIXED_METHODS) + tuple(ADAPTIVE_METHODS)
@@ -72,7 +72,8 @@ def simulate(
     ts         increasing save times in [t0, t1] (default: t0 and t1).
     solver     "euler", "rk4", "lie_euler", "cg3" (fixed step ``dt``, required) or "tsit5",
                "dopri5", "dopri8" (adaptive, PID step control with ``rtol``/``atol``; ``dt``,
-               if given, is the first step). All keep particles on the sphere to rounding error.
+               if given, is the first step), or "kvaerno5" (adaptive and implicit, for stiff
+               metastable runs). All keep particles on the sphere to rounding error.
     adaptive   False runs "tsit5"/"dopri5"/"dopri8" at the constant step ``dt`` (to measure
                their order, or to compare with the fixed-step methods at equal cost).
     save       optional function (t, x) -> PyTree of arrays, or (t, x, field) -> PyTree when it
@@ -150,7 +151,7 @@ def simulate(
                     substeps=jnp.asarray(substeps))
     else:
         runner = _run_adaptive
-        args = dict(method=ADAPTIVE_METHODS[solver](), t0=t0, t1=t1, ts=jnp.asarray(ts, dtype), dt0=dt,
+        args = dict(method=make_method(solver, rtol, atol), t0=t0, t1=t1, ts=jnp.asarray(ts, dtype), dt0=dt,
                     rtol=rtol, atol=atol, max_steps=int(max_steps), adaptive=bool(adaptive))
 
     label = progress if isinstance(progress, str) else "simulate"
@@ -222,6 +223,11 @@ class _TwoArgs:
         return isinstance(other, _TwoArgs) and other.fn == self.fn
 
 
+def _as_float(a):
+    a = jnp.asarray(a)
+    return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
+
+
 def _member(field, beta):
     return eqx.tree_at(lambda f: f.beta, field, beta)
 
@@ -291,10 +297,13 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
         f = _member(field, beta)
         term = diffrax.ODETerm(lambda t, y, args: f(t, y))
 
+        # diffrax fills saves past the end with inf, so integer statistics travel as floats
         def save_at(t, y, args):
             if progress:
                 jax.debug.callback(_progress.report, member, t)
-            return save_fn(t, normalize(y), f)
+            return jax.tree_util.tree_map(_as_float, save_fn(t, normalize(y), f))
+
+        out_types = jax.eval_shape(lambda y: save_fn(t0, y, f), x0_m)
 
         saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_at), diffrax.SubSaveAt(t1=True)])
         event = None
@@ -310,6 +319,7 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
             max_steps=max_steps, event=event,
         )
         saved, (x_end,) = sol.ys[0], sol.ys[1]
+        saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
         x_end = normalize(x_end)
         t_end = sol.ts[1][0]
         if delta is not None:

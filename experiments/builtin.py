@@ -1,0 +1,413 @@
+"""The built-in experiments: the papers' figures as configurations, plots and theory checks.
+
+Each experiment is a set of default keys (full size, as in the paper), a ``quick`` set of
+overrides that shrinks it to seconds (used by the tests and ``attnflow validate --quick``),
+the figures it draws from a finished run, and the checks that compare the run with a number
+the theory predicts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..particles import equiangular as eq
+from ..particles import observables
+from . import plots
+from .runner import RunResult
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison of a run with the theory: what, the expected and measured values, pass or fail."""
+
+    name: str
+    expected: str
+    measured: str
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    reference: str
+    defaults: dict
+    quick: dict
+    figures: Callable[[RunResult], dict]
+    checks: Callable[[RunResult], list[Check]] = field(default=lambda result: [])
+
+
+def _mean_over_seeds(result: RunResult, name: str) -> np.ndarray:
+    """(len(d), len(β), T[, ...]) average of a statistic over the ensemble."""
+    return np.nanmean(result.stats[name], axis=2)
+
+
+def _model(result: RunResult) -> str:
+    return result.config.model
+
+
+def _crossing_times(ts: np.ndarray, fraction: np.ndarray, level: float = 0.5) -> np.ndarray:
+    """For each row, the first time the curve reaches ``level`` (linear interpolation), NaN if never."""
+    out = np.full(fraction.shape[0], np.nan)
+    for i, row in enumerate(fraction):
+        above = np.nonzero(row >= level)[0]
+        if above.size == 0:
+            continue
+        k = above[0]
+        if k == 0:
+            out[i] = ts[0]
+        else:
+            f0, f1 = row[k - 1], row[k]
+            out[i] = ts[k - 1] + (level - f0) / (f1 - f0) * (ts[k] - ts[k - 1])
+    return out
+
+
+# -- fig3-phase-diagram ----------------------------------------------------------------------
+
+
+def _gamma(result: RunResult):
+    c = result.config
+    betas = np.asarray(c.beta, dtype=float)
+    return np.asarray(eq.gamma_curve(betas, c.n, c.delta, model=_model(result))), betas
+
+
+def _fig3_figures(result: RunResult) -> dict:
+    c = result.config
+    frac = _mean_over_seeds(result, "clustered_fraction")
+    betas = np.asarray(c.beta, dtype=float)
+    curve = _gamma(result) if c.model in ("sa", "usa", "usa-rescaled") else None
+    if len(betas) == 1:
+        return {"clustered_fraction": lambda p: plots.cluster_count_vs_time(
+            result.ts, {float(betas[0]): result.stats["n_clusters"][0, 0]}, n=c.n, d=c.d[0], path=p)}
+    by_d = {int(d): frac[i] for i, d in enumerate(c.d)}
+    return {"phase_diagram": lambda p: plots.phase_diagram_grid(result.ts, betas, by_d, curve, n=c.n, delta=c.delta,
+                                                                 path=p)}
+
+
+def _fig3_checks(result: RunResult) -> list[Check]:
+    c = result.config
+    t_star, betas = _gamma(result)
+    frac = _mean_over_seeds(result, "clustered_fraction")
+    i = int(np.argmax(c.d))
+    crossing = _crossing_times(result.ts, frac[i])
+    ok = np.isfinite(crossing) & np.isfinite(t_star) & (t_star < result.ts[-1])
+    if not ok.any():
+        return [Check(f"Γ boundary at d = {c.d[i]}", "crossings inside [0, t1]", "none", False)]
+    err = float(np.median(np.abs(crossing[ok] - t_star[ok]) / t_star[ok]))
+    # finite d blurs the d → ∞ boundary by O(√(log d / d)) in the inner products
+    tol = 0.25 if c.d[i] < 64 else 0.1
+    return [Check(f"phase boundary (fraction 1/2) vs Γ_∞,δ at d = {c.d[i]}", f"relative gap ≤ {tol}",
+                  f"{err:.3f}", err <= tol)]
+
+
+# -- fig4-circle ------------------------------------------------------------------------------
+
+
+def _fig4_figures(result: RunResult) -> dict:
+    c = result.config
+    out = {}
+    for j, beta in enumerate(c.beta):
+        tag = f"{beta:g}".replace(".", "p")
+        if result.xs is not None:
+            out[f"trajectories_beta{tag}"] = (lambda p, j=j, beta=beta: plots.circle_trajectories(
+                result.ts, result.xs[j, 0], n_clusters=result.stats["n_clusters"][0, j, 0], beta=beta, path=p))
+    counts = {float(b): result.stats["n_clusters"][0, j] for j, b in enumerate(c.beta)}
+    out["cluster_counts"] = lambda p: plots.cluster_count_vs_time(result.ts, counts, n=c.n, d=2, path=p)
+    return out
+
+
+def _fig4_checks(result: RunResult) -> list[Check]:
+    c = result.config
+    final = np.median(result.stats["n_clusters"][0, :, :, -1], axis=1)
+    checks = []
+    for beta, k in zip(c.beta, final):
+        # Fig. 4: a few metastable clusters persist on the circle at t = 30 for β = 4 and 9
+        checks.append(Check(f"clusters at t = {result.ts[-1]:g}, β = {beta:g} (median over seeds)",
+                            "a few: 2 … 8", f"{k:g}", 2 <= k <= 8))
+    if len(c.beta) > 1:
+        order = np.argsort(c.beta)
+        monotone = bool(np.all(np.diff(final[order]) >= 0))
+        checks.append(Check("cluster count grows with β", "non-decreasing", " → ".join(f"{k:g}" for k in final[order]),
+                            monotone))
+    return checks
+
+
+# -- highdim-histogram ------------------------------------------------------------------------
+
+
+def _gamma_of_t(result: RunResult, beta: float) -> np.ndarray:
+    c = result.config
+    return np.asarray(eq.equiangular(beta, c.n, result.ts, c.rho if c.init == "equiangular" else 0.0,
+                                     model=_model(result)))
+
+
+def _hist_figures(result: RunResult) -> dict:
+    c = result.config
+    edges = np.asarray(observables.histogram_edges(c.histogram_bins))
+    out = {}
+    for i, d in enumerate(c.d):
+        counts = result.stats["histogram"][i, 0].sum(axis=0)
+        gamma = _gamma_of_t(result, c.beta[0])
+        out[f"histogram_d{d}"] = (lambda p, counts=counts, d=d, gamma=gamma: plots.histogram_over_time(
+            result.ts, edges, counts, gamma=gamma, beta=c.beta[0], n=c.n, d=d, path=p))
+    return out
+
+
+def _deviation(result: RunResult) -> np.ndarray:
+    """Per d: max over members, pairs and times of |⟨x_i,x_j⟩ − γ_β(t)| (β = the run's first)."""
+    gamma = _gamma_of_t(result, result.config.beta[0])
+    hi = np.abs(result.stats["max_inner_product"][:, 0] - gamma)
+    lo = np.abs(result.stats["min_inner_product"][:, 0] - gamma)
+    return np.maximum(hi, lo).max(axis=(1, 2))
+
+
+def _hist_checks(result: RunResult) -> list[Check]:
+    c = result.config
+    dev = _deviation(result)
+    ds = np.asarray(c.d, dtype=float)
+    if len(ds) < 2:
+        return []
+    slope = float(np.polyfit(np.log(ds), np.log(dev), 1)[0])
+    # Thm 6.9: deviations are O(√(log d / d)), a log-log slope of −1/2 + 1/(2 ln d) ≈ −0.4
+    return [Check("Thm 6.9: max |⟨x_i,x_j⟩ − γ_β(t)| vs d (log-log slope)", "≈ −0.5 (−0.7 … −0.3)", f"{slope:.2f}",
+                  -0.7 <= slope <= -0.3)]
+
+
+# -- orthogonal-ode ---------------------------------------------------------------------------
+
+
+def _ode_figures(result: RunResult) -> dict:
+    c = result.config
+    out = {}
+    if result.xs is None:
+        return out
+    for j, beta in enumerate(c.beta):
+        gram = np.einsum("tid,tjd->tij", result.xs[j, 0], result.xs[j, 0])
+        tag = f"{beta:g}".replace(".", "p")
+        out[f"inner_products_beta{tag}"] = (lambda p, gram=gram, beta=beta: plots.inner_product_vs_ode(
+            result.ts, gram, _gamma_of_t(result, beta), n=c.n, beta=beta, path=p))
+    return out
+
+
+def _ode_checks(result: RunResult) -> list[Check]:
+    c = result.config
+    checks = []
+    for j, beta in enumerate(c.beta):
+        gamma = _gamma_of_t(result, beta)
+        dev = max(float(np.max(np.abs(result.stats["max_inner_product"][0, j] - gamma))),
+                  float(np.max(np.abs(result.stats["min_inner_product"][0, j] - gamma))))
+        checks.append(Check(f"Thm 6.8: pairs follow (6.9) at β = {beta:g}", "max error ≤ 1e-6", f"{dev:.1e}",
+                            dev <= 1e-6))
+    return checks
+
+
+# -- sphere-movie -----------------------------------------------------------------------------
+
+
+def _movie_figures(result: RunResult) -> dict:
+    c = result.config
+    if result.xs is None:
+        return {}
+    xs = result.xs[0, 0]
+    return {
+        "trajectories": lambda p: plots.trajectories(result.ts, xs, beta=c.beta[0], path=p),
+        "movie.gif": lambda p: plots.animate_sphere(result.ts, xs, beta=c.beta[0], path=p),
+    }
+
+
+def _energy_checks(result: RunResult) -> list[Check]:
+    e = result.stats["normalized_energy"]
+    worst = float(np.min(np.diff(e, axis=-1)))
+    # SA and USA with V = I are gradient ascent flows of E_β ([GLPR] §3): E never decreases
+    return [Check("energy E_β non-decreasing along the flow", "min increment ≥ −1e-9", f"{worst:.1e}", worst >= -1e-9)]
+
+
+# -- staircase --------------------------------------------------------------------------------
+
+
+def _rescaled_time(result: RunResult, beta: float) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(np.maximum(result.ts, 1e-300)) / beta
+
+
+def _staircase_plateaus(result: RunResult, j: int):
+    """Plateaus of the cluster count (first member at β index j), found on the log-time axis.
+
+    Returns (t_start, t_end, median normalized energy, median Σ m_q²/n², cluster count) for each.
+    """
+    ts = result.ts[1:]
+    counts = result.stats["n_clusters"][0, j, 0, 1:]
+    energy = result.stats["normalized_energy"][0, j, 0, 1:]
+    level = result.stats["cluster_level"][0, j, 0, 1:]
+    out = []
+    for a, b, k in observables.plateaus(np.log(ts), counts, min_duration=0.5):
+        inside = (np.log(ts) >= a) & (np.log(ts) <= b)
+        out.append((float(np.exp(a)), float(np.exp(b)), float(np.median(energy[inside])),
+                    float(np.median(level[inside])), int(k)))
+    return out
+
+
+def _staircase_figures(result: RunResult) -> dict:
+    c = result.config
+    out = {}
+    for j, beta in enumerate(c.beta):
+        found = _staircase_plateaus(result, j)
+        bands = [(a, b, e) for a, b, e, _, _ in found]
+        levels = sorted({round(lv, 4) for _, _, _, lv, _ in found})
+        tag = f"{beta:g}".replace(".", "p")
+        out[f"staircase_beta{tag}"] = (lambda p, j=j, beta=beta, bands=bands, levels=levels: plots.energy_and_clusters(
+            result.ts[1:], result.stats["normalized_energy"][0, j, 0, 1:], result.stats["n_clusters"][0, j, 0, 1:],
+            plateaus=bands, levels=[(v, f"Σm²/n² = {v:.2f}") for v in levels], logx=True, beta=beta, n=c.n,
+            path=p))
+    return out
+
+
+def _staircase_checks(result: RunResult) -> list[Check]:
+    checks = []
+    n = result.config.n
+    for j, beta in enumerate(result.config.beta):
+        # the first plateau is the start itself (single tokens still interacting); the later ones
+        # are tight clusters, whose normalized energy is Σ m_q²/n² (arXiv 2410.06833)
+        merged = [(e, lv) for a, b, e, lv, k in _staircase_plateaus(result, j) if k < n and b >= 10 * a]
+        worst = max((abs(e - lv) for e, lv in merged), default=float("nan"))
+        checks.append(Check(f"staircase at β = {beta:g}: plateau energies vs Σm²/n²",
+                            "≥ 2 plateaus (a decade long) after a merge, |E − Σm²/n²| ≤ 0.01",
+                            f"{len(merged)} plateaus, worst {worst:.1e}", len(merged) >= 2 and worst <= 0.01))
+    return checks
+
+
+# -- metastability ----------------------------------------------------------------------------
+
+
+def _meta_figures(result: RunResult) -> dict:
+    c = result.config
+    counts = {float(b): result.stats["n_clusters"][0, j] for j, b in enumerate(c.beta)}
+    return {"cluster_counts": lambda p: plots.cluster_count_vs_time(result.ts, counts, logx=True, n=c.n, d=c.d[0],
+                                                                     path=p)}
+
+
+def _meta_checks(result: RunResult) -> list[Check]:
+    c = result.config
+    counts = result.stats["n_clusters"][0]  # (β, seeds, T)
+    medians = np.median(counts[:, :, -1], axis=1)
+    order = np.argsort(c.beta)
+    # larger β: more metastable clusters, living longer ([GLPR] §6.3; their number grows like √β)
+    return [Check(f"metastable cluster count at t = {result.ts[-1]:.3g} grows with β",
+                  "non-decreasing in β", " → ".join(f"{m:g}" for m in medians[order]),
+                  bool(np.all(np.diff(medians[order]) >= 0)))]
+
+
+# -- the registry -----------------------------------------------------------------------------
+
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def _register(e: Experiment) -> None:
+    EXPERIMENTS[e.name] = e
+
+
+_register(Experiment(
+    "fig3-phase-diagram",
+    "phase diagram (t, β) ↦ fraction of clustered pairs for d ∈ {2…1024}, with Γ_∞,δ",
+    "[GLPR] Fig. 3",
+    dict(experiment="fig3-phase-diagram", model="sa", n=32, d=[2, 8, 32, 128, 512, 1024], beta="0.1:9:90",
+         seeds=1024, init="uniform", t1=30.0, n_save=201, delta=1e-3, solver="tsit5", rtol=1e-6, atol=1e-9,
+         save_states="no"),
+    dict(d=[2, 32], beta="0.5:6:12", seeds=8, n_save=61),
+    _fig3_figures, _fig3_checks,
+))
+_register(Experiment(
+    "fig4-circle",
+    "trajectories on the circle (d = 2) at β = 4 and 9 with cluster counts up to t = 30",
+    "[GLPR] Fig. 4",
+    dict(experiment="fig4-circle", model="sa", n=32, d=2, beta=[4.0, 9.0], seeds=32, init="uniform", t1=30.0,
+         n_save=301, delta=1e-3, solver="tsit5", save_states="yes"),
+    dict(seeds=6, n_save=61),
+    _fig4_figures, _fig4_checks,
+))
+_register(Experiment(
+    "highdim-histogram",
+    "histograms of pairwise inner products over time for growing d, against γ_β(t)",
+    "[GLPR] Thm 6.9",
+    dict(experiment="highdim-histogram", model="sa", n=32, d=[16, 64, 256, 1024], beta=1.0, seeds=16,
+         init="uniform", t1=10.0, n_save=101, histogram_bins=80, solver="tsit5", save_states="no"),
+    dict(d=[16, 64, 256], seeds=4, n_save=41),
+    _hist_figures, _hist_checks,
+))
+_register(Experiment(
+    "orthogonal-ode",
+    "orthogonal start (d = n): every pair follows the equiangular ODE (6.9)",
+    "[GLPR] Thm 6.8",
+    dict(experiment="orthogonal-ode", model="sa", n=32, d=32, beta=[1.0, 4.0], seeds=1, init="orthogonal",
+         t1=10.0, n_save=101, solver="dopri8", rtol=1e-10, atol=1e-12, save_states="yes"),
+    dict(n=8, d=8, n_save=41),
+    _ode_figures, _ode_checks,
+))
+_register(Experiment(
+    "sphere-movie",
+    "n = 64 particles on S² at β = 1 up to t = 15, as an animated GIF",
+    "[GLPR] movies",
+    dict(experiment="sphere-movie", model="sa", n=64, d=3, beta=1.0, seeds=1, init="uniform", t1=15.0,
+         n_save=151, solver="tsit5", save_states="yes"),
+    dict(n=16, n_save=31),
+    _movie_figures, _energy_checks,
+))
+_register(Experiment(
+    "staircase",
+    "n = 5 on the circle at large β: normalized energy vs log time climbs a staircase",
+    "arXiv 2410.06833",
+    # merges of clusters at angle θ take times ~ e^{βθ²/2}; past β ≈ 600 the force between the
+    # last two clusters (e^{-βθ²/2} ≈ 1e-16) drowns in float64 rounding, hence β ≤ 500 here.
+    # Tight clusters contract at rate O(1) while merges take 10⁶: an implicit method is needed.
+    dict(experiment="staircase", model="usa-rescaled", n=5, d=2, beta=[300.0, 400.0, 500.0], seeds=1,
+         init="angles", angles=[0.0, 0.06, 0.15, 0.27, 0.42], t1=1e12, n_save=281, save_spacing="log",
+         log_decades=14.0, solver="kvaerno5", rtol=1e-8, atol=1e-12, delta=1e-6, stop_when_clustered=True,
+         save_states="no"),
+    dict(beta=[500.0], n_save=141),
+    _staircase_figures, _staircase_checks,
+))
+_register(Experiment(
+    "metastability",
+    "cluster count vs time on the circle for a β grid: how many clusters, for how long",
+    "[GLPR] §6.3, arXiv 2410.23228",
+    dict(experiment="metastability", model="sa", n=64, d=2, beta=[1.0, 4.0, 9.0, 16.0, 25.0], seeds=32,
+         init="uniform", t1=1e4, n_save=161, save_spacing="log", log_decades=4.0, solver="tsit5",
+         save_states="no"),
+    dict(n=32, beta=[1.0, 9.0, 25.0], seeds=6, t1=300.0, n_save=61),
+    _meta_figures, _meta_checks,
+))
+
+
+def get(name: str) -> Experiment:
+    if name not in EXPERIMENTS:
+        import difflib
+
+        close = difflib.get_close_matches(name, EXPERIMENTS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown experiment {name!r}{hint} (built-in: {', '.join(EXPERIMENTS)})")
+    return EXPERIMENTS[name]
+
+
+def _generic_figures(result: RunResult) -> dict:
+    c = result.config
+    out = {}
+    if result.xs is not None and len(c.beta) >= 1:
+        out["trajectories"] = lambda p: plots.trajectories(
+            result.ts, result.xs[0, 0], n_clusters=result.stats["n_clusters"][0, 0, 0], beta=c.beta[0], path=p)
+    counts = {float(b): result.stats["n_clusters"][0, j] for j, b in enumerate(c.beta)}
+    out["cluster_counts"] = lambda p: plots.cluster_count_vs_time(result.ts, counts, n=c.n, d=c.d[0], path=p)
+    return out
+
+
+# a user's own configuration (experiment = "simulate"): trajectories and cluster counts
+GENERIC = Experiment("simulate", "a configuration of your own", "", dict(experiment="simulate"), {},
+                     _generic_figures)
+
+
+def resolve(name: str) -> Experiment:
+    """The experiment named by a configuration's ``experiment`` key."""
+    return GENERIC if name == "simulate" else get(name)

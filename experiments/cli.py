@@ -1,0 +1,206 @@
+"""The ``attnflow`` command line: list, run, sweep, plot and validate experiments.
+
+Results go to stdout (``--json`` prints the summary object), progress and logs to stderr.
+Bad input gets one line naming the problem and exit status 2, with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+from .._version import __version__
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of argparse's usage dump
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- resolving a configuration ------------------------------------------------------------------
+
+
+def resolve_config(target: str, sets=(), *, quick: bool = False):
+    """Config and Experiment for a built-in name or a TOML file, with ``--set`` overrides applied."""
+    from . import builtin
+    from .config import ConfigError, load_config
+
+    if target in builtin.EXPERIMENTS:
+        experiment, source = builtin.EXPERIMENTS[target], None
+    elif target.endswith(".toml") or os.path.sep in target or os.path.exists(target):
+        path = Path(target)
+        if not path.is_file():
+            raise UsageError(f"config file {target!r} does not exist")
+        try:
+            name = tomllib.loads(path.read_text(encoding="utf-8")).get("experiment", "simulate")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise UsageError(f"{target}: malformed TOML: {err}") from None
+        if not isinstance(name, str):
+            raise UsageError(f"{target}: experiment must be a string, got {name!r}")
+        try:
+            experiment = builtin.resolve(name)
+        except ValueError as err:
+            raise UsageError(f"{target}: {err}") from None
+        source = path
+    else:
+        try:
+            builtin.get(target)
+        except ValueError as err:
+            raise UsageError(f"{err}; or give a FILE.toml") from None
+    base = dict(experiment.defaults)
+    if quick:
+        base.update(experiment.quick)
+    try:
+        config = load_config(source, list(sets), base=base)
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+    return config, experiment
+
+
+def _default_name(target: str) -> str:
+    """Output folder name: the experiment's name, or the config file's stem."""
+    return Path(target).stem if target.endswith(".toml") else target
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def cmd_list(args) -> int:
+    from . import builtin
+    from .config import describe_keys
+
+    if args.keys:
+        print(describe_keys())
+        return 0
+    width = max(len(n) for n in builtin.EXPERIMENTS)
+    for name, e in builtin.EXPERIMENTS.items():
+        print(f"{name:<{width}}  {e.description}  ({e.reference})")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from . import results
+
+    config, experiment = resolve_config(args.target, args.set, quick=args.quick)
+    out = Path(args.out or os.path.join("runs", _default_name(args.target)))
+    results.check_writable(out)
+    if args.quiet:
+        config = config.replace(progress=False)
+    result = results.execute(config)
+    summary = results.save(out, result, experiment, plot=not args.no_plot)
+    if args.json:
+        print(json.dumps(summary, indent=2, allow_nan=False))
+    else:
+        results.print_report(result, experiment, out)
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from . import sweep
+
+    config, experiment = resolve_config(args.target, args.set, quick=args.quick)
+    if not args.grid:
+        raise UsageError("sweep needs at least one --grid key=values (e.g. --grid beta=0.5:5:10)")
+    out = Path(args.out or os.path.join("sweeps", _default_name(args.target)))
+    if args.quiet:
+        config = config.replace(progress=False)
+    sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume, plot=not args.no_plot)
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from . import results
+
+    written = results.replot(Path(args.dir), kinds=args.kind)
+    for path in written:
+        print(path)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from . import validate
+
+    return validate.main(quick=args.quick)
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="attnflow", description="Transformers as interacting particle systems on the sphere: "
+                     "run the papers' experiments, sweep d and β, plot clustering.")
+    parser.add_argument("--version", action="version", version=f"attnflow {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("list", help="list the built-in experiments")
+    p.add_argument("--keys", action="store_true", help="list every configuration key with its default")
+    p.set_defaults(func=cmd_list)
+
+    def common(p, out_help):
+        p.add_argument("target", metavar="NAME|FILE.toml", help="a built-in experiment (attnflow list) or a config file")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a configuration key (repeatable), e.g. --set beta=4 --set d=[2,8]")
+        p.add_argument("--out", metavar="DIR", help=out_help)
+        p.add_argument("--quick", action="store_true", help="the experiment's shrunk version (seconds, for a first look)")
+        p.add_argument("--no-plot", action="store_true", help="skip the figures")
+        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+    p = sub.add_parser("run", help="run one configuration and plot it")
+    common(p, "output directory (default: runs/NAME)")
+    p.add_argument("--json", action="store_true", help="print the summary object on stdout")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("sweep", help="run a grid of configurations")
+    common(p, "output directory (default: sweeps/NAME)")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=VALUES",
+                   help="a grid axis: a:b:n (linspace) or v1,v2,... (repeatable; the grid is their product)")
+    p.add_argument("--resume", action="store_true", help="skip the grid points already complete in DIR")
+    p.add_argument("--executor", choices=["local"], default="local", help="where the runs execute")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("plot", help="redraw the figures of a run (or of every run of a sweep)")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--kind", action="append", metavar="NAME", help="only this figure (repeatable)")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("validate", help="check the simulator against the theory, as a table")
+    p.add_argument("--quick", action="store_true", help="the fast subset (under two minutes on 2 cores)")
+    p.set_defaults(func=cmd_validate)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        return args.func(args)
+    except UsageError as err:
+        _log(f"attnflow: error: {err}")
+        return EXIT_USAGE
+    except ValueError as err:  # bad input found by the library (ConfigError, array checks, store)
+        _log(f"attnflow: error: {err}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _log("attnflow: interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

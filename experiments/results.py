@@ -1,0 +1,112 @@
+"""From a finished run to its directory: summary, arrays, figures; and back, to redraw figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from . import builtin, runner, store
+from .config import load_config
+
+
+def check_writable(out: Path) -> None:
+    """Refuse, before any work, an output path that cannot become a run directory."""
+    out = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file, not a directory")
+    if out.is_dir() and any(out.iterdir()) and not store.is_complete(out):
+        raise ValueError(f"--out {str(out)!r} is a non-empty directory that is not an attnflow run; "
+                         "choose another --out")
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot create {str(out)!r}: {str(parent)!r} is a file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write to {str(parent)!r} (permission denied)")
+
+
+def execute(config) -> runner.RunResult:
+    return runner.run(config)
+
+
+def figures(result: runner.RunResult, experiment: builtin.Experiment, kinds=None) -> dict:
+    """The experiment's figure writers, each wrapped to close its figure after saving."""
+    import matplotlib.pyplot as plt  # noqa: F401  (only to make sure a backend exists)
+
+    writers = experiment.figures(result)
+    if kinds:
+        unknown = [k for k in kinds if k not in writers and f"{k}.png" not in writers]
+        if unknown:
+            raise ValueError(f"unknown figure {unknown[0]!r}; this run has: {', '.join(writers)}")
+        writers = {k: v for k, v in writers.items() if k in kinds or k.removesuffix('.png') in kinds}
+    return writers
+
+
+def save(out: Path, result: runner.RunResult, experiment: builtin.Experiment, *, plot: bool = True) -> dict:
+    """Write the run directory (atomically) and return its summary."""
+    summary = runner.summarize(result)
+    arrays, dims = runner.arrays(result)
+    store.write_run(out, runner.config_toml(result), summary, arrays, figures(result, experiment) if plot else None,
+                    dims=dims)
+    return summary
+
+
+def print_report(result: runner.RunResult, experiment: builtin.Experiment, out: Path) -> None:
+    """A short human-readable account of a run on stdout: where it went, what the theory says."""
+    c = result.config
+    members = int(np.prod(result.steps.shape))
+    print(f"{experiment.name}: {members} member(s), n = {c.n}, d = {list(c.d)}, "
+          f"{len(c.beta)} β value(s), t1 = {c.t1:g}, {c.solver}; {result.wall_time_s:.1f} s")
+    for check in experiment.checks(result):
+        mark = "ok  " if check.passed else "FAIL"
+        print(f"  [{mark}] {check.name}: expected {check.expected}, measured {check.measured}")
+    print(f"results in {out}/")
+    for p in sorted(Path(out).iterdir()):
+        if p.suffix in (".png", ".gif"):
+            print(f"  {p.name}")
+
+
+def load_result(run_dir: Path) -> tuple[runner.RunResult, builtin.Experiment]:
+    """Rebuild a RunResult from a run directory (arrays read without unpickling)."""
+    if not store.is_complete(run_dir):
+        raise ValueError(f"{str(run_dir)!r} is not a complete attnflow run (config.toml, summary.json, results.npz)")
+    table = tomllib.loads((run_dir / store.CONFIG_FILE).read_text(encoding="utf-8"))
+    config = load_config(table)
+    summary = json.loads((run_dir / store.SUMMARY_FILE).read_text(encoding="utf-8"))
+    with np.load(run_dir / store.RESULTS_FILE, allow_pickle=False) as data:
+        arrs = {k: data[k] for k in data.files}
+    stats = {k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs", "__dims__")
+             and arrs[k].ndim >= 4}
+    result = runner.RunResult(config=config, ts=np.asarray(summary["times"], dtype=float), stats=stats,
+                              xs=arrs.get("xs"), steps=arrs["steps"],
+                              t_event=np.where(np.isnan(arrs["t_clustered"]), np.inf, arrs["t_clustered"]),
+                              wall_time_s=float(summary.get("wall_time_s", 0.0)))
+    return result, builtin.resolve(config.experiment)
+
+
+def replot(path: Path, kinds=None) -> list[Path]:
+    """Redraw the figures of a run, or of every complete run of a sweep, in place."""
+    if (path / store.MANIFEST_FILE).is_file():
+        runs = [path / r["name"] for r in store.read_manifest(path)["runs"] if store.is_complete(path / r["name"])]
+    elif path.is_dir():
+        runs = [path]
+    else:
+        raise ValueError(f"{str(path)!r} is not a run or sweep directory")
+    written = []
+    for run_dir in runs:
+        result, experiment = load_result(run_dir)
+        for name, draw in figures(result, experiment, kinds).items():
+            target = run_dir / (name if name.endswith((".png", ".gif")) else f"{name}.png")
+            tmp = target.with_name(f".{target.name}.tmp{target.suffix}")
+            draw(tmp)
+            os.replace(tmp, target)
+            written.append(target)
+    if not written:
+        print("no figures to draw", file=sys.stderr)
+    return written

@@ -1,0 +1,264 @@
+"""Run one configuration: an ensemble over d × β × seeds, statistics computed inside the compiled loop.
+
+The members of a run are the Cartesian product of the configuration's ``d`` list, its ``beta``
+list and ``seeds`` initial conditions. Members that share d share a compiled, vmapped call
+(chunked to the ``memory_gb`` budget); the same seeds give the same initial conditions for
+every β, so differences across β are the dynamics', not the sampling's.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import math
+import platform
+import time
+from dataclasses import dataclass, field as dc_field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import particles
+from ..particles import fields, observables
+from ..particles.energy import energy, normalized_energy
+from ..solvers import simulate
+from .config import Config, to_toml
+
+FIXED = ("euler", "rk4", "lie_euler", "cg3")
+
+
+@dataclass
+class RunResult:
+    """Everything one run produced: its configuration, save times, statistics and (maybe) states.
+
+    ``stats[name]`` has shape (len(d), len(beta), seeds, T[, ...]); ``xs`` (only for a single d)
+    has shape (len(beta), seeds, T, n, d).
+    """
+
+    config: Config
+    ts: np.ndarray
+    stats: dict[str, np.ndarray]
+    xs: np.ndarray | None
+    steps: np.ndarray
+    t_event: np.ndarray
+    wall_time_s: float
+    extra: dict = dc_field(default_factory=dict)
+
+    @property
+    def member_shape(self) -> tuple[int, int, int]:
+        return self.steps.shape
+
+    def member(self, name: str) -> np.ndarray:
+        """A statistic flattened to (members, T, ...), members ordered (d, β, seed)."""
+        a = self.stats[name]
+        return a.reshape((-1,) + a.shape[3:])
+
+
+def save_times(config: Config) -> np.ndarray:
+    """The save times: ``save_times`` if given, else ``n_save`` points on a linear or log grid."""
+    if config.save_times:
+        return np.asarray(config.save_times, dtype=float)
+    t1, n_save = config.t1, config.n_save
+    if config.save_spacing == "log" and t1 > 0:
+        return np.concatenate([[0.0], np.geomspace(t1 * 10.0 ** -config.log_decades, t1, n_save - 1)])
+    return np.linspace(0.0, t1, n_save)
+
+
+def build_field(config: Config, beta):
+    """The vector field named by ``config.model`` at inverse temperature ``beta`` (scalar or array)."""
+    return fields.make(config.model, beta)
+
+
+def initial_conditions(config: Config, d: int) -> jnp.ndarray:
+    """The ``seeds`` initial configurations (seeds, n, d) of a run, member s from seed ``seed + s``."""
+    n, seeds = config.n, config.seeds
+    dtype = config.dtype
+    key = jax.random.key(config.seed)
+    init = config.init
+    if init == "uniform":
+        return particles.init.uniform(key, n, d, batch=seeds, dtype=dtype)
+    if init == "orthogonal":
+        return particles.init.orthogonal(key, n, d, batch=seeds, dtype=dtype)
+    if init == "equiangular":
+        return particles.init.equiangular(key, n, d, config.rho, batch=seeds, dtype=dtype)
+    if init == "cap":
+        return particles.init.cap(key, n, d, config.cap_angle, batch=seeds, dtype=dtype)
+    if init == "clusters":
+        return particles.init.clusters(key, n, d, config.n_init_clusters, config.spread, batch=seeds, dtype=dtype)
+    if init == "angles":
+        theta = np.asarray(config.angles, dtype=float)
+        x = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+        return jnp.broadcast_to(jnp.asarray(x, dtype=dtype), (seeds, n, 2))
+    if init == "file":
+        x = particles.init.from_array(config.init_file, dtype=dtype)
+        if x.shape[-1] != d or x.shape[-2] != n:
+            raise ValueError(f"init_file {config.init_file!r} holds shape {tuple(x.shape)}, but the run has n = {n}, d = {d}")
+        if x.ndim == 3 and x.shape[0] != seeds:
+            raise ValueError(f"init_file {config.init_file!r} holds {x.shape[0]} configurations but seeds = {seeds}")
+        return jnp.broadcast_to(x, (seeds, n, d))
+    raise ValueError(f"unknown init {init!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def statistics(delta: float, bins: int, keep_states: bool = False):
+    """The on-the-fly statistics of a run (one cached function per (δ, bins), so runs reuse compilations).
+
+    Per member and save time: mean/min/max of ⟨x_i,x_j⟩ over i ≠ j, the fraction of pairs with
+    ⟨x_i,x_j⟩ ≥ 1 − δ, the number of clusters at threshold δ and Σ_q m_q²/n² over their sizes,
+    E_β and its normalized form,
+    and, with ``bins`` > 0, the histogram of pairwise inner products; with ``keep_states`` the
+    configuration itself.
+    """
+
+    def stats(t, x, field):
+        pairs = observables.pair_statistics(x)
+        out = {
+            "mean_inner_product": pairs["mean"],
+            "min_inner_product": pairs["min"],
+            "max_inner_product": pairs["max"],
+            "clustered_fraction": observables.clustered_fraction(x, delta),
+            "n_clusters": observables.n_clusters(x, delta),
+            # Σ_q m_q²/n² over the clusters: the normalized energy of tight clusters of these sizes
+            "cluster_level": jnp.mean(observables.cluster_sizes(x, delta)) / x.shape[0],
+            "normalized_energy": normalized_energy(x, field.beta),
+            "energy": energy(x, field.beta),
+        }
+        if bins:
+            out["histogram"] = observables.inner_product_histogram(x, bins)
+        if keep_states:
+            out["states"] = x
+        return out
+
+    return stats
+
+
+def _chunk_size(config: Config, d: int, members: int, n_times: int, keep_states: bool) -> int:
+    """Members per compiled call that fit the memory budget (state, RK stages, attention, saves)."""
+    n = config.n
+    itemsize = 4 if config.dtype == "float32" else 8
+    per_member = itemsize * (16 * n * d + 6 * n * n + n_times * (8 + config.histogram_bins))
+    if keep_states:
+        per_member += itemsize * n_times * n * d
+    return int(max(1, min(members, config.memory_gb * 2**30 // per_member)))
+
+
+def _keep_states(config: Config, members_per_d: int, n_times: int) -> bool:
+    if config.save_states == "yes":
+        return True
+    if config.save_states == "no" or len(config.d) > 1:
+        return False
+    return members_per_d * n_times * config.n * config.d[0] <= 20_000_000
+
+
+def run(config: Config, *, progress: bool | None = None) -> RunResult:
+    """Simulate every member of ``config`` and return its statistics (and states when small)."""
+    show = config.progress if progress is None else progress
+    ts = save_times(config)
+    betas = np.asarray(config.beta, dtype=float)
+    nb, seeds, nd = len(betas), config.seeds, len(config.d)
+    members_per_d = nb * seeds
+    keep = _keep_states(config, members_per_d, len(ts))
+    stats_fn = statistics(float(config.delta), int(config.histogram_bins), keep)
+    start = time.perf_counter()
+
+    per_d_stats, states, steps, events = [], None, [], []
+    for d in config.d:
+        x0 = initial_conditions(config, d)  # (seeds, n, d)
+        beta_members = np.repeat(betas, seeds)
+        x_members = jnp.tile(x0, (nb, 1, 1))
+        chunk = _chunk_size(config, d, members_per_d, len(ts), keep)
+        pieces = []
+        for lo in range(0, members_per_d, chunk):
+            hi = min(lo + chunk, members_per_d)
+            # pad the last chunk to the common size so it reuses the compiled call
+            idx = np.minimum(np.arange(lo, lo + chunk), members_per_d - 1)
+            field = build_field(config, jnp.asarray(beta_members[idx]))
+            label = f"d={d}" if nd > 1 else "simulate"
+            if members_per_d > chunk:
+                label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"
+            common = dict(ts=ts, solver=config.solver, dt=config.dt if config.solver in FIXED or config.dt > 0 else None,
+                          rtol=config.rtol, atol=config.atol, dtype=config.dtype,
+                          # stopping at δ/2 leaves the final state unambiguously one cluster at δ
+                          stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None,
+                          progress=label if show else False)
+            sol = simulate(field, x_members[idx], config.t1, save=stats_fn, **common)
+            piece = {k: np.asarray(v)[: hi - lo] for k, v in sol.stats.items()}
+            pieces.append((piece, np.asarray(sol.steps)[: hi - lo], np.asarray(sol.t_event)[: hi - lo]))
+        merged = {k: np.concatenate([p[0][k] for p in pieces]) for k in pieces[0][0]}
+        merged = {k: v.reshape((nb, seeds) + v.shape[1:]) for k, v in merged.items()}
+        if keep:
+            states = merged.pop("states")
+        per_d_stats.append(merged)
+        steps.append(np.concatenate([p[1] for p in pieces]).reshape(nb, seeds))
+        events.append(np.concatenate([p[2] for p in pieces]).reshape(nb, seeds))
+    stats = {k: np.stack([s[k] for s in per_d_stats]) for k in per_d_stats[0]}
+    return RunResult(config=config, ts=ts, stats=stats, xs=states, steps=np.stack(steps), t_event=np.stack(events),
+                     wall_time_s=time.perf_counter() - start)
+
+
+STAT_DIMS = ("d", "beta", "seed", "time")
+
+
+def versions() -> dict[str, str]:
+    """Versions of attnflow and of what it runs on, recorded in every summary."""
+    out = {"python": platform.python_version()}
+    for dist in ("attnflow", "jax", "jaxlib", "diffrax", "equinox", "numpy"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = "unknown"
+    out["device"] = str(jax.devices()[0].platform)
+    return out
+
+
+def _finite_or_none(values) -> list:
+    return [None if not math.isfinite(v) else float(v) for v in np.asarray(values, dtype=float).ravel()]
+
+
+def t_clustered(result: RunResult) -> np.ndarray:
+    """Per member (d, β, seed order): the first save time at which every pair is within δ, NaN if never."""
+    together = result.member("min_inner_product") >= 1.0 - result.config.delta
+    first = np.argmax(together, axis=1)
+    return np.where(together.any(axis=1), result.ts[first], np.nan)
+
+
+def summarize(result: RunResult) -> dict:
+    """The summary object of DESIGN.md ("Summary contract"): means over members, per time."""
+    m = result.member
+    energy_mean = np.mean(m("energy"), axis=0)
+    return {
+        "config": result.config.to_dict(),
+        "times": [float(t) for t in result.ts],
+        "mean_inner_product": _finite_or_none(np.mean(m("mean_inner_product"), axis=0)),
+        "min_inner_product": _finite_or_none(np.mean(m("min_inner_product"), axis=0)),
+        "clustered_fraction": _finite_or_none(np.mean(m("clustered_fraction"), axis=0)),
+        "n_clusters": np.asarray(m("n_clusters")).T.astype(int).tolist(),
+        "energy": _finite_or_none(energy_mean),
+        "t_clustered": _finite_or_none(t_clustered(result)),
+        "steps": int(round(float(np.mean(result.steps)))),
+        "wall_time_s": float(result.wall_time_s),
+        "versions": versions(),
+    }
+
+
+def arrays(result: RunResult) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    """The run's arrays for results.npz and the names of their dimensions."""
+    out = {"d": np.asarray(result.config.d), "beta": np.asarray(result.config.beta, dtype=float),
+           "seed": result.config.seed + np.arange(result.config.seeds), "steps": result.steps,
+           "t_clustered": t_clustered(result).reshape(result.steps.shape)}
+    dims = {"d": ["d"], "beta": ["beta"], "seed": ["seed"], "steps": ["d", "beta", "seed"],
+            "t_clustered": ["d", "beta", "seed"]}
+    for name, value in result.stats.items():
+        out[name] = value
+        dims[name] = list(STAT_DIMS) + (["bin"] if name == "histogram" else [])
+    if result.xs is not None:
+        out["xs"] = result.xs
+        dims["xs"] = ["beta", "seed", "time", "particle", "coord"]
+    for name, value in result.extra.items():
+        out[name], dims[name] = value
+    return out, dims
+
+
+def config_toml(result: RunResult) -> str:
+    return to_toml(result.config)
