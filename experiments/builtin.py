@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..particles import equiangular as eq
+from ..particles import equiangular_ode as eq
 from ..particles import observables
 from . import plots
 from .runner import RunResult

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import particles
-from ..particles import equiangular as eq
+from ..particles import equiangular_ode as eq
 from ..solvers import simulate
 from . import builtin, runner
 from .builtin import Check

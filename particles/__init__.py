@@ -2,7 +2,7 @@
 
 from . import init
 from .energy import energy, log_energy, normalized_energy
-from .equiangular import equiangular, equiangular_rhs, gamma_curve, hitting_time, wendel_probability
+from .equiangular_ode import equiangular, equiangular_rhs, gamma_curve, hitting_time, wendel_probability
 from .fields import SA, USA, Attention
 from .observables import (
     Clusters,

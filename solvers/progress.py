@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
+import diffrax
 import numpy as np
 
 _active: Progress | None = None
@@ -45,6 +46,9 @@ class Progress:
             self.stream.flush()
         return False
 
+    def update_fraction(self, fraction: float) -> None:
+        self.update(-1, self.t0 + fraction * (self.t1 - self.t0))
+
     def update(self, member: int, t: float) -> None:
         if member < 0:
             self.latest[:] = t
@@ -72,3 +76,25 @@ def report(member, t) -> None:
     """Callback target: record that ``member`` (−1 for all) reached time ``t``."""
     if _active is not None:
         _active.update(int(member), float(t))
+
+
+class StderrMeter(diffrax.TextProgressMeter):
+    """diffrax progress meter that feeds the active ``Progress`` instead of printing to stdout.
+
+    diffrax calls it once per batch (not per member) and only when progress grew by
+    ``minimum_increase``, so it costs nothing noticeable inside vmapped adaptive solves.
+    """
+
+    @staticmethod
+    def _init_bar() -> list[float]:
+        return [0.0]
+
+    @staticmethod
+    def _step_bar(bar: list[float], progress) -> None:
+        bar[0] = float(np.min(np.asarray(progress)))
+        if _active is not None:
+            _active.update_fraction(bar[0])
+
+    @staticmethod
+    def _close_bar(bar: list[float]) -> None:
+        pass

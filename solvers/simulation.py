@@ -299,8 +299,6 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
 
         # diffrax fills saves past the end with inf, so integer statistics travel as floats
         def save_at(t, y, args):
-            if progress:
-                jax.debug.callback(_progress.report, member, t)
             return jax.tree_util.tree_map(_as_float, save_fn(t, normalize(y), f))
 
         out_types = jax.eval_shape(lambda y: save_fn(t0, y, f), x0_m)
@@ -317,6 +315,7 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
         sol = diffrax.diffeqsolve(
             term, solver, t0, t1, dt0, x0_m, saveat=saveat, stepsize_controller=controller,
             max_steps=max_steps, event=event,
+            progress_meter=_progress.StderrMeter(minimum_increase=0.01) if progress else diffrax.NoProgressMeter(),
         )
         saved, (x_end,) = sol.ys[0], sol.ys[1]
         saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)

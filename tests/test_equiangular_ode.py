@@ -16,7 +16,7 @@ from scipy.integrate import solve_ivp
 
 import attnflow as af  # noqa: F401  (enables float64)
 from attnflow.particles import init
-from attnflow.particles.equiangular import (
+from attnflow.particles.equiangular_ode import (
     equiangular,
     equiangular_rhs,
     gamma_curve,
