@@ -1,0 +1,250 @@
+"""The built-in experiments end to end: each runs once (its --quick size) through the command line, its
+theory checks pass on the run read back from disk, and one number from the theory is checked here.
+
+The quick configurations are exactly the ones ``attnflow validate --quick`` runs, so the two share
+their compilations within one pytest session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import shutil
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import attnflow as af
+from attnflow.experiments import builtin, plots, runner
+from attnflow.experiments.cli import main
+from attnflow.experiments.config import load_config
+from attnflow.experiments.results import load_result
+from attnflow.particles import observables
+
+NAMES = list(builtin.EXPERIMENTS)
+
+
+def cli(argv) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else 1
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """name → the experiment run once with --quick (lazily), read back from its directory."""
+    root = tmp_path_factory.mktemp("builtin")
+    cache = {}
+
+    def get(name: str) -> SimpleNamespace:
+        if name not in cache:
+            out = root / name
+            rc, stdout, stderr = cli(["run", name, "--quick", "--quiet", "--out", out])
+            assert rc == 0, stderr
+            result, experiment = load_result(out)
+            cache[name] = SimpleNamespace(out=out, stdout=stdout, result=result, experiment=experiment)
+        return cache[name]
+
+    return get
+
+
+def test_list_shows_exactly_the_registry():
+    rc, out, _ = cli(["list"])
+    assert rc == 0
+    assert [line.split()[0] for line in out.splitlines()] == NAMES
+    assert set(NAMES) == {"fig3-phase-diagram", "fig4-circle", "highdim-histogram", "orthogonal-ode",
+                          "sphere-movie", "staircase", "metastability"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_builtin_experiment_passes_its_theory_checks(runs, name):
+    r = runs(name)
+    e = builtin.EXPERIMENTS[name]
+    assert r.experiment is e
+    # the run is the experiment's defaults with its quick overrides, nothing else
+    expected = load_config(None, ["progress=false"], base={**e.defaults, **e.quick})
+    assert r.result.config == expected
+    checks = e.checks(r.result)
+    assert checks, f"{name} has no theory check"
+    failed = [c for c in checks if not c.passed]
+    assert not failed, failed
+    # the report printed by the live run shows the same checks as the run read back from disk
+    for c in checks:
+        assert f"[ok  ] {c.name}: expected {c.expected}, measured {c.measured}" in r.stdout
+    assert "FAIL" not in r.stdout
+    # every figure of the experiment was written, as a real PNG or GIF
+    for fig in e.figures(r.result):
+        path = r.out / (fig if fig.endswith((".png", ".gif")) else f"{fig}.png")
+        head = path.read_bytes()[:8]
+        assert head == b"\x89PNG\r\n\x1a\n" if path.suffix == ".png" else head[:6] == b"GIF89a", path
+
+
+# -- one number from the theory per experiment ------------------------------------------------------
+
+
+def test_fig3_overlays_the_gamma_curve(runs, monkeypatch):
+    r = runs("fig3-phase-diagram")
+    c = r.result.config
+    captured = {}
+
+    def capture(ts, betas, by_d, curve, **kw):
+        captured.update(ts=ts, betas=betas, by_d=by_d, curve=curve, **kw)
+
+    monkeypatch.setattr(plots, "phase_diagram_grid", capture)
+    r.experiment.figures(r.result)["phase_diagram"](None)
+    betas = np.linspace(0.5, 6.0, 12)
+    np.testing.assert_allclose(captured["betas"], betas, rtol=1e-15)
+    t_star, curve_betas = captured["curve"]
+    np.testing.assert_allclose(curve_betas, betas, rtol=1e-15)
+    np.testing.assert_allclose(t_star, np.asarray(af.gamma_curve(betas, c.n, c.delta)), rtol=1e-12)
+    assert sorted(captured["by_d"]) == [2, 32]
+    frac = r.result.stats["clustered_fraction"]
+    np.testing.assert_allclose(captured["by_d"][32], frac[1].mean(axis=1), rtol=1e-12)
+    # Γ_∞,δ(β) is when the equiangular solution from ρ0 = 0 reaches 1 − δ
+    gamma = np.asarray(af.equiangular(betas[3], c.n, np.array([0.0, t_star[3]])))
+    assert gamma[-1] == pytest.approx(1 - c.delta, abs=1e-6)
+
+
+def test_fig4_statistics_agree_with_the_saved_states(runs):
+    r = runs("fig4-circle")
+    c, xs = r.result.config, r.result.xs  # xs (β, seed, T, n, 2)
+    assert xs.shape == (2, 6, 61, 32, 2)
+    np.testing.assert_allclose(np.linalg.norm(xs, axis=-1), 1.0, atol=1e-12)  # on the circle
+    last = xs[:, :, -1]
+    counts = np.asarray(af.n_clusters(last, c.delta))
+    np.testing.assert_array_equal(counts, r.result.stats["n_clusters"][0, :, :, -1])
+    gram = np.einsum("bsid,bsjd->bsij", last, last)[..., ~np.eye(c.n, dtype=bool)]
+    np.testing.assert_allclose(gram.mean(-1), r.result.stats["mean_inner_product"][0, :, :, -1], atol=1e-12)
+    np.testing.assert_allclose(gram.min(-1), r.result.stats["min_inner_product"][0, :, :, -1], atol=1e-12)
+    # SA with V = I is a gradient ascent flow of E_β: the energy never decreases
+    assert np.min(np.diff(r.result.stats["normalized_energy"], axis=-1)) >= -1e-9
+
+
+def test_highdim_histograms_count_every_pair_and_concentrate_on_gamma(runs):
+    r = runs("highdim-histogram")
+    c = r.result.config
+    hist = r.result.stats["histogram"][:, 0]  # (d, seeds, T, bins)
+    assert hist.dtype.kind in "iu"
+    np.testing.assert_array_equal(hist.sum(axis=(1, 3)), c.seeds * c.n * (c.n - 1) // 2)
+    edges = np.asarray(observables.histogram_edges(c.histogram_bins))
+    centres = (edges[1:] + edges[:-1]) / 2
+    mean_from_hist = (hist * centres).sum(-1) / hist.sum(-1)
+    mean = r.result.stats["mean_inner_product"][:, 0]
+    assert np.max(np.abs(mean_from_hist - mean)) <= 1.0 / c.histogram_bins + 1e-12  # half a bin width
+    # Thm 6.9: pairs follow γ_β(t) up to O(√(log d / d))
+    gamma = np.asarray(af.equiangular(c.beta[0], c.n, r.result.ts))
+    dev = np.abs(mean - gamma).max(axis=(1, 2))
+    assert np.all(np.diff(dev) < 0)
+    scaled = dev * np.sqrt(np.asarray(c.d) / np.log(c.d))
+    assert scaled.max() / scaled.min() < 2.0
+
+
+def test_orthogonal_start_follows_the_equiangular_ode(runs):
+    r = runs("orthogonal-ode")
+    c, xs = r.result.config, r.result.xs  # (β, 1, T, n, n)
+    off = ~np.eye(c.n, dtype=bool)
+    for j, beta in enumerate(c.beta):
+        gram = np.einsum("tid,tjd->tij", xs[j, 0], xs[j, 0])
+        np.testing.assert_allclose(np.diagonal(gram, axis1=1, axis2=2), 1.0, atol=1e-12)
+        gamma = np.asarray(af.equiangular(beta, c.n, r.result.ts, model="sa"))
+        assert np.max(np.abs(gram[:, off] - gamma[:, None])) <= 1e-6
+        np.testing.assert_allclose(gram[0][off], 0.0, atol=1e-12)  # an orthonormal frame at t = 0
+
+
+def test_sphere_movie_gif_has_one_frame_per_save_time(runs):
+    from PIL import Image, ImageSequence
+
+    r = runs("sphere-movie")
+    c = r.result.config
+    np.testing.assert_allclose(np.linalg.norm(r.result.xs, axis=-1), 1.0, atol=1e-12)  # on S²
+    with Image.open(r.out / "movie.gif") as gif:
+        frames = [np.asarray(f.convert("RGB")).astype(np.int64) for f in ImageSequence.Iterator(gif)]
+    assert len(frames) == min(c.n_save, 150) == 31
+    for k, f in enumerate(frames):
+        packed = (f[..., 0] << 16) | (f[..., 1] << 8) | f[..., 2]
+        assert f.std() > 10 and len(np.unique(packed)) > 16, f"frame {k} is blank"
+    # particles move: the first and the last frame differ in many pixels
+    assert np.mean(np.any(frames[0] != frames[-1], axis=-1)) > 0.005
+    assert np.min(np.diff(r.result.stats["normalized_energy"], axis=-1)) >= -1e-9
+
+
+def _levels_by_parts(n: int) -> dict[int, set[float]]:
+    """Σ m_q²/n² over the partitions of n, grouped by the number of parts."""
+
+    def partitions(m, largest):
+        if m == 0:
+            yield ()
+            return
+        for first in range(min(m, largest), 0, -1):
+            for rest in partitions(m - first, first):
+                yield (first,) + rest
+
+    out: dict[int, set[float]] = {}
+    for p in partitions(n, n):
+        out.setdefault(len(p), set()).add(sum(m * m for m in p) / n**2)
+    return out
+
+
+def test_staircase_plateaus_sit_on_partition_levels(runs):
+    r = runs("staircase")
+    c = r.result.config
+    levels = _levels_by_parts(c.n)
+    assert levels[2] == {17 / 25, 13 / 25} and levels[3] == {11 / 25, 9 / 25}
+    ts = r.result.ts[1:]
+    counts = r.result.stats["n_clusters"][0, 0, 0, 1:]
+    energy = r.result.stats["normalized_energy"][0, 0, 0, 1:]
+    level = r.result.stats["cluster_level"][0, 0, 0, 1:]
+    for k, lv in zip(counts, level):  # Σm²/n² of the clusters found is a partition level with k parts
+        assert min(abs(lv - v) for v in levels[int(k)]) <= 1e-12
+    plateaus = []
+    for k, group in itertools.groupby(range(len(ts)), key=lambda i: int(counts[i])):
+        idx = list(group)
+        if k < c.n and ts[idx[-1]] >= 10 * ts[idx[0]]:  # after a merge, at least a decade long
+            plateaus.append((k, float(np.median(energy[idx]))))
+    assert len(plateaus) >= 2
+    ks = [k for k, _ in plateaus]
+    assert ks == sorted(ks, reverse=True) and len(set(ks)) == len(ks)  # clusters only merge
+    for k, e in plateaus:
+        assert min(abs(e - v) for v in levels[k]) <= 0.01, (k, e)
+    es = [e for _, e in plateaus]
+    assert es == sorted(es)  # the staircase climbs
+    assert plateaus[-1][0] == 1 and plateaus[-1][1] == pytest.approx(1.0, abs=0.01)
+
+
+def test_metastability_log_time_grid_and_energy(runs, tmp_path):
+    r = runs("metastability")
+    c = r.result.config
+    expected = np.concatenate([[0.0], np.geomspace(c.t1 * 10.0**-c.log_decades, c.t1, c.n_save - 1)])
+    np.testing.assert_array_equal(r.result.ts, expected)
+    assert np.min(np.diff(r.result.stats["normalized_energy"], axis=-1)) >= -1e-9
+    # t_clustered (summary) is the first save time at which every pair is within δ
+    together = r.result.member("min_inner_product") >= 1 - c.delta
+    t_clustered = np.where(together.any(1), r.result.ts[np.argmax(together, axis=1)], np.nan)
+    np.testing.assert_array_equal(runner.t_clustered(r.result), t_clustered)
+    # the figure redrawn from disk is the one the run drew
+    copy = tmp_path / "meta"
+    shutil.copytree(r.out, copy)
+    original = (copy / "cluster_counts.png").read_bytes()
+    (copy / "cluster_counts.png").unlink()
+    rc, out, err = cli(["plot", copy])
+    assert rc == 0, err
+    assert out.splitlines() == [str(copy / "cluster_counts.png")]
+    assert (copy / "cluster_counts.png").read_bytes() == original
+
+
+@pytest.mark.xfail(strict=True, reason="runner.initial_conditions draws all members from one key split `seeds` "
+                   "ways (af.init.uniform(key(seed), batch=seeds)), but its docstring says member s comes from "
+                   "seed `seed + s` and results.npz labels member s with seed coordinate seed + s; the member "
+                   "labelled seed = 1 cannot be reproduced with --set seed=1")
+def test_member_labelled_seed_s_is_the_run_with_seed_s():
+    base = load_config(None, ["n=6", "d=3", "seeds=2", "seed=0"])
+    alone = base.replace(seed=1, seeds=1)
+    x_pair = np.asarray(runner.initial_conditions(base, 3))
+    x_alone = np.asarray(runner.initial_conditions(alone, 3))
+    np.testing.assert_array_equal(x_pair[1], x_alone[0])
