@@ -41,10 +41,13 @@ def figures(result: runner.RunResult, experiment: builtin.Experiment, kinds=None
 
     writers = experiment.figures(result)
     if kinds:
-        unknown = [k for k in kinds if k not in writers and f"{k}.png" not in writers]
+        def stem(name):
+            return name.removesuffix(".png").removesuffix(".gif")
+
+        unknown = [k for k in kinds if stem(k) not in {stem(w) for w in writers}]
         if unknown:
-            raise ValueError(f"unknown figure {unknown[0]!r}; this run has: {', '.join(writers)}")
-        writers = {k: v for k, v in writers.items() if k in kinds or k.removesuffix('.png') in kinds}
+            raise ValueError(f"unknown figure {unknown[0]!r}; this run has: {', '.join(map(stem, writers))}")
+        writers = {k: v for k, v in writers.items() if stem(k) in {stem(x) for x in kinds}}
     return writers
 
 

@@ -71,21 +71,12 @@ def build_field(config: Config, beta):
 
 
 def initial_conditions(config: Config, d: int) -> jnp.ndarray:
-    """The ``seeds`` initial configurations (seeds, n, d) of a run, member s from seed ``seed + s``."""
-    n, seeds = config.n, config.seeds
-    dtype = config.dtype
-    key = jax.random.key(config.seed)
+    """The ``seeds`` initial configurations (seeds, n, d) of a run; member s is drawn from seed ``seed + s``.
+
+    So the member labelled seed s in results is exactly the run ``--set seed=s --set seeds=1``.
+    """
+    n, seeds, dtype = config.n, config.seeds, config.dtype
     init = config.init
-    if init == "uniform":
-        return particles.init.uniform(key, n, d, batch=seeds, dtype=dtype)
-    if init == "orthogonal":
-        return particles.init.orthogonal(key, n, d, batch=seeds, dtype=dtype)
-    if init == "equiangular":
-        return particles.init.equiangular(key, n, d, config.rho, batch=seeds, dtype=dtype)
-    if init == "cap":
-        return particles.init.cap(key, n, d, config.cap_angle, batch=seeds, dtype=dtype)
-    if init == "clusters":
-        return particles.init.clusters(key, n, d, config.n_init_clusters, config.spread, batch=seeds, dtype=dtype)
     if init == "angles":
         theta = np.asarray(config.angles, dtype=float)
         x = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
@@ -97,7 +88,17 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
         if x.ndim == 3 and x.shape[0] != seeds:
             raise ValueError(f"init_file {config.init_file!r} holds {x.shape[0]} configurations but seeds = {seeds}")
         return jnp.broadcast_to(x, (seeds, n, d))
-    raise ValueError(f"unknown init {init!r}")
+    samplers = {
+        "uniform": lambda k: particles.init.uniform(k, n, d, dtype=dtype),
+        "orthogonal": lambda k: particles.init.orthogonal(k, n, d, dtype=dtype),
+        "equiangular": lambda k: particles.init.equiangular(k, n, d, config.rho, dtype=dtype),
+        "cap": lambda k: particles.init.cap(k, n, d, config.cap_angle, dtype=dtype),
+        "clusters": lambda k: particles.init.clusters(k, n, d, config.n_init_clusters, config.spread, dtype=dtype),
+    }
+    if init not in samplers:
+        raise ValueError(f"unknown init {init!r}")
+    keys = jax.vmap(jax.random.key)(config.seed + jnp.arange(seeds))
+    return jax.vmap(samplers[init])(keys)
 
 
 @functools.lru_cache(maxsize=None)

@@ -675,7 +675,6 @@ def _coord_value(v: Any) -> Any:
 
 
 def _load_sweep(sweep_dir: Path):
-    import pandas as pd
     import xarray as xr
 
     manifest = read_manifest(sweep_dir)
@@ -698,23 +697,63 @@ def _load_sweep(sweep_dir: Path):
         datasets.append(ds)
     if not datasets:
         raise StoreError(f"{sweep_dir}: no complete runs yet ({len(manifest['runs'])} listed in {MANIFEST_FILE})")
-    kw = dict(data_vars="all", coords="different", compat="equals", join="outer", combine_attrs="drop_conflicts")
-    if len(names) == 1:
-        ax = names[0]
-        index = pd.Index([_coord_value(r["point"][ax]) for r in runs], name=ax)
-        ds = xr.concat(datasets, dim=index, **kw)
-    else:
-        ds = xr.concat(datasets, dim="run", **kw)
-        coords = {ax: ("run", [_coord_value(r["point"][ax]) for r in runs]) for ax in names}
+    ds = None
+    if _is_product(axes, manifest["runs"]):
+        try:
+            ds = _combine_on_grid(datasets, runs, axes)
+        except (ValueError, KeyError):
+            ds = None  # not a grid xarray can lay out: fall back to a run dimension
+    if ds is None:
+        kw = dict(data_vars="all", coords="different", compat="equals", join="outer",
+                  combine_attrs="drop_conflicts")
+        ds = xr.concat([_indexed(d) for d in datasets], dim="run", **kw)
+        coords = {ax: ("run", [_coord_value(r["point"][ax]) for r in runs]) for ax in names if ax not in ds.dims}
         coords["run_name"] = ("run", [r["name"] for r in runs])
         ds = ds.assign_coords(coords)
-        if names and _is_product(axes, manifest["runs"]):
-            # A full product grid becomes one dimension per axis (runs not done yet are NaN).
-            ds = ds.drop_vars("run_name").set_index(run=names).unstack("run")
-            ds = ds.reindex({ax: [_coord_value(v) for v in axes[ax]] for ax in names})
-            ds = ds.transpose(*names, ...)
     ds.attrs["sweep_axes"] = names
     return ds
+
+
+def _indexed(ds):
+    """Give every dimension a coordinate (particle, coord, bin: 0, 1, ...) so runs of different
+    sizes align on an outer join instead of clashing."""
+    return ds.assign_coords({dim: np.arange(size) for dim, size in ds.sizes.items() if dim not in ds.coords})
+
+
+def _combine_on_grid(datasets, runs, axes):
+    """Lay complete runs out on their grid: one dimension per axis, merged by coordinate values.
+
+    An axis that is already a dimension of every run (``beta``, ``d``, ``seed``) merges along
+    it; any other axis becomes a new dimension. Per-run scalars spread along the axes.
+    """
+    import xarray as xr
+
+    names = list(axes)
+    # dimensions without labels of their own (particle, coord, bin) are padded to a common length
+    # with NaN, so runs of different n line up instead of becoming an axis to combine along
+    unlabelled: dict[str, int] = {}
+    for ds in datasets:
+        for dim, size in ds.sizes.items():
+            if dim not in ds.coords:
+                unlabelled[dim] = max(size, unlabelled.get(dim, 0))
+    laid = []
+    for ds, run in zip(datasets, runs):
+        ds = _indexed(ds).reindex({dim: np.arange(size) for dim, size in unlabelled.items() if dim in ds.dims})
+        new_axes = {ax: [_coord_value(run["point"][ax])] for ax in names if ax not in ds.dims}
+        run_axes = {ax: ds[ax].values for ax in names if ax in ds.dims}
+        for key in [k for k, v in ds.data_vars.items() if v.ndim == 0]:
+            ds[key] = ds[key].expand_dims(run_axes)  # a per-run number belongs to each of its grid values
+        laid.append(ds.expand_dims(new_axes) if new_axes else ds)
+        added = list(new_axes)
+    combined = xr.combine_by_coords(laid, data_vars="all", join="outer", combine_attrs="drop_conflicts")
+    order = [ax for ax in names if ax in combined.dims]
+    front = [ax for ax in added if ax in combined.dims]
+    # combining sorts coordinates; put each axis back in the order the sweep was given
+    for ax in order:
+        given = [_coord_value(v) for v in axes[ax] if not isinstance(v, list)]
+        if len(given) == combined.sizes[ax] and set(given) == set(combined[ax].values.tolist()):
+            combined = combined.reindex({ax: given})
+    return combined.transpose(*front, ...)
 
 
 def _is_product(axes: Mapping[str, list], runs: Sequence[Mapping]) -> bool:
@@ -738,9 +777,10 @@ def load(path: str | os.PathLike):
     from the summary's ``times``, and attrs = the configuration (nested tables flattened to
     ``a.b``) plus the summary's scalars (``steps``, ``wall_time_s``, ``versions.jax``...).
 
-    Sweep (a directory with manifest.json): the complete runs concatenated along the grid axis
-    (one axis), or along the axes of a full product grid (several axes; missing runs are NaN),
-    or along a ``run`` dimension with each axis as a coordinate (other grids). Per-run scalars
+    Sweep (a directory with manifest.json): the complete runs laid out on their grid, one
+    dimension per axis (an axis that is already a run dimension, such as ``beta`` or ``d``,
+    merges along it; missing runs and shorter particle axes are NaN), or, where the points do
+    not form a grid, along a ``run`` dimension with each axis as a coordinate. Per-run scalars
     become variables along the grid. Nothing is unpickled; bad or missing files raise StoreError.
     """
     p = Path(path)

@@ -71,18 +71,21 @@ def _energy_at(beta):
 def _in_open_hemisphere(x: np.ndarray) -> np.ndarray:
     """(samples, n, d) → whether the n points of each sample lie in an open hemisphere.
 
-    They do unless the origin is in their convex hull, and (Carathéodory) it is iff it lies in
-    the simplex spanned by some d + 1 of them: solve for barycentric coordinates of every subset.
+    They do unless the origin is in their convex hull, and (Carathéodory) it is iff it is a
+    convex combination of at most d + 1 of them: for every subset of 2 … d + 1 points, solve
+    for the weights (least squares) and accept exact, non-negative solutions.
     """
     samples, n, d = x.shape
     inside = np.zeros(samples, dtype=bool)
-    for subset in itertools.combinations(range(n), d + 1):
-        pts = x[:, subset, :]  # (s, d+1, d)
-        a = np.concatenate([np.swapaxes(pts, 1, 2), np.ones((samples, 1, d + 1))], axis=1)  # (s, d+1, d+1)
-        rhs = np.zeros((samples, d + 1))
-        rhs[:, -1] = 1.0
-        lam = np.linalg.solve(a, rhs[..., None])[..., 0]
-        inside |= np.all(lam > 0, axis=1)
+    for k in range(2, min(n, d + 1) + 1):
+        for subset in itertools.combinations(range(n), k):
+            pts = x[:, subset, :]  # (s, k, d)
+            a = np.concatenate([np.swapaxes(pts, 1, 2), np.ones((samples, 1, k))], axis=1)  # (s, d+1, k)
+            rhs = np.zeros((samples, d + 1, 1))
+            rhs[:, -1] = 1.0
+            lam = (np.linalg.pinv(a) @ rhs)[..., 0]  # (s, k)
+            residual = np.linalg.norm((a @ lam[..., None])[..., 0] - rhs[..., 0], axis=1)
+            inside |= (residual < 1e-9) & np.all(lam >= -1e-12, axis=1)
     return ~inside
 
 

@@ -238,10 +238,6 @@ def test_metastability_log_time_grid_and_energy(runs, tmp_path):
     assert (copy / "cluster_counts.png").read_bytes() == original
 
 
-@pytest.mark.xfail(strict=True, reason="runner.initial_conditions draws all members from one key split `seeds` "
-                   "ways (af.init.uniform(key(seed), batch=seeds)), but its docstring says member s comes from "
-                   "seed `seed + s` and results.npz labels member s with seed coordinate seed + s; the member "
-                   "labelled seed = 1 cannot be reproduced with --set seed=1")
 def test_member_labelled_seed_s_is_the_run_with_seed_s():
     base = load_config(None, ["n=6", "d=3", "seeds=2", "seed=0"])
     alone = base.replace(seed=1, seeds=1)
