@@ -703,6 +703,12 @@ def sphere_trajectories(ts, xs, *, beta=None, elev=None, azim=None, title=None, 
                n=xs.shape[1], beta=beta),
         pad=0,
     )
+    _endpoint_legend(fig, ts)
+    return _finish(fig, path)
+
+
+def _endpoint_legend(fig: Figure, ts: np.ndarray) -> None:
+    """Legend for the hollow (initial) and filled (final) markers of the trajectory plots."""
     handles = [
         Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markeredgecolor="0.3",
                label=f"initial ($t = {ts[0]:g}$)"),
@@ -710,7 +716,6 @@ def sphere_trajectories(ts, xs, *, beta=None, elev=None, azim=None, title=None, 
                label=f"final ($t = {ts[-1]:g}$)"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
-    return _finish(fig, path)
 
 
 def _principal_components(points: np.ndarray, k: int):
@@ -776,13 +781,7 @@ def pca_trajectories(ts, xs, *, n_components=2, beta=None, title=None, path=None
         ax.set_ylabel(labels[1])
         ax.set_zlabel(labels[2])
     ax.set_title(_title(head, title, n=n, beta=beta))
-    handles = [
-        Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markeredgecolor="0.3",
-               label=f"initial ($t = {ts[0]:g}$)"),
-        Line2D([], [], marker="o", linestyle="", markerfacecolor="0.3", markeredgecolor="0.15",
-               label=f"final ($t = {ts[-1]:g}$)"),
-    ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    _endpoint_legend(fig, ts)
     return _finish(fig, path)
 
 
