@@ -1,16 +1,20 @@
-"""Self-attention vector fields on (S^{d-1})^n.
+"""Vector fields: the base class, self-attention (SA, USA), and sums of terms.
 
 A field is an immutable PyTree (``equinox.Module``) with ``__call__(t, x) -> dx`` acting on a
-configuration ``x`` of shape (n, d). Its array leaves (β, Q, K, V) are traced, so changing β
-never recompiles; vmap over a field with a batched β runs an ensemble of temperatures.
+configuration ``x`` of shape (n, d). Its array leaves (β, Q, K, V, ...) are traced, so changing
+them never recompiles. A leaf with one more leading axis than one member needs (``event_ndim``)
+is an ensemble axis: ``simulate`` vmaps over it, so β of shape (B,) or Q of shape (B, k, d) runs
+B members in one compiled call.
 
-Every field splits into ``drift(t, x)``, the ambient velocity in R^d before layer norm, and
-the tangent projection P_x that keeps particles on the sphere ([GLPR] (2.3)).
+Every field splits into ``drift(t, x)``, the ambient velocity before layer norm, and, on the
+sphere, the tangent projection P_x that keeps particles there ([GLPR] (2.3)). Fields add up:
+``SA(...) + FeedForward(...)`` is a ``Sum`` whose drift is the sum of the drifts ([GLPR] (2.8)).
 """
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -24,14 +28,19 @@ from .sphere import project
 _TIMES = ("glpr", "rescaled")
 
 
-def _as_matrix(name: str, value) -> Array | None:
+_MASKS = ("none", "causal")
+
+
+def _as_matrix(name: str, value, ndim: int = 2) -> Array | None:
+    """A weight matrix (or a stack of them, one per ensemble member), validated and as a JAX array."""
     if value is None:
         return None
     if isinstance(value, jax.core.Tracer):
         return value
     arr = np.asarray(value)
-    if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{name} must be a 2-D real matrix, got an array of shape {arr.shape}")
+    if arr.ndim not in (ndim, ndim + 1) or not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(f"{name} must be a {ndim}-D real array (or a stack of them, one per member), "
+                         f"got an array of shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must have finite entries")
     return jnp.asarray(arr, dtype=jnp.result_type(float))
@@ -48,69 +57,168 @@ def _as_beta(value) -> Array:
     return jnp.asarray(arr, dtype=jnp.result_type(float))
 
 
-class Attention(eqx.Module):
+class Field(eqx.Module):
+    """A vector field on configurations x of shape (n, d).
+
+    geometry   "sphere": particles live on (S^{d-1})^n; the velocity is P_x drift and integrators
+               renormalize. "euclidean": particles live in R^d (no layer norm, Pre-LN); the
+               velocity is the drift itself and nothing is normalized.
+    event_ndim ndim of each array attribute for one ensemble member; one more leading axis
+               makes that attribute an ensemble axis.
+    """
+
+    geometry: ClassVar[str] = "sphere"
+    event_ndim: ClassVar[dict[str, int]] = {}
+
+    def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """Ambient velocity before layer norm."""
+        raise NotImplementedError
+
+    def __call__(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        v = self.drift(t, x)
+        return project(x, v) if self.geometry == "sphere" else v
+
+    def check(self, n: int, d: int, dtype) -> None:
+        """Raise ValueError if this field cannot act on (n, d) configurations of ``dtype``."""
+
+    def __add__(self, other: "Field") -> "Sum":
+        if not isinstance(other, Field):
+            return NotImplemented
+        return Sum(*_terms(self), *_terms(other))
+
+
+def _terms(field: Field) -> tuple[Field, ...]:
+    return field.terms if isinstance(field, Sum) else (field,)
+
+
+class Sum(Field):
+    """A field that is a sum of terms: drift = Σ_k drift_k, then one projection ([GLPR] (2.7), (2.8))."""
+
+    terms: tuple[Field, ...]
+
+    def __init__(self, *terms: Field):
+        if not terms or not all(isinstance(f, Field) for f in terms):
+            raise ValueError("Sum needs one or more attnflow fields, e.g. SA(1.0) + FeedForward(...)")
+        geometries = {f.geometry for f in terms}
+        if len(geometries) > 1:
+            raise ValueError(f"cannot add fields of different geometries: {sorted(geometries)}")
+        self.terms = tuple(terms)
+
+    @property
+    def geometry(self) -> str:  # type: ignore[override]
+        return self.terms[0].geometry
+
+    @property
+    def beta(self):
+        """β of the first term that has one (for statistics such as the energy)."""
+        for f in self.terms:
+            if hasattr(f, "beta"):
+                return f.beta
+        raise AttributeError("no term of this Sum has a beta")
+
+    def drift(self, t, x):
+        out = self.terms[0].drift(t, x)
+        for f in self.terms[1:]:
+            out = out + f.drift(t, x)
+        return out
+
+    def check(self, n, d, dtype):
+        for f in self.terms:
+            f.check(n, d, dtype)
+
+
+def ensemble_axes(field: Field) -> tuple[Field, int | None]:
+    """vmap axes of a field's leaves (0 for ensemble axes, None otherwise) and the ensemble size.
+
+    A leaf is an ensemble axis when it has one more dimension than its owner's ``event_ndim``
+    says one member needs. All ensemble axes must have the same length.
+    """
+    paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(field)
+    axes, sizes = [], {}
+    for path, leaf in paths_leaves:
+        owner, name = field, None
+        for key in path:
+            if name is not None:
+                owner = getattr(owner, name) if isinstance(name, str) else owner[name]
+            name = key.name if hasattr(key, "name") else key.idx
+        event = getattr(owner, "event_ndim", {}).get(name) if isinstance(name, str) else None
+        nd = np.ndim(leaf)
+        if event is not None and nd == event + 1:
+            axes.append(0)
+            sizes[f"{type(owner).__name__}.{name}"] = np.shape(leaf)[0]
+        elif event is not None and nd != event:
+            raise ValueError(f"{type(owner).__name__}.{name} has shape {np.shape(leaf)}: expected {event} "
+                             f"dimensions for one member, or {event + 1} for an ensemble")
+        else:
+            axes.append(None)
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{k} has {v}" for k, v in sizes.items())
+        raise ValueError(f"ensemble axes of the field disagree in length: {listed}")
+    return jax.tree_util.tree_unflatten(treedef, axes), (next(iter(sizes.values())) if sizes else None)
+
+
+class Attention(Field):
     """Shared structure of the attention fields: ẋ_i = P_{x_i}(Σ_j A_ij V x_j).
 
     Subclasses say how the weights A_ij are normalized. Q and K may be rectangular (k×d);
-    ``None`` stands for the identity (and costs nothing).
+    ``None`` stands for the identity (and costs nothing). ``mask="causal"`` lets token i attend
+    to tokens j ≤ i only (arXiv 2411.04990).
     """
 
     beta: Float[Array, ""]
     Q: Float[Array, "k d"] | None = None
     K: Float[Array, "k d"] | None = None
     V: Float[Array, "d d"] | None = None
+    mask: str = eqx.field(static=True, default="none")
+    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 2, "K": 2, "V": 2}
 
-    def __init__(self, beta=1.0, Q=None, K=None, V=None):
+    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none"):
         self.beta = _as_beta(beta)
         self.Q = _as_matrix("Q", Q)
         self.K = _as_matrix("K", K)
         self.V = _as_matrix("V", V)
-        q_shape = None if self.Q is None else self.Q.shape
-        k_shape = None if self.K is None else self.K.shape
+        self.mask = check_choice("mask", mask, _MASKS)
+        q_shape = None if self.Q is None else self.Q.shape[-2:]
+        k_shape = None if self.K is None else self.K.shape[-2:]
         if q_shape is not None and k_shape is not None and q_shape != k_shape:
             raise ValueError(f"Q and K must have the same shape (k, d); got Q {q_shape} and K {k_shape}")
-        if self.V is not None and self.V.shape[0] != self.V.shape[1]:
-            raise ValueError(f"V must be square (d, d), got shape {self.V.shape}")
+        if self.V is not None and self.V.shape[-1] != self.V.shape[-2]:
+            raise ValueError(f"V must be square (d, d), got shape {self.V.shape[-2:]}")
 
     # -- pieces --------------------------------------------------------------------------
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """β⟨Q x_i, K x_j⟩."""
+        """β⟨Q x_i, K x_j⟩ (−∞ where the mask forbids attention)."""
         # weights follow the configuration's precision, so float32 runs stay float32
         q = x if self.Q is None else x @ self.Q.T.astype(x.dtype)
         k = x if self.K is None else x @ self.K.T.astype(x.dtype)
-        return self.beta.astype(x.dtype) * (q @ k.T)
+        logits = self.beta.astype(x.dtype) * (q @ k.T)
+        if self.mask == "causal":
+            n = x.shape[0]
+            logits = jnp.where(jnp.tril(jnp.ones((n, n), bool)), logits, -jnp.inf)
+        return logits
 
     def values(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         """V x_j for every particle."""
         return x if self.V is None else x @ self.V.T.astype(x.dtype)
 
-    def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
-        raise NotImplementedError
-
-    def __call__(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
-        return project(x, self.drift(t, x))
-
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:
-        """Raise ValueError if this field cannot act on (n, d) configurations of ``dtype``."""
         for name in ("Q", "K"):
             m = getattr(self, name)
             if m is not None and m.shape[-1] != d:
                 raise ValueError(f"{name} has shape {m.shape} but particles live in d = {d}: expected (k, {d})")
-        if self.V is not None and self.V.shape != (d, d):
+        if self.V is not None and self.V.shape[-2:] != (d, d):
             raise ValueError(f"V has shape {self.V.shape} but particles live in d = {d}: expected ({d}, {d})")
 
     def kernel_norm(self) -> float:
-        """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities)."""
-        q = np.eye(1) if self.Q is None else np.asarray(self.Q)
-        k = np.eye(1) if self.K is None else np.asarray(self.K)
+        """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities; max over members)."""
         if self.Q is None and self.K is None:
             return 1.0
-        if self.Q is None:
-            return float(np.linalg.norm(k, 2))
-        if self.K is None:
-            return float(np.linalg.norm(q, 2))
-        return float(np.linalg.norm(q.T @ k, 2))
+        d = (self.Q if self.Q is not None else self.K).shape[-1]
+        q = np.eye(d) if self.Q is None else np.asarray(self.Q)
+        k = np.eye(d) if self.K is None else np.asarray(self.K)
+        qk = np.swapaxes(q, -1, -2) @ k
+        return float(np.max(np.linalg.norm(qk, 2, axis=(-2, -1))))
 
 
 class SA(Attention):
@@ -128,6 +236,7 @@ class SA(Attention):
 
     def drift(self, t, x):
         logits = self.logits(x)
+        # every row keeps its diagonal entry (also under a causal mask), so m is finite
         m = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
         w = jnp.exp(logits - m)
         return (w @ self.values(x)) / jnp.sum(w, axis=-1, keepdims=True)
@@ -149,8 +258,8 @@ class USA(Attention):
 
     time: str = eqx.field(static=True, default="glpr")
 
-    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, time: str = "glpr"):
-        super().__init__(beta, Q, K, V)
+    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", time: str = "glpr"):
+        super().__init__(beta, Q, K, V, mask=mask)
         self.time = check_choice("time", time, _TIMES)
 
     def drift(self, t, x):

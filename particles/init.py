@@ -170,11 +170,12 @@ def clusters(
     return _batched(sample, key, batch, dtype)
 
 
-def from_array(a, *, dtype=None) -> Float[Array, "... n d"]:
+def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:
     """A given configuration (array or path to a ``.npy`` file) of shape (n, d) or (batch, n, d).
 
-    Rows are normalized to unit length, so any nonzero vectors are accepted; rows that are
-    zero or not finite are errors. ``.npy`` files are read without unpickling.
+    Rows are normalized to unit length (``unit=False`` keeps them, for dynamics in R^d), so any
+    nonzero vectors are accepted; rows that are zero or not finite are errors. ``.npy`` files are
+    read without unpickling.
     """
     if isinstance(a, (str, os.PathLike)):
         path = os.fspath(a)
@@ -199,4 +200,4 @@ def from_array(a, *, dtype=None) -> Float[Array, "... n d"]:
     if np.any(norms == 0):
         bad = np.argwhere(norms == 0)[0].tolist()
         raise ValueError(f"initial configuration has a zero row at index {bad}; rows must be nonzero vectors")
-    return jnp.asarray(arr / norms[..., None], dtype=_dtype(dtype))
+    return jnp.asarray(arr / norms[..., None] if unit else arr, dtype=_dtype(dtype))

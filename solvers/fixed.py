@@ -23,6 +23,11 @@ class FixedStep(eqx.Module):
         raise NotImplementedError
 
 
+def _retract(field, x):
+    """Back onto the sphere for fields that live there; fields in R^d are left alone."""
+    return normalize(x) if field.geometry == "sphere" else x
+
+
 class Euler(FixedStep):
     """Explicit Euler, then renormalize: x ← (x + h f(x)) / ‖·‖. Order 1.
 
@@ -33,7 +38,7 @@ class Euler(FixedStep):
     name: ClassVar[str] = "euler"
 
     def step(self, field, t, x, h):
-        return normalize(x + h * field(t, x))
+        return _retract(field, x + h * field(t, x))
 
 
 class RK4(FixedStep):
@@ -51,7 +56,7 @@ class RK4(FixedStep):
         k2 = field(t + 0.5 * h, x + 0.5 * h * k1)
         k3 = field(t + 0.5 * h, x + 0.5 * h * k2)
         k4 = field(t + h, x + h * k3)
-        return normalize(x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4))
+        return _retract(field, x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4))
 
 
 class LieEuler(FixedStep):

@@ -17,6 +17,7 @@ from ..particles._checks import check_choice, check_real
 from ..particles.init import from_array
 from ..particles.sphere import normalize
 from . import progress as _progress
+from ..particles.fields import ensemble_axes
 from .adaptive import ADAPTIVE_METHODS, OnSphere, make_method
 from .fixed import FIXED_METHODS
 
@@ -66,8 +67,8 @@ def simulate(
 
     field      an attnflow field (``SA``, ``USA``, ...). Its β may be a 1-D array: one member
                per temperature.
-    x0         (n, d) or (batch, n, d). Rows are normalized to unit length (any nonzero
-               vectors are accepted); zero or non-finite rows are errors. An unbatched x0 with
+    x0         (n, d) or (batch, n, d). For fields on the sphere, rows are normalized to unit
+               length (any nonzero vectors are accepted); zero or non-finite rows are errors. An unbatched x0 with
                a batched β is shared by all members.
     ts         increasing save times in [t0, t1] (default: t0 and t1).
     solver     "euler", "rk4", "lie_euler", "cg3" (fixed step ``dt``, required) or "tsit5",
@@ -115,16 +116,20 @@ def simulate(
     dtype = jnp.dtype(dtype)
     if dtype not in (jnp.dtype("float32"), jnp.dtype("float64")):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype.name}")
-    x0 = from_array(x0, dtype=dtype)
+    sphere = getattr(field, "geometry", "sphere") == "sphere"
+    if not sphere and solver in ("lie_euler", "cg3"):
+        raise ValueError(f"solver {solver!r} moves particles by rotations of the sphere; the field "
+                         f"{type(field).__name__} lives in R^d: use euler, rk4, tsit5, dopri5, dopri8 or kvaerno5")
+    x0 = from_array(x0, dtype=dtype, unit=sphere)
     n, d = x0.shape[-2:]
 
-    betas = np.asarray(field.beta) if not isinstance(field.beta, jax.core.Tracer) else field.beta
+    axes, batch_f = ensemble_axes(field)
     batch_x = x0.shape[0] if x0.ndim == 3 else None
-    batch_b = betas.shape[0] if np.ndim(betas) == 1 else None
-    if batch_x is not None and batch_b is not None and batch_x != batch_b:
-        raise ValueError(f"x0 has a batch of {batch_x} configurations but beta has {batch_b} values; they must match")
-    batched = batch_x is not None or batch_b is not None
-    members = batch_x or batch_b or 1
+    if batch_x is not None and batch_f is not None and batch_x != batch_f:
+        raise ValueError(f"x0 has a batch of {batch_x} configurations but the field has {batch_f} members "
+                         "(e.g. beta values); they must match")
+    batched = batch_x is not None or batch_f is not None
+    members = batch_x or batch_f or 1
     field.check(n, d, dtype)
 
     if ts is None:
@@ -138,7 +143,6 @@ def simulate(
         raise ValueError(f"ts must lie in [t0, t1] = [{t0:g}, {t1:g}], got [{ts[0]:g}, {ts[-1]:g}]")
 
     field = jax.tree_util.tree_map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, field)
-    betas_b = jnp.broadcast_to(jnp.asarray(field.beta, dtype), (members,))
     x0_b = jnp.broadcast_to(x0, (members, n, d))
     save_fn = _identity if save is None else _with_field(save)
 
@@ -157,7 +161,7 @@ def simulate(
     label = progress if isinstance(progress, str) else "simulate"
     with _progress.Progress(t0, t1, members, label=label) if progress else _nullcontext():
         saved, x_final, steps, t_event = runner(
-            field=field, betas=betas_b, x0=x0_b, save_fn=save_fn, delta=stop_when_clustered,
+            field=field, axes=axes, x0=x0_b, save_fn=save_fn, delta=stop_when_clustered,
             progress=bool(progress), **args,
         )
 
@@ -183,6 +187,10 @@ class _nullcontext:
 
 
 def _identity(t, x, field):
+    return x
+
+
+def _identity_state(x):
     return x
 
 
@@ -228,20 +236,18 @@ def _as_float(a):
     return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
 
 
-def _member(field, beta):
-    return eqx.tree_at(lambda f: f.beta, field, beta)
-
-
 def _clustered(x, delta):
-    # min over pairs of ⟨x_i, x_j⟩ from the Gram matrix: one matmul, accurate to rounding for δ ≫ eps
+    # min over pairs of ⟨x_i, x_j⟩ between directions from the Gram matrix: one matmul,
+    # accurate to rounding for δ ≫ eps
+    x = normalize(x)
     return jnp.min(x @ x.T) >= 1.0 - delta
 
 
 @eqx.filter_jit
-def _run_fixed(*, field, betas, x0, save_fn, delta, progress, method, knots, substeps):
+def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps):
     members = x0.shape[0]
-    step_all = jax.vmap(lambda b, t, x, h: method.step(_member(field, b), t, x, h), in_axes=(0, None, 0, None))
-    save_all = jax.vmap(lambda t, x, b: save_fn(t, x, _member(field, b)), in_axes=(None, 0, 0))
+    step_all = jax.vmap(method.step, in_axes=(axes, None, 0, None))
+    save_all = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
     stop = delta is not None
     t_start = knots[0]
     if stop:
@@ -259,7 +265,7 @@ def _run_fixed(*, field, betas, x0, save_fn, delta, progress, method, knots, sub
         def body(c):
             j, x, active, t_event, steps = c
             t = ta + j * h
-            x_new = step_all(betas, t, x, h)
+            x_new = step_all(field, t, x, h)
             if stop:
                 x_new = jnp.where(active[:, None, None], x_new, x)
                 steps = steps + active
@@ -276,7 +282,7 @@ def _run_fixed(*, field, betas, x0, save_fn, delta, progress, method, knots, sub
         _, x, active, t_event, steps = jax.lax.while_loop(cond, body, (0, x, active, t_event, steps))
         if progress:
             jax.debug.callback(_progress.report, -1, tb)
-        return (x, active, t_event, steps), save_all(tb, x, betas)
+        return (x, active, t_event, steps), save_all(field, tb, x)
 
     carry0 = (x0, active0, t_event0, jnp.zeros(members, jnp.int32))
     # knots = [t0, ts..., t1]: intervals 0..T-1 end at the save times, interval T at t1
@@ -288,18 +294,20 @@ def _run_fixed(*, field, betas, x0, save_fn, delta, progress, method, knots, sub
 
 
 @eqx.filter_jit
-def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
+def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
                   adaptive):
-    solver = OnSphere(method)
     controller = diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
 
-    def one(member, beta, x0_m):
-        f = _member(field, beta)
+    sphere = field.geometry == "sphere"
+    solver = OnSphere(method) if sphere else method
+    finish = normalize if sphere else _identity_state
+
+    def one(f, x0_m):
         term = diffrax.ODETerm(lambda t, y, args: f(t, y))
 
         # diffrax fills saves past the end with inf, so integer statistics travel as floats
         def save_at(t, y, args):
-            return jax.tree_util.tree_map(_as_float, save_fn(t, normalize(y), f))
+            return jax.tree_util.tree_map(_as_float, save_fn(t, finish(y), f))
 
         out_types = jax.eval_shape(lambda y: save_fn(t0, y, f), x0_m)
 
@@ -308,7 +316,7 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
         if delta is not None:
             # a continuous condition lets diffrax locate the crossing inside the step by root finding
             def gap(t, y, args, **kw):
-                y = normalize(y)
+                y = normalize(y)  # clustering is about directions, also off the sphere
                 return jnp.min(y @ y.T) - (1.0 - delta)
 
             event = diffrax.Event(gap, root_finder=optx.Newton(rtol=1e-10, atol=1e-12))
@@ -319,7 +327,7 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
         )
         saved, (x_end,) = sol.ys[0], sol.ys[1]
         saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
-        x_end = normalize(x_end)
+        x_end = finish(x_end)
         t_end = sol.ts[1][0]
         if delta is not None:
             stopped = sol.event_mask if sol.event_mask is not None else False
@@ -335,5 +343,4 @@ def _run_adaptive(*, field, betas, x0, save_fn, delta, progress, method, t0, t1,
             t_event = jnp.asarray(jnp.inf, x0_m.dtype)
         return saved, x_end, sol.stats["num_accepted_steps"], t_event
 
-    members = jnp.arange(x0.shape[0])
-    return jax.vmap(one)(members, betas, x0)
+    return jax.vmap(one, in_axes=(axes, 0))(field, x0)

@@ -117,7 +117,7 @@ def test_softmax_attention_is_row_stochastic():
         (dict(beta=[[1.0]]), "beta must be a real number or a 1-D array"),
         (dict(beta=1.0, Q=np.ones((2, 3)), K=np.ones((3, 3))), "Q and K must have the same shape"),
         (dict(beta=1.0, V=np.ones((2, 3))), "V must be square"),
-        (dict(beta=1.0, Q=np.ones(3)), "Q must be a 2-D real matrix"),
+        (dict(beta=1.0, Q=np.ones(3)), "Q must be a 2-D real array"),
         (dict(beta=1.0, V=np.full((3, 3), np.inf)), "V must have finite entries"),
     ],
 )

@@ -79,7 +79,7 @@ def test_ensemble_over_initial_conditions_equals_individual_runs():
 
 
 def test_batched_beta_and_x0_together_must_match():
-    with pytest.raises(ValueError, match="x0 has a batch of 4 configurations but beta has 3 values"):
+    with pytest.raises(ValueError, match="x0 has a batch of 4 configurations but the field has 3 members"):
         af.simulate(af.SA(jnp.ones(3)), af.init.uniform(0, 8, 3, batch=4), 1.0)
 
 
