@@ -192,12 +192,13 @@ def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:
         raise ValueError(f"initial configuration must be a real array, got dtype {arr.dtype}")
     if arr.ndim not in (2, 3):
         raise ValueError(f"initial configuration must have shape (n, d) or (batch, n, d), got {arr.shape}")
-    if arr.shape[-1] < 2 or arr.shape[-2] < 1 or (arr.ndim == 3 and arr.shape[0] < 1):
-        raise ValueError(f"initial configuration needs n ≥ 1 particles in d ≥ 2 dimensions, got shape {arr.shape}")
+    min_d = 2 if unit else 1  # d = 1 holds angles on the circle, or a line in R^1
+    if arr.shape[-1] < min_d or arr.shape[-2] < 1 or (arr.ndim == 3 and arr.shape[0] < 1):
+        raise ValueError(f"initial configuration needs n ≥ 1 particles in d ≥ {min_d} dimensions, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError("initial configuration has non-finite entries (nan or inf)")
     norms = np.linalg.norm(arr, axis=-1)
-    if np.any(norms == 0):
+    if unit and np.any(norms == 0):
         bad = np.argwhere(norms == 0)[0].tolist()
         raise ValueError(f"initial configuration has a zero row at index {bad}; rows must be nonzero vectors")
     return jnp.asarray(arr / norms[..., None] if unit else arr, dtype=_dtype(dtype))
