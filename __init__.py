@@ -15,10 +15,16 @@ _jax.config.update("jax_enable_x64", True)
 
 from ._version import __version__  # noqa: E402
 from .particles import (  # noqa: E402
+    ENSEMBLES,
     SA,
     USA,
     Attention,
     Clusters,
+    FeedForward,
+    Field,
+    LayerWise,
+    MultiHead,
+    Sum,
     cluster_labels,
     clustered_fraction,
     clusters,
@@ -32,6 +38,7 @@ from .particles import (  # noqa: E402
     n_clusters,
     normalized_energy,
     pair_statistics,
+    sample_weights,
     wendel_probability,
 )
 from .solvers import SOLVERS, Solution, simulate  # noqa: E402

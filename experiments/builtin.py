@@ -39,6 +39,27 @@ class Experiment:
     quick: dict
     figures: Callable[[RunResult], dict]
     checks: Callable[[RunResult], list[Check]] = field(default=lambda result: [])
+    # experiments made of several runs: the grid they sweep, and the figures and checks of the whole
+    grid: dict | None = None
+    grid_figures: Callable[[dict], dict] | None = None
+    grid_checks: Callable[[dict], list[Check]] | None = None
+
+
+# keys that change the dynamics itself: an experiment's theory checks hold for its own model only
+MODEL_KEYS = ("model", "heads", "mask", "norm", "weights", "value", "layer_tau", "weights_file", "ff_width", "noise")
+
+
+def changed_model_keys(config, experiment: "Experiment") -> list[str]:
+    """The model keys whose values differ from the experiment's (so its theory checks do not apply)."""
+    from .config import KEYS
+
+    out = []
+    for key in MODEL_KEYS:
+        if key in KEYS:
+            expected = KEYS[key].coerce(experiment.defaults[key]) if key in experiment.defaults else KEYS[key].default
+            if config[key] != expected:
+                out.append(f"{key} = {config[key]!r}")
+    return out
 
 
 def _mean_over_seeds(result: RunResult, name: str) -> np.ndarray:
@@ -301,6 +322,37 @@ def _meta_checks(result: RunResult) -> list[Check]:
                   bool(np.all(np.diff(medians[order]) >= 0)))]
 
 
+# -- fig5-random-matrices ---------------------------------------------------------------------
+
+FIG5_PANELS = {
+    "ginibre": "(a) Q, K, V Ginibre",
+    "wigner-psd": "(b) QᵀK Wigner, V ⪰ 0",
+    "ginibre-v-qk": "(c) Q, K Ginibre, V = QᵀK",
+    "wigner-v-qk": "(d) QᵀK Wigner, V = QᵀK",
+}
+
+
+def _fig5_figures(results: dict) -> dict:
+    first = next(iter(results.values()))
+    c = first.config
+    betas = np.asarray(c.beta, dtype=float)
+    panels = {FIG5_PANELS.get(w, w): _mean_over_seeds(r, "clustered_fraction")[0] for w, r in results.items()}
+    return {"phase_diagrams": lambda p: plots.phase_diagram_grid(
+        first.ts, betas, panels, ncols=2, n=c.n, delta=c.delta, title=f"random weights, d = {c.d[0]}", path=p)}
+
+
+def _fig5_checks(results: dict) -> list[Check]:
+    checks = []
+    r = results.get("wigner-v-qk")
+    if r is not None and "log_energy" in r.stats:
+        e = r.stats["log_energy"]
+        worst = float(np.min(np.diff(e, axis=-1)))
+        # QᵀK symmetric and V = QᵀK: SA is a gradient flow of E_β with kernel QᵀK ([GLPR] §3.2)
+        checks.append(Check("(d) V = QᵀK symmetric: energy of the QᵀK kernel non-decreasing",
+                            "min increment of log E ≥ −1e-9", f"{worst:.1e}", worst >= -1e-9))
+    return checks
+
+
 # -- the registry -----------------------------------------------------------------------------
 
 EXPERIMENTS: dict[str, Experiment] = {}
@@ -319,6 +371,16 @@ _register(Experiment(
          save_states="no"),
     dict(d=[2, 32], beta="0.5:6:12", seeds=8, n_save=61),
     _fig3_figures, _fig3_checks,
+))
+_register(Experiment(
+    "fig5-random-matrices",
+    "phase diagrams with random Q, K, V: the four ensembles of Fig. 5 (d = 128)",
+    "[GLPR] Fig. 5",
+    dict(experiment="fig5-random-matrices", model="sa", n=32, d=128, beta="0.1:9:90", seeds=1024,
+         init="uniform", t1=30.0, n_save=201, delta=1e-3, solver="tsit5", save_states="no"),
+    dict(d=16, beta="0.5:6:8", seeds=4, n_save=41),
+    lambda result: {}, lambda result: [],
+    grid={"weights": list(FIG5_PANELS)}, grid_figures=_fig5_figures, grid_checks=_fig5_checks,
 ))
 _register(Experiment(
     "fig4-circle",

@@ -100,12 +100,42 @@ def cmd_run(args) -> int:
     results.check_writable(out)
     if args.quiet:
         config = config.replace(progress=False)
+    if experiment.grid:
+        return _run_grid_experiment(config, experiment, out, args)
     result = results.execute(config)
     summary = results.save(out, result, experiment, plot=not args.no_plot)
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=False))
     else:
         results.print_report(result, experiment, out)
+    return 0
+
+
+def _run_grid_experiment(config, experiment, out: Path, args) -> int:
+    """An experiment made of several runs (e.g. Fig. 5's four weight ensembles): a sweep plus joint figures."""
+    from . import results, sweep
+
+    if any(key in experiment.grid for key in (s.split("=", 1)[0].strip() for s in args.set)):
+        raise UsageError(f"{experiment.name} sweeps {', '.join(experiment.grid)} itself; do not --set it")
+    specs = [f"{key}={','.join(str(v) for v in values)}" for key, values in experiment.grid.items()]
+    resume = (out / "manifest.json").is_file()  # a rerun completes (or reuses) what is there
+    runs = sweep.run_sweep(config, experiment, specs, out, resume=resume, plot=not args.no_plot)
+    loaded = {}
+    for run in runs:
+        value = run["point"][next(iter(experiment.grid))]
+        loaded[value] = results.load_result(out / run["name"])[0]
+    if not args.no_plot:
+        results.write_figures(out, experiment.grid_figures(loaded))
+    summaries = {str(k): json.loads((out / r["name"] / "summary.json").read_text()) for k, r in zip(loaded, runs)}
+    if args.json:
+        print(json.dumps({"sweep": str(out), "runs": summaries}, indent=2, allow_nan=False))
+    else:
+        print(f"{experiment.name}: {len(runs)} runs in {out}/")
+        for check in experiment.grid_checks(loaded) if experiment.grid_checks else []:
+            mark = "ok  " if check.passed else "FAIL"
+            print(f"  [{mark}] {check.name}: expected {check.expected}, measured {check.measured}")
+        for p in sorted(out.glob("*.png")):
+            print(f"  {p.name}")
     return 0
 
 

@@ -54,7 +54,7 @@ __all__ = [
 
 TYPES = ("int", "float", "str", "bool", "float_list", "int_list", "str_list", "table")
 _LIST_ELEMENT = {"float_list": "float", "int_list": "int", "str_list": "str"}
-FIXED_STEP_SOLVERS = ("euler", "rk4", "lie_euler", "cg3")
+FIXED_STEP_SOLVERS = ("euler", "rk4", "lie_euler", "cg3", "lie_trotter")
 MAX_GRID_POINTS = 100_000
 _BARE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -372,9 +372,9 @@ for _key in (
         "str",
         "tsit5",
         "time integrator",
-        choices=("euler", "rk4", "lie_euler", "cg3", "tsit5", "dopri5", "dopri8", "kvaerno5"),
+        choices=("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "tsit5", "dopri5", "dopri8", "kvaerno5"),
     ),
-    Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3)", minimum=0.0),
+    Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3, lie_trotter)", minimum=0.0),
     Key("rtol", "float", 1e-6, "relative tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("atol", "float", 1e-9, "absolute tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("dtype", "str", "float64", "floating-point precision", choices=("float32", "float64")),

@@ -379,24 +379,28 @@ def phase_diagram_grid(
 ) -> Figure:
     """One phase-diagram panel per dimension d with a shared colour bar, [GLPR] Fig. 3 (2×3).
 
-    fractions_by_d maps d to a (B, T) array as in ``phase_diagram``. gamma_curve is one pair
-    (t_star, betas) drawn in every panel, or a mapping d → pair.
+    fractions_by_d maps d to a (B, T) array as in ``phase_diagram`` (panels sorted by d), or
+    panel titles (strings, kept in order) to such arrays, e.g. the weight ensembles of Fig. 5.
+    gamma_curve is one pair (t_star, betas) drawn in every panel, or a mapping key → pair.
     """
     ts = _axis_values("ts", ts)
     betas = _axis_values("betas", betas, "(B,)")
     if not isinstance(fractions_by_d, Mapping) or len(fractions_by_d) == 0:
         raise ValueError("fractions_by_d must be a non-empty mapping {d: array (len(betas), len(ts))}")
+    labelled = all(isinstance(k, str) for k in fractions_by_d)
     panels = []
-    for key in sorted(fractions_by_d):
-        try:
-            d = int(key)
-        except (TypeError, ValueError):
-            raise ValueError(f"fractions_by_d keys must be dimensions d (integers); got {key!r}") from None
-        panels.append((d, _fraction(f"fractions_by_d[{key!r}]", fractions_by_d[key], betas, ts)))
+    for key in (list(fractions_by_d) if labelled else sorted(fractions_by_d)):
+        if not labelled:
+            try:
+                key = int(key)
+            except (TypeError, ValueError):
+                raise ValueError(f"fractions_by_d keys must be dimensions d (integers) or panel titles "
+                                 f"(strings); got {key!r}") from None
+        panels.append((key, _fraction(f"fractions_by_d[{key!r}]", fractions_by_d[key], betas, ts)))
     curves = {}
     if isinstance(gamma_curve, Mapping):
         for key, value in gamma_curve.items():
-            curves[int(key)] = _gamma_curve(value, f"gamma_curve[{key!r}]")
+            curves[key if labelled else int(key)] = _gamma_curve(value, f"gamma_curve[{key!r}]")
     elif gamma_curve is not None:
         shared = _gamma_curve(gamma_curve)
         curves = {d: shared for d, _ in panels}
@@ -415,7 +419,7 @@ def phase_diagram_grid(
         d, fraction = panels[k]
         mesh, panel_line = _phase_panel(ax, ts, betas, fraction, curves.get(d))
         line = line or panel_line
-        ax.set_title(rf"$d = {d}$")
+        ax.set_title(d if labelled else rf"$d = {d}$")
         row, col = divmod(k, ncols)
         if k + ncols >= len(panels):  # nothing below it: this panel carries the time axis
             ax.set_xlabel(TIME_LABEL)
@@ -425,7 +429,7 @@ def phase_diagram_grid(
         used.append(ax)
     _fraction_colorbar(fig, mesh, used)
     fig.suptitle(
-        _title("Clustering phase diagrams by dimension", title, n=n, delta=delta),
+        _title("Clustering phase diagrams" + ("" if labelled else " by dimension"), title, n=n, delta=delta),
         fontsize=TITLE_SIZE,
     )
     if line is not None:

@@ -23,9 +23,10 @@ from .. import particles
 from ..particles import fields, observables
 from ..particles.energy import energy, normalized_energy
 from ..solvers import simulate
+from . import models  # also registers the variant keys (heads, mask, norm, weights, ...)
 from .config import Config, to_toml
 
-FIXED = ("euler", "rk4", "lie_euler", "cg3")
+from .config import FIXED_STEP_SOLVERS as FIXED
 
 
 @dataclass
@@ -65,9 +66,10 @@ def save_times(config: Config) -> np.ndarray:
     return np.linspace(0.0, t1, n_save)
 
 
-def build_field(config: Config, beta):
-    """The vector field named by ``config.model`` at inverse temperature ``beta`` (scalar or array)."""
-    return fields.make(config.model, beta)
+def build_field(config: Config, beta, seeds=None, d: int | None = None):
+    """The vector field of ``config`` for members with inverse temperatures ``beta`` and ``seeds``."""
+    seeds = np.full(np.shape(beta), config.seed) if seeds is None else np.asarray(seeds)
+    return models.build_field(config, beta, seeds, config.d[0] if d is None else d)
 
 
 def initial_conditions(config: Config, d: int) -> jnp.ndarray:
@@ -122,9 +124,15 @@ def statistics(delta: float, bins: int, keep_states: bool = False):
             "n_clusters": observables.n_clusters(x, delta),
             # Σ_q m_q²/n² over the clusters: the normalized energy of tight clusters of these sizes
             "cluster_level": jnp.mean(observables.cluster_sizes(x, delta)) / x.shape[0],
-            "normalized_energy": normalized_energy(x, field.beta),
-            "energy": energy(x, field.beta),
+            "normalized_energy": normalized_energy(x, _beta_of(field)),
+            "energy": energy(x, _beta_of(field)),
         }
+        if hasattr(field, "logits"):
+            # log E = log Σ_ij e^{β⟨Qx_i,Kx_j⟩} − log(2βn²): the energy of the field's own kernel, never
+            # overflowing; it increases along SA when QᵀK is symmetric and V = QᵀK ([GLPR] §3)
+            logits = field.logits(x)
+            out["log_energy"] = (jax.scipy.special.logsumexp(logits)
+                                 - jnp.log(2.0 * jnp.maximum(_beta_of(field), 1e-300) * x.shape[0] ** 2))
         if bins:
             out["histogram"] = observables.inner_product_histogram(x, bins)
         if keep_states:
@@ -134,11 +142,27 @@ def statistics(delta: float, bins: int, keep_states: bool = False):
     return stats
 
 
+def _beta_of(field):
+    """The β of a field, looking through wrappers (layer norms, noise, layer-wise weights, sums); NaN if none."""
+    for attr in ("beta",):
+        try:
+            return getattr(field, attr)
+        except AttributeError:
+            pass
+    for inner in ("inner",):
+        if hasattr(field, inner):
+            return _beta_of(getattr(field, inner))
+    return jnp.nan
+
+
 def _chunk_size(config: Config, d: int, members: int, n_times: int, keep_states: bool) -> int:
     """Members per compiled call that fit the memory budget (state, RK stages, attention, saves)."""
     n = config.n
     itemsize = 4 if config.dtype == "float32" else 8
     per_member = itemsize * (16 * n * d + 6 * n * n + n_times * (8 + config.histogram_bins))
+    if config.weights != "identity":
+        layers = max(1, int(math.ceil(config.t1 / config.layer_tau))) if config.layer_tau > 0 else 1
+        per_member += itemsize * 3 * d * d * layers
     if keep_states:
         per_member += itemsize * n_times * n * d
     return int(max(1, min(members, config.memory_gb * 2**30 // per_member)))
@@ -167,6 +191,7 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
     for d in config.d:
         x0 = initial_conditions(config, d)  # (seeds, n, d)
         beta_members = np.repeat(betas, seeds)
+        seed_members = np.tile(config.seed + np.arange(seeds), nb)
         x_members = jnp.tile(x0, (nb, 1, 1))
         chunk = _chunk_size(config, d, members_per_d, len(ts), keep)
         pieces = []
@@ -174,7 +199,7 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
             hi = min(lo + chunk, members_per_d)
             # pad the last chunk to the common size so it reuses the compiled call
             idx = np.minimum(np.arange(lo, lo + chunk), members_per_d - 1)
-            field = build_field(config, jnp.asarray(beta_members[idx]))
+            field = build_field(config, jnp.asarray(beta_members[idx]), seed_members[idx], d)
             label = f"d={d}" if nd > 1 else "simulate"
             if members_per_d > chunk:
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"

@@ -3,7 +3,10 @@
 from . import init
 from .energy import energy, log_energy, normalized_energy
 from .equiangular_ode import equiangular, equiangular_rhs, gamma_curve, hitting_time, wendel_probability
-from .fields import SA, USA, Attention
+from .feedforward import FeedForward
+from .fields import SA, USA, Attention, Field, Sum
+from .layerwise import LayerWise
+from .multihead import MultiHead
 from .observables import (
     Clusters,
     cluster_labels,
@@ -17,6 +20,7 @@ from .observables import (
     pair_statistics,
     plateaus,
 )
+from .weights import ENSEMBLES, sample_weights
 from .sphere import (
     expmap,
     geodesic_distance,

@@ -1,5 +1,5 @@
 """How it moves: one ``simulate`` entry point over sphere-preserving integrators."""
 
 from .adaptive import OnSphere
-from .fixed import CG3, RK4, Euler, FixedStep, LieEuler
+from .fixed import CG3, RK4, Euler, FixedStep, LieEuler, LieTrotter
 from .simulation import SOLVERS, Solution, simulate

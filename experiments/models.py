@@ -1,0 +1,148 @@
+"""From configuration keys to a vector field: every model variant reachable from TOML and ``--set``.
+
+The keys compose the way the fields do: an attention term (``model``, ``heads``, ``mask``,
+``weights``, ``value``, ``layer_tau``/``weights_file``), an optional feed-forward term
+(``ff_width``), a layer-norm scheme wrapped around the sum (``norm``), and noise on top
+(``noise``). Combinations that make no sense are refused with one clear line.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..particles import fields
+from .config import Config, ConfigError, Key, register, register_check
+
+MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax")
+NORMS = ("post", "pre", "peri", "ngpt", "none")
+WEIGHTS = ("identity", "ginibre", "wigner-psd", "ginibre-v-qk", "wigner-v-qk", "v-minus-qk", "repulsive")
+ACTIVATIONS = ("relu", "tanh", "gelu", "sigmoid", "identity")
+
+for _key in (
+    Key("heads", "int", 1, "attention heads; each has (d/heads)×d projections ([GLPR] (2.7))", minimum=1),
+    Key("mask", "str", "none", "attention mask: causal lets token i see tokens j ≤ i only", choices=("none", "causal")),
+    Key("norm", "str", "post", "layer norm: post (the sphere), pre, peri, ngpt, or none (dynamics in R^d)",
+        choices=NORMS),
+    Key("ngpt_alpha", "float", 1.0, "step size α of the nGPT update (norm = 'ngpt')", minimum=0.0, strict_min=True),
+    Key("weights", "str", "identity", "Q, K, V: identity, or a random ensemble drawn per seed (Fig. 5)",
+        choices=WEIGHTS),
+    Key("value", "str", "identity", "value matrix V with identity weights: identity or -identity (repulsive)",
+        choices=("identity", "-identity")),
+    Key("layer_tau", "float", 0.0, "redraw the random weights every τ time units (0: the same weights throughout)",
+        minimum=0.0),
+    Key("weights_file", "str", "", ".npz of per-layer Q, K, V (arrays of shape (layers, ·, ·)), used every layer_tau"),
+    Key("ff_width", "int", 0, "hidden width m of a feed-forward term w σ(a x + b) (0: none, [GLPR] (2.8))", minimum=0),
+    Key("ff_activation", "str", "relu", "activation σ of the feed-forward term", choices=ACTIVATIONS),
+    Key("ff_scale", "float", 1.0, "scale of the feed-forward output weights w", minimum=0.0),
+    Key("noise", "float", 0.0, "noise strength σ of dX = … dt + σ P_X ∘ dW (κ = 2/σ²); needs a fixed-step solver",
+        minimum=0.0),
+    Key("sinkhorn_tol", "float", 1e-9, "tolerance of the Sinkhorn normalization (model = 'sinkhorn')",
+        minimum=0.0, strict_min=True),
+):
+    register(_key)
+del _key
+
+
+@register_check
+def _check_combinations(c: Config) -> None:
+    """Refuse combinations of variant keys that have no meaning, naming the keys involved."""
+    if c.model == "hardmax" and c.heads > 1:
+        raise ConfigError("model = 'hardmax' has a single head; got heads = %d" % c.heads)
+    if c.model == "sinkhorn" and c.mask == "causal":
+        raise ConfigError("model = 'sinkhorn' cannot be combined with mask = 'causal' "
+                          "(a causal matrix is not doubly stochastic)")
+    if c.heads > 1:
+        bad = [d for d in c.d if d % c.heads]
+        if bad:
+            raise ConfigError(f"heads must divide d: heads = {c.heads} does not divide d = {bad[0]}")
+    if c.value == "-identity" and c.weights != "identity":
+        raise ConfigError(f"value = '-identity' applies to identity weights; with weights = {c.weights!r} "
+                          "use weights = 'repulsive' or 'v-minus-qk'")
+    if c.weights_file and c.weights != "identity":
+        raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
+    if (c.weights_file or (c.layer_tau > 0 and c.weights != "identity")) and c.layer_tau <= 0:
+        raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
+    if c.noise > 0 and c.solver not in ("euler", "rk4", "heun"):
+        raise ConfigError(f"noise > 0 needs a fixed-step stochastic solver: set solver = 'euler' or 'heun' "
+                          f"(got solver = {c.solver!r})")
+    if c.norm in ("pre", "peri", "none") and c.solver in ("lie_euler", "cg3"):
+        raise ConfigError(f"norm = {c.norm!r} moves tokens in R^d; solver {c.solver!r} only rotates on the sphere")
+    if c.ff_width and c.model == "hardmax":
+        raise ConfigError("a feed-forward term needs a smooth attention model (sa, usa, sinkhorn), not hardmax")
+
+
+def _member_keys(seeds: np.ndarray):
+    """One key per member, from the member's seed: members with the same seed share their weights."""
+    return jax.vmap(jax.random.key)(jnp.asarray(seeds))
+
+
+def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
+    """The attention term: model, heads, mask, weights, value and layer-wise weights."""
+    from ..particles.layerwise import LayerWise
+    from ..particles.weights import sample_weights
+
+    model, mask = config.model, config.mask
+    layered = bool(config.weights_file) or (config.layer_tau > 0 and config.weights != "identity")
+    mats = {}
+    if config.weights != "identity" and not layered:
+        mats = jax.vmap(lambda k: sample_weights(k, d, config.weights))(_member_keys(seeds))
+    elif config.value == "-identity":
+        mats = {"V": -np.eye(d)}
+    mats = {k: v for k, v in mats.items() if v is not None}
+    if model == "hardmax":
+        from ..particles.hardmax import Hardmax
+
+        return Hardmax(**mats)
+    if model == "sinkhorn":
+        from ..particles.sinkhorn import Sinkhorn
+
+        return Sinkhorn(beta, tol=config.sinkhorn_tol, **mats)
+    if config.heads > 1:
+        from ..particles.multihead import MultiHead
+
+        if mats or layered:
+            raise ConfigError("heads > 1 uses the block-identity heads; random or layer-wise weights need heads = 1")
+        return MultiHead.identity(beta, config.heads, d, mask=mask, model=model)
+    inner = fields.make(model, beta, mask=mask, **mats)
+    if config.weights_file:
+        return LayerWise.from_npz(inner, config.weights_file, config.layer_tau)
+    if layered:
+        n_layers = max(1, int(np.ceil(config.t1 / config.layer_tau)))
+        plain = fields.make(model, 1.0)
+        stacks = jax.vmap(lambda k: LayerWise.redrawn(plain, k, config.weights, d, n_layers, config.layer_tau))(
+            _member_keys(seeds))
+        return LayerWise(inner, Qs=stacks.Qs, Ks=stacks.Ks, Vs=stacks.Vs, tau=config.layer_tau)
+    return inner
+
+
+def build_field(config: Config, beta, seeds: np.ndarray, d: int):
+    """The whole field of a configuration for members with inverse temperatures ``beta`` and ``seeds``."""
+    field = attention_field(config, beta, seeds, d)
+    if config.ff_width:
+        from ..particles.feedforward import FeedForward
+
+        # one feed-forward layer for the whole run, drawn from the run's seed
+        key = jax.random.fold_in(jax.random.key(config.seed), 2**31 - 1)
+        ka, kb, kw = jax.random.split(key, 3)
+        m = config.ff_width
+        field = field + FeedForward(jax.random.normal(ka, (m, d)) / np.sqrt(d), jax.random.normal(kb, (m,)),
+                                    config.ff_scale * jax.random.normal(kw, (d, m)) / np.sqrt(m),
+                                    activation=config.ff_activation)
+    if config.norm != "post":
+        from ..particles import layernorm
+
+        wrap = {"pre": layernorm.PreLN, "peri": layernorm.PeriLN, "none": layernorm.NoLN}
+        field = (layernorm.NGPT(field, alpha=config.ngpt_alpha) if config.norm == "ngpt"
+                 else wrap[config.norm](field))
+    if config.noise > 0:
+        from ..particles.noise import Noisy
+
+        field = Noisy(field, config.noise)
+    return field
+
+
+def describe() -> str:
+    """One paragraph per variant key group, for ``attnflow list --keys``."""
+    return ("model: " + ", ".join(MODELS) + "; norm: " + ", ".join(NORMS) + "; weights: " + ", ".join(WEIGHTS))

@@ -1,0 +1,153 @@
+"""Multi-head self-attention on the sphere, [GLPR] (2.7).
+
+H heads, each with its own (Q_h, K_h, V_h), act on the same configuration and their outputs
+are added before the layer norm. The weights are stacked along a leading head axis, so all
+heads are computed by one batched contraction (no Python loop over heads), and a stack of
+them per ensemble member, (B, H, k, d), runs B members in one compiled call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._checks import check_choice, check_int
+from .fields import _MASKS, Field, _as_beta, _as_matrix
+
+_MODELS = ("sa", "usa", "usa-rescaled")
+
+
+class MultiHead(Field):
+    """Multi-head self-attention with layer norm, [GLPR] (2.7):
+
+        ẋ_i = P_{x_i}( Σ_{h=1}^H Σ_j A^h_ij V_h x_j ),
+
+        model="sa":           A^h_ij = e^{β⟨Q_h x_i, K_h x_j⟩} / Σ_k e^{β⟨Q_h x_i, K_h x_k⟩}   [GLPR] (2.4)
+        model="usa":          A^h_ij = (1/n) e^{β⟨Q_h x_i, K_h x_j⟩}                          [GLPR] §3.3
+        model="usa-rescaled": A^h_ij = (1/n) e^{β(⟨Q_h x_i, K_h x_j⟩ − 1)}                    [arXiv 2410.06833]
+
+    Q, K have shape (H, k, d) (in practice k = d/H) and V shape (H, d, d); one more leading
+    axis is an ensemble of per-member weights. β is shared by the heads. ``mask="causal"``
+    lets token i attend to tokens j ≤ i only (arXiv 2411.04990). As in ``SA``/``USA`` each
+    row's maximum logit is subtracted before exponentiating, so no β overflows.
+    With H = 1 this is ``SA(β, Q[0], K[0], V[0])`` (or ``USA``).
+    """
+
+    beta: Float[Array, ""]
+    Q: Float[Array, "H k d"]
+    K: Float[Array, "H k d"]
+    V: Float[Array, "H d d"]
+    mask: str = eqx.field(static=True, default="none")
+    model: str = eqx.field(static=True, default="sa")
+    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 3, "K": 3, "V": 3}
+
+    def __init__(self, beta, Q, K, V, *, mask: str = "none", model: str = "sa"):
+        self.beta = _as_beta(beta)
+        for name, value in (("Q", Q), ("K", K), ("V", V)):
+            if value is None:
+                raise ValueError(f"MultiHead needs {name} of shape (heads, ...); "
+                                 "use MultiHead.identity(beta, heads, d) for coordinate-block heads")
+        self.Q = _as_matrix("Q", Q, ndim=3)
+        self.K = _as_matrix("K", K, ndim=3)
+        self.V = _as_matrix("V", V, ndim=3)
+        self.mask = check_choice("mask", mask, _MASKS)
+        self.model = check_choice("model", model, _MODELS)
+        if self.Q.shape[-3:] != self.K.shape[-3:]:
+            raise ValueError(f"Q and K must have the same shape (heads, k, d); "
+                             f"got Q {self.Q.shape[-3:]} and K {self.K.shape[-3:]}")
+        if self.V.shape[-1] != self.V.shape[-2]:
+            raise ValueError(f"V must be a stack of square matrices (heads, d, d), got shape {self.V.shape[-3:]}")
+        if self.V.shape[-3] != self.Q.shape[-3]:
+            raise ValueError(f"Q, K and V must have the same number of heads (leading axis); "
+                             f"got {self.Q.shape[-3]} for Q, K and {self.V.shape[-3]} for V")
+        if self.V.shape[-1] != self.Q.shape[-1]:
+            raise ValueError(f"Q, K act on d = {self.Q.shape[-1]} but V on d = {self.V.shape[-1]}; they must agree")
+
+    @classmethod
+    def identity(cls, beta, heads: int, d: int, *, mask: str = "none", model: str = "sa") -> "MultiHead":
+        """H heads that split R^d into H coordinate blocks of size k = d/H.
+
+        Q_h = K_h = rows h·k … (h+1)·k − 1 of I_d, so head h attends with β⟨x_i, x_j⟩ restricted
+        to block h; V_h = I_d / H, so the heads' sum is the average of their outputs and, when
+        all heads agree (e.g. H = 1), the field is the plain (SA) of [GLPR] with Q = K = V = I.
+        """
+        heads = check_int("heads", heads, 1)
+        d = check_int("d", d, 1)
+        if d % heads:
+            raise ValueError(f"heads must divide d: got heads={heads} and d={d}")
+        k = d // heads
+        blocks = np.eye(d).reshape(heads, k, d)
+        values = np.broadcast_to(np.eye(d) / heads, (heads, d, d))
+        return cls(beta, blocks, blocks, values, mask=mask, model=model)
+
+    @property
+    def heads(self) -> int:
+        """Number of heads H."""
+        return self.Q.shape[-3]
+
+    # -- pieces --------------------------------------------------------------------------
+    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "H n n"]:
+        """β⟨Q_h x_i, K_h x_j⟩ for every head (−∞ where the mask forbids attention)."""
+        # weights follow the configuration's precision, so float32 runs stay float32
+        q = jnp.einsum("hkd,nd->hnk", self.Q.astype(x.dtype), x)
+        k = jnp.einsum("hkd,nd->hnk", self.K.astype(x.dtype), x)
+        logits = self.beta.astype(x.dtype) * jnp.einsum("hik,hjk->hij", q, k)
+        if self.mask == "causal":
+            n = x.shape[0]
+            logits = jnp.where(jnp.tril(jnp.ones((n, n), bool)), logits, -jnp.inf)
+        return logits
+
+    def attention(self, x: Float[Array, "n d"]) -> Float[Array, "H n n"]:
+        """The attention matrices A^h (row-stochastic for model="sa")."""
+        logits = self.logits(x)
+        if self.model == "sa":
+            return jax.nn.softmax(logits, axis=-1)
+        offset = 0.0 if self.model == "usa" else self.beta.astype(x.dtype)
+        return jnp.exp(logits - offset) / x.shape[0]
+
+    def drift(self, t, x):
+        logits = self.logits(x)
+        # every row keeps its diagonal entry (also under a causal mask), so m is finite
+        m = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+        w = jnp.exp(logits - m)
+        if self.model == "sa":
+            w = w / jnp.sum(w, axis=-1, keepdims=True)
+        else:
+            # restore e^{m} (or e^{m−β}) after the product, as in USA, so only a huge velocity overflows
+            offset = 0.0 if self.model == "usa" else self.beta.astype(x.dtype)
+            w = w * (jnp.exp(m - offset) / x.shape[0])
+        # A^h x first, then V_h: O(H n² d + H n d²) and no (H, n, d) stack of V_h x_j kept around
+        mixed = jnp.einsum("hij,jd->hid", w, x)
+        return jnp.einsum("hed,hid->ie", self.V.astype(x.dtype), mixed)
+
+    # -- validation against a configuration ---------------------------------------------
+    def check(self, n: int, d: int, dtype) -> None:
+        if self.Q.shape[-1] != d:
+            raise ValueError(f"Q has shape {self.Q.shape} but particles live in d = {d}: "
+                             f"expected (heads, k, {d})")
+        if self.V.shape[-2:] != (d, d):
+            raise ValueError(f"V has shape {self.V.shape} but particles live in d = {d}: "
+                             f"expected (heads, {d}, {d})")
+        if self.model != "usa" or isinstance(self.beta, jax.core.Tracer):
+            return
+        beta_max = float(np.max(np.asarray(self.beta)))
+        log_max = math.log(float(jnp.finfo(dtype).max))
+        # headroom for the sums over n particles and H heads and a few Runge–Kutta stages
+        if beta_max * self.kernel_norm() > log_max - math.log(n * self.heads) - 8.0:
+            raise ValueError(
+                f"MultiHead(model='usa') at beta={beta_max:g} has velocities of order e^beta, which overflow "
+                f"{jnp.dtype(dtype).name}; use model='usa-rescaled' (time t -> e^-beta t), "
+                + ("float64, " if jnp.dtype(dtype).itemsize < 8 else "")
+                + "or a smaller beta"
+            )
+
+    def kernel_norm(self) -> float:
+        """Largest |⟨Q_h x, K_h y⟩| over unit x, y and heads: max_h ‖Q_hᵀK_h‖₂ (max over members)."""
+        qk = np.swapaxes(np.asarray(self.Q), -1, -2) @ np.asarray(self.K)
+        return float(np.max(np.linalg.norm(qk, 2, axis=(-2, -1))))
