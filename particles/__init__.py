@@ -1,10 +1,12 @@
 """What moves: sphere geometry, attention vector fields, energies, initial conditions, observables."""
 
 from . import init
+from .circle import Circle, from_angles, to_angles
 from .energy import energy, log_energy, normalized_energy
 from .equiangular_ode import equiangular, equiangular_rhs, gamma_curve, hitting_time, wendel_probability
 from .feedforward import FeedForward
 from .fields import SA, USA, Attention, Field, Sum
+from .layernorm import NGPT, NoLN, PeriLN, PostLN, PreLN, RescaledNoLN
 from .layerwise import LayerWise
 from .multihead import MultiHead
 from .observables import (

@@ -1,0 +1,102 @@
+"""The circle in angles: the same trajectories as SA/USA in the plane, symmetries, bad input."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import attnflow as af
+from attnflow.particles.circle import Circle, from_angles, to_angles
+
+N = 8
+X0 = af.init.uniform(0, N, 2)
+TS = np.linspace(0.0, 10.0, 11)
+# tight adaptive tolerances: both runs then sit within ~1e-10 of the exact flow (measured 8e-11)
+TIGHT = dict(rtol=1e-12, atol=1e-12, solver="dopri8")
+
+
+def test_angles_round_trip():
+    theta = to_angles(X0)
+    assert theta.shape == (N, 1)
+    np.testing.assert_allclose(from_angles(theta), X0, atol=1e-15)
+    assert to_angles(jnp.stack([X0, X0])).shape == (2, N, 1)
+    # to_angles reads directions: any radius
+    np.testing.assert_allclose(to_angles(3.0 * X0), theta, atol=1e-15)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("model", ["sa", "usa", "usa-rescaled"])
+def test_angular_velocity_is_the_tangential_component_of_the_planar_field(model, exact):
+    field = af.particles.fields.make(model, 2.0)
+    theta = to_angles(X0)
+    tangent = jnp.concatenate([-jnp.sin(theta), jnp.cos(theta)], axis=-1)
+    # ẋ_i = θ̇_i (−sin θ_i, cos θ_i): one rounding-level identity per particle
+    v = field(0.0, X0)
+    angular = Circle(2.0, model, exact=exact)(0.0, theta)
+    np.testing.assert_allclose(angular * tangent, v, atol=1e-14 * float(jnp.max(jnp.abs(v))))
+
+
+def test_exact_form_keeps_small_velocities_relative_precision():
+    # a tight cluster, spacing 1e-9 (velocities ~1e-9), away from θ = 0 so that c_i c_j + s_i s_j
+    # and s_i c_j − c_i s_j cancel
+    theta = 0.7 + 1e-9 * jnp.array([[0.0], [1.0], [3.0], [7.0]])
+    th = np.asarray(theta[:, 0], dtype=np.longdouble)
+    # reference in extended precision from the exact differences (exact in binary for these θ)
+    delta = th[:, None] - th[None, :]
+    w = np.exp(2.0 * (np.cos(delta) - 1.0))
+    ref = (-(w * np.sin(delta)).sum(1) / w.sum(1)).astype(np.float64)
+    exact = np.asarray(Circle(2.0, exact=True)(0.0, theta))[:, 0]
+    fast = np.asarray(Circle(2.0)(0.0, theta))[:, 0]
+    np.testing.assert_allclose(exact, ref, rtol=1e-12)
+    # the product form is as good as the planar field: ~1e-16 absolute, i.e. ~1e-7 relative here
+    np.testing.assert_allclose(fast, ref, atol=1e-15)
+    assert np.max(np.abs(fast / ref - 1)) > 1e-10
+
+
+# one run per model; the two forms (exact or not) agree pointwise to rounding (test above), so each
+# is run once here to keep the compile count down
+@pytest.mark.parametrize("model, exact", [("sa", False), ("usa", True)])
+def test_circle_trajectories_match_the_planar_ones_batched_over_beta(model, exact):
+    # β ≤ 4: USA velocities grow like e^β, so larger β only costs steps here
+    betas = jnp.array([0.0, 1.0, 4.0])
+    planar = af.particles.fields.make(model, betas)
+    xs = af.simulate(planar, X0, TS[-1], ts=TS, **TIGHT).xs
+    sol = af.simulate(Circle(betas, model, exact=exact), to_angles(X0), TS[-1], ts=TS, **TIGHT)
+    assert sol.xs.shape == (3, TS.size, N, 1)
+    np.testing.assert_allclose(from_angles(sol.xs), xs, atol=1e-9)
+    # the common rotation θ → θ + c commutes with the flow (rotation equivariance, MODEL.md §1.1);
+    # same shapes and t1, so this reuses the compiled run
+    c = 0.7
+    shifted = af.simulate(Circle(betas, model, exact=exact), to_angles(X0) + c, TS[-1], ts=TS, **TIGHT)
+    np.testing.assert_allclose(shifted.xs, sol.xs + c, atol=1e-9)
+
+
+def test_kuramoto_at_beta_zero_and_stable_huge_beta():
+    theta = to_angles(X0)
+    # β = 0: SA and USA are the Kuramoto model θ̇_i = −(1/n) Σ_j sin(θ_i − θ_j)
+    kuramoto = -jnp.mean(jnp.sin(theta - theta.T), axis=1, keepdims=True)
+    for model in ("sa", "usa", "usa-rescaled"):
+        for exact in (False, True):
+            np.testing.assert_allclose(Circle(0.0, model, exact=exact)(0.0, theta), kuramoto, atol=1e-15)
+    # β = 1e4: the weights e^{β(cos Δ − 1)} ≤ 1 never overflow; SA is a convex combination of
+    # the −sin Δ_ij, so |θ̇_i| ≤ 1
+    for exact in (False, True):
+        for model in ("sa", "usa-rescaled"):
+            v = Circle(1e4, model, exact=exact)(0.0, theta)
+            assert bool(jnp.all(jnp.isfinite(v))) and float(jnp.max(jnp.abs(v))) <= 1.0
+
+
+def test_circle_validates():
+    with pytest.raises(ValueError, match="model"):
+        Circle(1.0, "kuramoto")
+    with pytest.raises(ValueError, match="beta"):
+        Circle(-1.0)
+    with pytest.raises(ValueError, match="to_angles"):
+        af.simulate(Circle(1.0), X0, 1.0)
+    with pytest.raises(ValueError, match="usa-rescaled"):
+        af.simulate(Circle(800.0, "usa"), to_angles(X0), 1.0)
+    with pytest.raises(ValueError, match="lives in R"):
+        af.simulate(Circle(1.0), to_angles(X0), 1.0, solver="cg3", dt=0.1)
+    with pytest.raises(ValueError, match=r"\(\.\.\., n, 2\)"):
+        to_angles(jnp.ones((4, 3)))
+    with pytest.raises(ValueError, match=r"\(\.\.\., n, 1\)"):
+        from_angles(jnp.ones((4, 2)))
