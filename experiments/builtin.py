@@ -8,7 +8,6 @@ the theory predicts.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 

@@ -321,7 +321,8 @@ def register_check(check: Callable[["Config"], None]) -> Callable[["Config"], No
 for _key in (
     Key("experiment", "str", "simulate", "the kind of experiment (a built-in experiment's name)"),
     Key(
-        "model", "str", "sa", "the dynamics: SA, USA, or USA rescaled by e^{-β}", choices=("sa", "usa", "usa-rescaled")
+        "model", "str", "sa", "attention: SA, USA, USA rescaled by e^{-β}, Sinkhorn, hardmax",
+        choices=("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax")
     ),
     Key("n", "int", 32, "number of particles (tokens)", minimum=1),
     Key("d", "int_list", 3, "dimension of the ambient space R^d; a list sweeps it", minimum=2),

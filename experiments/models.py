@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles import fields
-from .config import Config, ConfigError, Key, register, register_check
+from .config import FIXED_STEP_SOLVERS, Config, ConfigError, Key, register, register_check
 
 MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax")
 NORMS = ("post", "pre", "peri", "ngpt", "none")
@@ -64,9 +64,9 @@ def _check_combinations(c: Config) -> None:
         raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
     if (c.weights_file or (c.layer_tau > 0 and c.weights != "identity")) and c.layer_tau <= 0:
         raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
-    if c.noise > 0 and c.solver not in ("euler", "rk4", "heun"):
-        raise ConfigError(f"noise > 0 needs a fixed-step stochastic solver: set solver = 'euler' or 'heun' "
-                          f"(got solver = {c.solver!r})")
+    if c.noise > 0 and c.solver not in FIXED_STEP_SOLVERS:
+        raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
+                          f"{', '.join(FIXED_STEP_SOLVERS)} and dt (got solver = {c.solver!r})")
     if c.norm in ("pre", "peri", "none") and c.solver in ("lie_euler", "cg3"):
         raise ConfigError(f"norm = {c.norm!r} moves tokens in R^d; solver {c.solver!r} only rotates on the sphere")
     if c.ff_width and c.model == "hardmax":

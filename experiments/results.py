@@ -37,8 +37,6 @@ def execute(config) -> runner.RunResult:
 
 def figures(result: runner.RunResult, experiment: builtin.Experiment, kinds=None) -> dict:
     """The experiment's figure writers, each wrapped to close its figure after saving."""
-    import matplotlib.pyplot as plt  # noqa: F401  (only to make sure a backend exists)
-
     writers = experiment.figures(result)
     if kinds:
         def stem(name):

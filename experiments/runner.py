@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import particles
-from ..particles import fields, observables
+from ..particles import observables
 from ..particles.energy import energy, normalized_energy
 from ..solvers import simulate
 from . import models  # also registers the variant keys (heads, mask, norm, weights, ...)
@@ -115,6 +115,7 @@ def statistics(delta: float, bins: int, keep_states: bool = False):
     """
 
     def stats(t, x, field):
+        x = field.directions(x)  # tokens off the sphere (Pre-LN, no layer norm) are measured by direction
         pairs = observables.pair_statistics(x)
         out = {
             "mean_inner_product": pairs["mean"],
@@ -208,7 +209,9 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
                           # stopping at δ/2 leaves the final state unambiguously one cluster at δ
                           stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None,
                           progress=label if show else False)
-            sol = simulate(field, x_members[idx], config.t1, save=stats_fn, **common)
+            # Brownian paths of noisy runs: one key per chunk from the run's seed
+            key = jax.random.fold_in(jax.random.key(config.seed), lo) if config.noise > 0 else None
+            sol = simulate(field, x_members[idx], config.t1, save=stats_fn, key=key, **common)
             piece = {k: np.asarray(v)[: hi - lo] for k, v in sol.stats.items()}
             pieces.append((piece, np.asarray(sol.steps)[: hi - lo], np.asarray(sol.t_event)[: hi - lo]))
         merged = {k: np.concatenate([p[0][k] for p in pieces]) for k in pieces[0][0]}

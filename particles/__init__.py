@@ -6,9 +6,11 @@ from .energy import energy, log_energy, normalized_energy
 from .equiangular_ode import equiangular, equiangular_rhs, gamma_curve, hitting_time, wendel_probability
 from .feedforward import FeedForward
 from .fields import SA, USA, Attention, Field, Sum
+from .hardmax import Hardmax
 from .layernorm import NGPT, NoLN, PeriLN, PostLN, PreLN, RescaledNoLN
 from .layerwise import LayerWise
 from .multihead import MultiHead
+from .noise import Noisy
 from .observables import (
     Clusters,
     cluster_labels,
@@ -22,6 +24,7 @@ from .observables import (
     pair_statistics,
     plateaus,
 )
+from .sinkhorn import Sinkhorn
 from .weights import ENSEMBLES, sample_weights
 from .sphere import (
     expmap,

@@ -72,6 +72,10 @@ class Circle(Field):
         self.model = check_choice("model", model, _MODELS)
         self.exact = bool(exact)
 
+    def directions(self, x):
+        """Angles (n, 1) as points (cos θ, sin θ) of the circle."""
+        return from_angles(x)
+
     def drift(self, t, theta: Float[Array, "n 1"]) -> Float[Array, "n 1"]:
         th = theta[..., 0]
         beta = self.beta.astype(theta.dtype)

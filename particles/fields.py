@@ -23,7 +23,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._checks import check_choice
-from .sphere import project
+from .sphere import normalize, project
 
 _TIMES = ("glpr", "rescaled")
 
@@ -80,6 +80,10 @@ class Field(eqx.Module):
 
     def check(self, n: int, d: int, dtype) -> None:
         """Raise ValueError if this field cannot act on (n, d) configurations of ``dtype``."""
+
+    def directions(self, x: Float[Array, "... n d"]) -> Float[Array, "... n d"]:
+        """The tokens' directions on the sphere, on which clusters and inner products are measured."""
+        return normalize(x) if self.geometry != "sphere" else x
 
     def __add__(self, other: "Field") -> "Sum":
         if not isinstance(other, Field):

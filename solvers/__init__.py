@@ -3,3 +3,4 @@
 from .adaptive import OnSphere
 from .fixed import CG3, RK4, Euler, FixedStep, LieEuler, LieTrotter
 from .simulation import SOLVERS, Solution, simulate
+from .stochastic import Strang, brownian_step

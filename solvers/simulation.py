@@ -18,8 +18,10 @@ from ..particles.init import from_array
 from ..particles.sphere import normalize
 from . import progress as _progress
 from ..particles.fields import ensemble_axes
+from ..particles.noise import noise_sigma
 from .adaptive import ADAPTIVE_METHODS, OnSphere, make_method
 from .fixed import FIXED_METHODS
+from .stochastic import Strang, as_key
 
 SOLVERS = tuple(FIXED_METHODS) + tuple(ADAPTIVE_METHODS)
 
@@ -62,6 +64,7 @@ def simulate(
     max_steps: int = 1_000_000,
     progress: bool | str = False,
     dtype=None,
+    key=None,
 ) -> Solution:
     """Integrate ẋ = field(t, x) on (S^{d-1})^n from x(t0) = x0 to t1.
 
@@ -87,6 +90,10 @@ def simulate(
                all members have stopped.
     progress   True (or a label to print) shows simulated time against t1 on stderr.
     dtype      "float32" or "float64"; default: x0's dtype (float64 for attnflow's samplers).
+    key        noisy fields (``particles.noise.Noisy``) only: the jax.random key (or int seed;
+               default 0) of the Brownian increments; member m draws from fold_in(key, m).
+               Noisy fields need a fixed-step solver and ``dt``: each step is the Strang
+               splitting noise(dt/2) ∘ solver(dt) ∘ noise(dt/2) of ``solvers/stochastic.py``.
 
     The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
     never recompile.
@@ -99,6 +106,10 @@ def simulate(
     rtol = check_real("rtol", rtol, 0.0, strict_min=True)
     atol = check_real("atol", atol, 0.0, strict_min=True)
     fixed = solver in FIXED_METHODS
+    noisy = noise_sigma(field) is not None
+    if noisy and not fixed:
+        raise ValueError(f"{type(field).__name__} is a stochastic field: integrate it with a fixed-step solver "
+                         f"({', '.join(map(repr, FIXED_METHODS))}) and dt, got solver={solver!r}")
     if dt is None and fixed:
         raise ValueError(f"dt is required for the fixed-step solver {solver!r} (e.g. dt=0.01)")
     if dt is None and not adaptive:
@@ -142,21 +153,28 @@ def simulate(
     if ts[0] < t0 - 1e-12 * max(1.0, abs(t0)) or ts[-1] > t1 + 1e-12 * max(1.0, abs(t1)):
         raise ValueError(f"ts must lie in [t0, t1] = [{t0:g}, {t1:g}], got [{ts[0]:g}, {ts[-1]:g}]")
 
+    jumps = _jump_times(field, t0, t1)
     field = jax.tree_util.tree_map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, field)
     x0_b = jnp.broadcast_to(x0, (members, n, d))
     save_fn = _identity if save is None else _with_field(save)
 
     if fixed:
         # integrate t0 → ts[0] first, then between consecutive save times with equal substeps ≤ dt
-        knots = np.concatenate([[t0], ts, [t1]])
+        # layer switches become knots too (saved, then dropped), so no step straddles one
+        internal = np.union1d(ts, jumps) if len(jumps) else ts
+        keep = np.searchsorted(internal, ts)
+        knots = np.concatenate([[t0], internal, [t1]])
         substeps = np.ceil(np.diff(knots) / dt - 1e-9).astype(np.int64)
         runner = _run_fixed
         args = dict(method=FIXED_METHODS[solver](), knots=jnp.asarray(knots, dtype),
-                    substeps=jnp.asarray(substeps))
+                    substeps=jnp.asarray(substeps), clamp=bool(len(jumps)))
+        if noisy:
+            args.update(method=Strang(args["method"]), key=as_key(key))
     else:
         runner = _run_adaptive
         args = dict(method=make_method(solver, rtol, atol), t0=t0, t1=t1, ts=jnp.asarray(ts, dtype), dt0=dt,
-                    rtol=rtol, atol=atol, max_steps=int(max_steps), adaptive=bool(adaptive))
+                    rtol=rtol, atol=atol, max_steps=int(max_steps), adaptive=bool(adaptive),
+                    jumps=jnp.asarray(jumps, dtype) if len(jumps) else None)
 
     label = progress if isinstance(progress, str) else "simulate"
     with _progress.Progress(t0, t1, members, label=label) if progress else _nullcontext():
@@ -165,6 +183,8 @@ def simulate(
             progress=bool(progress), **args,
         )
 
+    if fixed and len(jumps):
+        saved = jax.tree_util.tree_map(lambda a: a[:, keep], saved)
     if not batched:
         saved, x_final, steps, t_event = jax.tree_util.tree_map(lambda a: a[0], (saved, x_final, steps, t_event))
     return Solution(
@@ -243,10 +263,48 @@ def _clustered(x, delta):
     return jnp.min(x @ x.T) >= 1.0 - delta
 
 
+class _Clamped(eqx.Module):
+    """A field whose time argument is kept strictly inside (lo, hi).
+
+    Piecewise-constant weights (``LayerWise``) switch at interval ends; a Runge–Kutta stage
+    evaluated exactly at an end would see the next layer, so stages are clamped to the interval
+    the step belongs to.
+    """
+
+    field: Any
+    lo: Any
+    hi: Any
+
+    @property
+    def geometry(self):
+        return self.field.geometry
+
+    def _t(self, t):
+        return jnp.clip(t, jnp.nextafter(self.lo, self.hi), jnp.nextafter(self.hi, self.lo))
+
+    def __call__(self, t, x):
+        return self.field(self._t(t), x)
+
+    def drift(self, t, x):
+        return self.field.drift(self._t(t), x)
+
+
 @eqx.filter_jit
-def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps):
+def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False):
+    """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
+
+    With ``key`` (noisy fields) each step also gets its Brownian key: member m, step k draws from
+    fold_in(fold_in(key, m), k), so no path is stored.
+    """
     members = x0.shape[0]
-    step_all = jax.vmap(method.step, in_axes=(axes, None, 0, None))
+    stochastic = key is not None
+    step_axes = _Clamped(axes, None, None) if clamp else axes
+    if stochastic:
+        member_keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(members))
+        step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+        step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None, 0))
+    else:
+        step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None))
     save_all = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
     stop = delta is not None
     t_start = knots[0]
@@ -258,14 +316,18 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
         t_event0 = jnp.full(members, jnp.inf, x0.dtype)
 
     def advance(carry, k):
-        x, active, t_event, steps = carry
+        x, active, t_event, steps, count = carry
         ta, tb, m = knots[k], knots[k + 1], substeps[k]
         h = (tb - ta) / jnp.maximum(m, 1)
+        f = _Clamped(field, ta, tb) if clamp else field
 
         def body(c):
-            j, x, active, t_event, steps = c
+            j, x, active, t_event, steps, count = c
             t = ta + j * h
-            x_new = step_all(field, t, x, h)
+            if stochastic:
+                x_new = step_all(f, t, x, h, step_keys(member_keys, count))
+            else:
+                x_new = step_all(f, t, x, h)
             if stop:
                 x_new = jnp.where(active[:, None, None], x_new, x)
                 steps = steps + active
@@ -274,29 +336,50 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
                 active = active & ~hit
             else:
                 steps = steps + 1
-            return j + 1, x_new, active, t_event, steps
+            return j + 1, x_new, active, t_event, steps, count + 1
 
         def cond(c):
             return (c[0] < m) & jnp.any(c[2])
 
-        _, x, active, t_event, steps = jax.lax.while_loop(cond, body, (0, x, active, t_event, steps))
+        _, x, active, t_event, steps, count = jax.lax.while_loop(
+            cond, body, (0, x, active, t_event, steps, count))
         if progress:
             jax.debug.callback(_progress.report, -1, tb)
-        return (x, active, t_event, steps), save_all(field, tb, x)
+        return (x, active, t_event, steps, count), save_all(field, tb, x)
 
-    carry0 = (x0, active0, t_event0, jnp.zeros(members, jnp.int32))
+    carry0 = (x0, active0, t_event0, jnp.zeros(members, jnp.int32), jnp.zeros((), jnp.uint32))
     # knots = [t0, ts..., t1]: intervals 0..T-1 end at the save times, interval T at t1
     n_saves = knots.shape[0] - 2
     carry, saved = jax.lax.scan(advance, carry0, jnp.arange(n_saves))
-    (x, _, t_event, steps), _ = advance(carry, n_saves)
+    (x, _, t_event, steps, _), _ = advance(carry, n_saves)
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
     return saved, x, steps, t_event
 
 
+def _jump_times(field, t0: float, t1: float) -> np.ndarray:
+    """Times in (t0, t1) where a part of the field switches (layer-wise weights), sorted."""
+    found = []
+
+    def visit(node):
+        if hasattr(node, "jump_times") and callable(node.jump_times):
+            found.extend(np.asarray(node.jump_times(t1, t0), dtype=float).ravel().tolist())
+        for name in ("field", "inner"):
+            if isinstance(getattr(node, name, None), eqx.Module):
+                visit(getattr(node, name))
+        for term in getattr(node, "terms", ()):
+            visit(term)
+
+    visit(field)
+    return np.unique([t for t in found if t0 < t < t1])
+
+
 @eqx.filter_jit
 def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
-                  adaptive):
+                  adaptive, jumps=None):
     controller = diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
+    if jumps is not None:
+        # step exactly to each layer switch and restart there, instead of smearing it over a step
+        controller = diffrax.ClipStepSizeController(controller, jump_ts=jumps)
 
     sphere = field.geometry == "sphere"
     solver = OnSphere(method) if sphere else method

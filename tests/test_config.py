@@ -369,14 +369,14 @@ def test_equality_hash_pickle():
 
 
 def test_register_a_new_key(registry):
-    register(Key("heads", "int", 1, "number of attention heads", minimum=1))
-    assert load_config(None, ["heads=4"]).heads == 4
-    with pytest.raises(ConfigError, match="heads must be an integer ≥ 1, got 0"):
-        load_config({"heads": 0})
-    register(Key("heads", "int", 1, "number of attention heads", minimum=1))  # identical: fine
+    register(Key("experts", "int", 1, "number of experts", minimum=1))
+    assert load_config(None, ["experts=4"]).experts == 4
+    with pytest.raises(ConfigError, match="experts must be an integer ≥ 1, got 0"):
+        load_config({"experts": 0})
+    register(Key("experts", "int", 1, "number of experts", minimum=1))  # identical: fine
     with pytest.raises(ConfigError, match="already registered"):
-        register(Key("heads", "int", 2, "number of attention heads", minimum=1))
-    assert "heads" in describe_keys()
+        register(Key("experts", "int", 2, "number of experts", minimum=1))
+    assert "experts" in describe_keys()
 
 
 def test_bad_key_definitions():
@@ -391,19 +391,19 @@ def test_bad_key_definitions():
 
 
 def test_table_key_round_trip(registry):
-    register(Key("noise", "table", {}, "noise model parameters"))
-    c = load_config('noise = {kappa = 2.5, kind = "brownian", sizes = [1, 2]}\n')
-    assert c.noise == {"kappa": 2.5, "kind": "brownian", "sizes": (1, 2)}
+    register(Key("schedule", "table", {}, "schedule parameters"))
+    c = load_config('schedule = {kappa = 2.5, kind = "brownian", sizes = [1, 2]}\n')
+    assert c.schedule == {"kappa": 2.5, "kind": "brownian", "sizes": (1, 2)}
     with pytest.raises(TypeError):
-        c.noise["kappa"] = 3  # type: ignore[index]
+        c.schedule["kappa"] = 3  # type: ignore[index]
     assert load_config(to_toml(c)) == c
-    assert c.to_dict()["noise"] == {"kappa": 2.5, "kind": "brownian", "sizes": [1, 2]}
-    path_text = "[noise]\nkappa = 1.0\n"
-    assert load_config(path_text).noise == {"kappa": 1.0}
-    with pytest.raises(ConfigError, match="noise must be a table, got 3"):
-        load_config({"noise": 3})
-    with pytest.raises(ConfigError, match=r"noise.kappa must be finite"):
-        load_config({"noise": {"kappa": math.inf}})
+    assert c.to_dict()["schedule"] == {"kappa": 2.5, "kind": "brownian", "sizes": [1, 2]}
+    path_text = "[schedule]\nkappa = 1.0\n"
+    assert load_config(path_text).schedule == {"kappa": 1.0}
+    with pytest.raises(ConfigError, match="schedule must be a table, got 3"):
+        load_config({"schedule": 3})
+    with pytest.raises(ConfigError, match=r"schedule.kappa must be finite"):
+        load_config({"schedule": {"kappa": math.inf}})
 
 
 def test_describe_keys_lists_every_key():

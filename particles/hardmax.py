@@ -1,0 +1,79 @@
+"""Hardmax attention: the β → ∞ limit of self-attention with self-attention forbidden ([GLPR] §9).
+
+At β = ∞ the softmax of SA puts all weight on the largest ⟨Qx_i, Kx_j⟩, which for Q = K = I
+is j = i itself: every velocity vanishes and the limit is trivial. The usual fix excludes the
+diagonal, so each token moves towards the value of its best other token:
+
+    ẋ_i = P_{x_i}( V x_{j*(i)} ),   j*(i) = argmax_{j ≠ i} ⟨Q x_i, K x_j⟩.
+
+The field is discontinuous where the argmax changes, so solutions are understood in the sense
+of Filippov and need not be unique there (at a tie the velocity may be any convex combination
+of the tied targets' velocities). The implementation breaks ties by the smallest index, which
+picks one Filippov selection; fixed-step methods of order > 1 lose their order at switches.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from .fields import Field, _as_matrix
+
+
+class Hardmax(Field):
+    """Hardmax self-attention without self-interaction, [GLPR] §9 (MODEL.md §1.9):
+
+        ẋ_i = P_{x_i}( V x_{j*(i)} ),   j*(i) = argmax_{j≠i} ⟨Qx_i, Kx_j⟩   (smallest j at ties).
+
+    It is the limit β → ∞ of SA with the diagonal logits set to −∞, wherever the argmax is
+    unique. Q, K (k×d) and V (d×d) default to the identity; a leading axis makes an ensemble.
+    Needs n ≥ 2 tokens.
+    """
+
+    Q: Float[Array, "k d"] | None = None
+    K: Float[Array, "k d"] | None = None
+    V: Float[Array, "d d"] | None = None
+    event_ndim: ClassVar[dict[str, int]] = {"Q": 2, "K": 2, "V": 2}
+
+    def __init__(self, Q=None, K=None, V=None):
+        self.Q = _as_matrix("Q", Q)
+        self.K = _as_matrix("K", K)
+        self.V = _as_matrix("V", V)
+        q_shape = None if self.Q is None else self.Q.shape[-2:]
+        k_shape = None if self.K is None else self.K.shape[-2:]
+        if q_shape is not None and k_shape is not None and q_shape != k_shape:
+            raise ValueError(f"Q and K must have the same shape (k, d); got Q {q_shape} and K {k_shape}")
+        if self.V is not None and self.V.shape[-1] != self.V.shape[-2]:
+            raise ValueError(f"V must be square (d, d), got shape {self.V.shape[-2:]}")
+
+    def scores(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """⟨Q x_i, K x_j⟩, with −∞ on the diagonal (no self-attention)."""
+        q = x if self.Q is None else x @ self.Q.T.astype(x.dtype)
+        k = x if self.K is None else x @ self.K.T.astype(x.dtype)
+        n = x.shape[0]
+        return jnp.where(jnp.eye(n, dtype=bool), -jnp.inf, q @ k.T)
+
+    def targets(self, x: Float[Array, "n d"]) -> Int[Array, " n"]:
+        """j*(i): the index each token attends to (the first one at ties)."""
+        return jnp.argmax(self.scores(x), axis=-1)
+
+    def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """The 0/1 attention matrix A_ij = [j = j*(i)] (row-stochastic)."""
+        n = x.shape[0]
+        return (self.targets(x)[:, None] == jnp.arange(n)[None, :]).astype(x.dtype)
+
+    def drift(self, t, x):
+        y = x[self.targets(x)]
+        return y if self.V is None else y @ self.V.T.astype(x.dtype)
+
+    def check(self, n: int, d: int, dtype) -> None:
+        if n < 2:
+            raise ValueError(f"Hardmax excludes self-attention, so it needs n ≥ 2 tokens, got n = {n}")
+        for name in ("Q", "K"):
+            m = getattr(self, name)
+            if m is not None and m.shape[-1] != d:
+                raise ValueError(f"{name} has shape {m.shape} but particles live in d = {d}: expected (k, {d})")
+        if self.V is not None and self.V.shape[-2:] != (d, d):
+            raise ValueError(f"V has shape {self.V.shape} but particles live in d = {d}: expected ({d}, {d})")

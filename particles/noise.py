@@ -1,0 +1,118 @@
+"""Noisy transformers: any sphere field plus independent Brownian motion on each particle.
+
+arXiv 2512.01868 §7 (MODEL.md §1.9):
+
+    dX_i = P_{X_i}( drift_i(X) ) dt + σ P_{X_i} ∘ dW_i,     σ = √(2/κ),
+
+with W_1, ..., W_n independent Brownian motions in R^d and ∘ the Stratonovich product. With
+drift 0 each X_i is Brownian motion on S^{d-1}, the diffusion with generator (σ²/2) Δ_{S^{d-1}};
+so E⟨X_i(t), X_i(0)⟩ = e^{−(d−1)σ²t/2}. At β = 0 (noisy Kuramoto) the uniform law is the unique
+stationary state for κ ≤ 2, and a synchronized state appears beyond κ = 2.
+
+A ``Noisy`` field is a PyTree like every other field: its velocity ``field(t, x)`` is the
+deterministic part P_x drift (what an ODE solver or a statistic sees), and ``sigma`` is a traced
+leaf, so a 1-D ``sigma`` is an ensemble over noise levels. ``simulate`` recognizes noisy fields
+(``noise_sigma``) and integrates them with the stochastic scheme of ``solvers/stochastic.py``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .fields import Field, Sum
+
+
+def _as_sigma(value) -> Array:
+    if isinstance(value, jax.core.Tracer):
+        return value
+    arr = np.asarray(value)
+    if arr.ndim > 1 or not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(f"sigma must be a real number or a 1-D array of them (one per member), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"sigma must be finite and ≥ 0, got {arr.tolist()}")
+    return jnp.asarray(arr, dtype=jnp.result_type(float))
+
+
+class Noisy(Field):
+    """A sphere field with Brownian noise of strength σ on every particle, arXiv 2512.01868 §7:
+
+        dX_i = P_{X_i}( inner.drift(t, X)_i ) dt + σ P_{X_i} ∘ dW_i      (Stratonovich)
+
+    ``sigma`` (≥ 0) may be a 1-D array: one ensemble member per noise level. ``Noisy.from_kappa``
+    takes the inverse temperature κ of the paper instead (σ = √(2/κ)). ``inner`` is any field on
+    the sphere (``SA``, ``USA``, a ``Sum``...); its leaves keep their own ensemble axes.
+    """
+
+    inner: Field
+    sigma: Float[Array, ""]
+    event_ndim: ClassVar[dict[str, int]] = {"sigma": 0}
+
+    def __init__(self, inner: Field, sigma=1.0):
+        if not isinstance(inner, Field):
+            raise ValueError(f"Noisy wraps an attnflow field such as af.SA(beta), got {type(inner).__name__}")
+        if inner.geometry != "sphere":
+            raise ValueError(f"Noisy adds Brownian motion on the sphere; {type(inner).__name__} lives in R^d")
+        self.inner = inner
+        self.sigma = _as_sigma(sigma)
+
+    @classmethod
+    def from_kappa(cls, inner: Field, kappa) -> "Noisy":
+        """The noisy field with σ = √(2/κ) (κ > 0; κ = inf means no noise), as in arXiv 2512.01868 §7."""
+        if isinstance(kappa, jax.core.Tracer):
+            return cls(inner, jnp.sqrt(2.0 / kappa))
+        arr = np.asarray(kappa, dtype=float)
+        if np.any(np.isnan(arr)) or np.any(arr <= 0):
+            raise ValueError(f"kappa must be > 0 (inf for no noise), got {arr.tolist()}")
+        return cls(inner, np.sqrt(2.0 / arr))
+
+    @property
+    def kappa(self):
+        """κ = 2/σ² (inf when σ = 0)."""
+        return 2.0 / self.sigma**2
+
+    @property
+    def beta(self):
+        """β of the inner field (for statistics such as the energy)."""
+        return self.inner.beta
+
+    def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        return self.inner.drift(t, x)
+
+    def check(self, n, d, dtype):
+        self.inner.check(n, d, dtype)
+
+
+def noise_sigma(field: Field):
+    """The total noise level σ of a field, or None when it is deterministic.
+
+    Independent Brownian motions add in quadrature: a ``Sum`` with noisy terms σ_1, σ_2, or
+    ``Noisy(Noisy(f, σ_1), σ_2)``, diffuses with σ = √(σ_1² + σ_2²). Whether the result is None
+    depends only on the structure of the field, so it can be decided outside of compiled code.
+    """
+    if isinstance(field, Noisy):
+        inner = noise_sigma(field.inner)
+        return field.sigma if inner is None else jnp.sqrt(field.sigma**2 + inner**2)
+    if isinstance(field, Sum):
+        parts = [s for s in (noise_sigma(f) for f in field.terms) if s is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else jnp.sqrt(sum(s**2 for s in parts))
+    return None
+
+
+def deterministic(field: Field) -> Field:
+    """The field without its noise: every ``Noisy`` layer replaced by the field it wraps.
+
+    Its velocity equals the noisy field's (both are P_x drift); splitting schemes hand it to a
+    deterministic method, which then sees the inner structure (a ``Sum`` of terms, say).
+    """
+    if isinstance(field, Noisy):
+        return deterministic(field.inner)
+    if isinstance(field, Sum):
+        return Sum(*(deterministic(f) for f in field.terms))
+    return field

@@ -1,0 +1,154 @@
+"""Every variant: reachable from configuration keys, batched in one compiled call, exact at layer switches."""
+
+import jax
+import numpy as np
+import pytest
+
+import attnflow as af
+from attnflow.experiments import models, runner
+from attnflow.experiments.config import ConfigError, load_config
+
+N, D = 6, 4
+X0 = af.init.uniform(3, N, D)
+BETAS = np.array([0.5, 2.0, 5.0])
+
+# each entry: --set overrides that select a variant (all with fixed-step rk4 so noise fits too)
+VARIANTS = {
+    "sa": [],
+    "usa": ["model=usa"],
+    "usa-rescaled": ["model=usa-rescaled"],
+    "sinkhorn": ["model=sinkhorn"],
+    "hardmax": ["model=hardmax"],
+    "multi-head": ["heads=2"],
+    "causal": ["mask=causal"],
+    "feed-forward": ["ff_width=5", "ff_activation=tanh"],
+    "pre-ln": ["norm=pre"],
+    "peri-ln": ["norm=peri"],
+    "ngpt": ["norm=ngpt", "ngpt_alpha=0.5"],
+    "no-ln": ["norm=none"],
+    "ginibre": ["weights=ginibre"],
+    "wigner-psd": ["weights=wigner-psd"],
+    "layer-wise": ["weights=ginibre-v-qk", "layer_tau=0.4"],
+    "repulsive": ["value=-identity"],
+    "noise": ["noise=0.4"],
+}
+
+
+def config(extra):
+    return load_config(None, [f"n={N}", f"d={D}", "solver=rk4", "dt=0.05", "t1=1.0", "seeds=1", "progress=false",
+                              *extra])
+
+
+def run(field, x0, key=None):
+    return af.simulate(field, x0, 1.0, ts=np.linspace(0, 1, 5), solver="rk4", dt=0.05, key=key)
+
+
+@pytest.mark.parametrize("name", [v for v in VARIANTS if v != "noise"])
+def test_every_variant_runs_batched_in_one_call_and_equals_its_members(name):
+    c = config(VARIANTS[name])
+    seeds = np.array([0, 1, 2])
+    sol = run(runner.build_field(c, BETAS, seeds, D), np.stack([X0] * 3))  # as the runner calls it
+    assert sol.xs.shape == (3, 5, N, D)
+    for m in range(3):
+        one = run(runner.build_field(c, BETAS[m:m + 1], seeds[m:m + 1], D), X0[None])
+        # vmapped members and single runs execute the same arithmetic up to reassociation
+        np.testing.assert_allclose(sol.xs[m], one.xs[0], atol=1e-11, err_msg=name)
+    if c.norm in ("post", "ngpt"):
+        assert float(af.particles.norm_error(sol.xs)) < 1e-12  # stays on the sphere
+
+
+def test_noisy_ensembles_are_reproducible_and_members_independent():
+    c = config(VARIANTS["noise"])
+    field = runner.build_field(c, BETAS, np.array([0, 1, 2]), D)
+    a, b, other = run(field, X0, key=7), run(field, X0, key=7), run(field, X0, key=8)
+    np.testing.assert_array_equal(a.xs, b.xs)
+    assert not np.allclose(a.xs[:, -1], other.xs[:, -1])
+    # members draw their own Brownian paths: same β, same start, different endpoints
+    same = runner.build_field(c, np.full(3, 2.0), np.zeros(3, int), D)
+    ends = run(same, X0, key=7).xs[:, -1]
+    assert not np.allclose(ends[0], ends[1])
+    assert float(af.particles.norm_error(a.xs)) < 1e-12
+
+
+def test_variant_keys_build_the_fields_they_name():
+    def field(*extra):
+        return runner.build_field(config(list(extra)), np.array([1.0]), np.array([0]), D)
+
+    assert isinstance(field("heads=2"), af.MultiHead)
+    assert isinstance(field("model=sinkhorn"), af.Sinkhorn)
+    assert isinstance(field("model=hardmax"), af.Hardmax)
+    assert isinstance(field("norm=pre"), af.PreLN) and field("norm=pre").geometry == "euclidean"
+    assert isinstance(field("norm=ngpt"), af.NGPT)
+    assert isinstance(field("noise=0.5"), af.Noisy)
+    assert isinstance(field("weights=ginibre", "layer_tau=0.5"), af.LayerWise)
+    s = field("ff_width=3")
+    assert isinstance(s, af.Sum) and isinstance(s.terms[1], af.FeedForward)
+    v = field("value=-identity")
+    np.testing.assert_array_equal(np.asarray(v.V), -np.eye(D))
+    assert field("mask=causal").mask == "causal"
+
+
+def test_members_with_the_same_seed_share_random_weights():
+    c = config(["weights=ginibre"])
+    f = runner.build_field(c, np.array([1.0, 3.0, 1.0]), np.array([4, 4, 5]), D)
+    np.testing.assert_array_equal(f.Q[0], f.Q[1])
+    assert not np.allclose(f.Q[0], f.Q[2])
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["model=sinkhorn", "mask=causal"], "not doubly stochastic"),
+        (["heads=3"], "heads must divide d: heads = 3 does not divide d = 4"),
+        (["model=hardmax", "heads=2"], "single head"),
+        (["weights=ginibre", "value=-identity"], "use weights = 'repulsive'"),
+        (["noise=0.5", "solver=tsit5"], "noise > 0 integrates an SDE with fixed steps"),
+        (["norm=pre", "solver=cg3"], "only rotates on the sphere"),
+        (["weights_file=w.npz"], "weights_file needs layer_tau > 0"),
+        (["norm=layer"], "norm must be one of"),
+    ],
+)
+def test_meaningless_combinations_are_refused(extra, message):
+    with pytest.raises(ConfigError, match=message):
+        config(extra)
+
+
+def test_every_variant_key_is_listed():
+    from attnflow.experiments.config import describe_keys
+
+    text = describe_keys()
+    for key in ("heads", "mask", "norm", "ngpt_alpha", "weights", "value", "layer_tau", "weights_file", "ff_width",
+                "ff_activation", "noise", "sinkhorn_tol"):
+        assert key in text
+    assert models.MODELS[-1] in text or "hardmax" in text
+
+
+def _layerwise(tau=0.25):
+    inner = af.SA(2.0)
+    return af.LayerWise.redrawn(inner, jax.random.key(1), "ginibre", D, 3, tau), tau
+
+
+def test_fixed_steps_switch_layers_exactly():
+    # two layers of different weights: stepping across τ must equal running layer 0 to τ, then layer 1
+    field, tau = _layerwise()
+    whole = af.simulate(field, X0, 2 * tau, solver="rk4", dt=0.03)
+    first = af.simulate(field.layer(0), X0, tau, solver="rk4", dt=0.03)
+    second = af.simulate(field.layer(1), first.x_final, 2 * tau, t0=tau, solver="rk4", dt=0.03)
+    np.testing.assert_allclose(whole.x_final, second.x_final, atol=1e-12)
+
+
+def test_adaptive_steps_stop_at_layer_switches():
+    field, tau = _layerwise()
+    tight = dict(solver="tsit5", rtol=1e-11, atol=1e-12)
+    whole = af.simulate(field, X0, 2 * tau, **tight)
+    first = af.simulate(field.layer(0), X0, tau, **tight)
+    second = af.simulate(field.layer(1), first.x_final, 2 * tau, t0=tau, **tight)
+    # both runs restart at τ; the remaining difference is the tolerance
+    np.testing.assert_allclose(whole.x_final, second.x_final, atol=1e-9)
+
+
+def test_saves_at_layer_switches_are_not_duplicated():
+    field, tau = _layerwise()
+    ts = np.linspace(0, 3 * tau, 7)  # includes both switches
+    sol = af.simulate(field, X0, 3 * tau, ts=ts, solver="rk4", dt=0.05)
+    assert sol.xs.shape == (7, N, D)
