@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles import fields
-from .config import FIXED_STEP_SOLVERS, Config, ConfigError, Key, register, register_check
+from .config import FIXED_STEP_SOLVERS, KEYS, Config, ConfigError, Key, register, register_check
 
 MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax")
 NORMS = ("post", "pre", "peri", "ngpt", "none")
@@ -38,6 +38,7 @@ for _key in (
     Key("ff_scale", "float", 1.0, "scale of the feed-forward output weights w", minimum=0.0),
     Key("noise", "float", 0.0, "noise strength σ of dX = … dt + σ P_X ∘ dW (κ = 2/σ²); needs a fixed-step solver",
         minimum=0.0),
+    Key("circle", "bool", False, "integrate d = 2 runs of SA/USA in angles θ (n, 1): the circle fast path"),
     Key("sinkhorn_tol", "float", 1e-9, "tolerance of the Sinkhorn normalization (model = 'sinkhorn')",
         minimum=0.0, strict_min=True),
 ):
@@ -69,6 +70,15 @@ def _check_combinations(c: Config) -> None:
                           f"{', '.join(FIXED_STEP_SOLVERS)} and dt (got solver = {c.solver!r})")
     if c.norm in ("pre", "peri", "none") and c.solver in ("lie_euler", "cg3"):
         raise ConfigError(f"norm = {c.norm!r} moves tokens in R^d; solver {c.solver!r} only rotates on the sphere")
+    if c.circle:
+        changed = [k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
+                   if c[k] != KEYS[k].default] + (["noise"] if c.noise > 0 else [])
+        if tuple(c.d) != (2,) or c.model not in ("sa", "usa", "usa-rescaled") or changed:
+            raise ConfigError("circle = true is the angle form of plain SA/USA on the circle: it needs d = 2, "
+                              "model sa/usa/usa-rescaled and no other variant key"
+                              + (f" (got {', '.join(changed)})" if changed else ""))
+        if c.solver in ("lie_euler", "cg3"):
+            raise ConfigError(f"circle = true integrates angles in R; solver {c.solver!r} rotates on the sphere")
     if c.ff_width and c.model == "hardmax":
         raise ConfigError("a feed-forward term needs a smooth attention model (sa, usa, sinkhorn), not hardmax")
 
@@ -119,6 +129,10 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
 
 def build_field(config: Config, beta, seeds: np.ndarray, d: int):
     """The whole field of a configuration for members with inverse temperatures ``beta`` and ``seeds``."""
+    if config.circle:
+        from ..particles.circle import Circle
+
+        return Circle(beta, model=config.model)
     field = attention_field(config, beta, seeds, d)
     if config.ff_width:
         from ..particles.feedforward import FeedForward

@@ -115,7 +115,8 @@ def statistics(delta: float, bins: int, keep_states: bool = False):
     """
 
     def stats(t, x, field):
-        x = field.directions(x)  # tokens off the sphere (Pre-LN, no layer norm) are measured by direction
+        # tokens off the sphere (Pre-LN, no layer norm, angles) are measured and kept by direction
+        x = field.directions(x)
         pairs = observables.pair_statistics(x)
         out = {
             "mean_inner_product": pairs["mean"],
@@ -191,6 +192,8 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
     per_d_stats, states, steps, events = [], None, [], []
     for d in config.d:
         x0 = initial_conditions(config, d)  # (seeds, n, d)
+        if config.circle:
+            x0 = particles.to_angles(x0)  # the field moves angles; statistics see their points on the circle
         beta_members = np.repeat(betas, seeds)
         seed_members = np.tile(config.seed + np.arange(seeds), nb)
         x_members = jnp.tile(x0, (nb, 1, 1))

@@ -152,3 +152,15 @@ def test_saves_at_layer_switches_are_not_duplicated():
     ts = np.linspace(0, 3 * tau, 7)  # includes both switches
     sol = af.simulate(field, X0, 3 * tau, ts=ts, solver="rk4", dt=0.05)
     assert sol.xs.shape == (7, N, D)
+
+
+def test_circle_key_runs_the_angle_form_and_matches_the_plane():
+    # the same run in angles (circle = true) and in the plane: same states to the tolerance
+    base = ["n=8", "d=2", "beta=[1.0, 6.0]", "seeds=2", "t1=5.0", "n_save=11", "rtol=1e-10", "atol=1e-12",
+            "progress=false", "save_states=yes"]
+    plane = runner.run(load_config(None, base))
+    angles = runner.run(load_config(None, base + ["circle=true"]))
+    np.testing.assert_allclose(angles.xs, plane.xs, atol=1e-8)
+    np.testing.assert_array_equal(angles.stats["n_clusters"], plane.stats["n_clusters"])
+    with pytest.raises(ConfigError, match="circle = true is the angle form"):
+        load_config(None, base + ["circle=true", "heads=2"])
