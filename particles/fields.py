@@ -46,15 +46,39 @@ def _as_matrix(name: str, value, ndim: int = 2) -> Array | None:
     return jnp.asarray(arr, dtype=jnp.result_type(float))
 
 
-def _as_beta(value) -> Array:
+def as_parameter(name: str, value) -> Array:
+    """A finite, non-negative scalar parameter (β, σ, ...) or a 1-D array of them (one per member)."""
     if isinstance(value, jax.core.Tracer):
         return value
     arr = np.asarray(value)
     if arr.ndim > 1 or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"beta must be a real number or a 1-D array of them, got shape {arr.shape}")
+        raise ValueError(f"{name} must be a real number or a 1-D array of them (one per member), got shape {arr.shape}")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"beta must be finite and ≥ 0, got {arr.tolist()}")
+        raise ValueError(f"{name} must be finite and ≥ 0, got {arr.tolist()}")
     return jnp.asarray(arr, dtype=jnp.result_type(float))
+
+
+def _as_beta(value) -> Array:
+    return as_parameter("beta", value)
+
+
+def as_weights(Q, K, V) -> tuple[Array | None, Array | None, Array | None]:
+    """Validated Q, K (k×d, same shape) and V (d×d), each possibly with a leading member axis; None = identity."""
+    Q, K, V = _as_matrix("Q", Q), _as_matrix("K", K), _as_matrix("V", V)
+    q_shape = None if Q is None else Q.shape[-2:]
+    k_shape = None if K is None else K.shape[-2:]
+    if q_shape is not None and k_shape is not None and q_shape != k_shape:
+        raise ValueError(f"Q and K must have the same shape (k, d); got Q {q_shape} and K {k_shape}")
+    if V is not None and V.shape[-1] != V.shape[-2]:
+        raise ValueError(f"V must be square (d, d), got shape {V.shape[-2:]}")
+    return Q, K, V
+
+
+def query_key(Q, K, x: Float[Array, "n d"]) -> tuple[Array, Array]:
+    """(Q x_i)_i and (K x_j)_j, in the configuration's precision (identities cost nothing)."""
+    q = x if Q is None else x @ Q.T.astype(x.dtype)
+    k = x if K is None else x @ K.T.astype(x.dtype)
+    return q, k
 
 
 class Field(eqx.Module):
@@ -178,23 +202,14 @@ class Attention(Field):
 
     def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none"):
         self.beta = _as_beta(beta)
-        self.Q = _as_matrix("Q", Q)
-        self.K = _as_matrix("K", K)
-        self.V = _as_matrix("V", V)
+        self.Q, self.K, self.V = as_weights(Q, K, V)
         self.mask = check_choice("mask", mask, _MASKS)
-        q_shape = None if self.Q is None else self.Q.shape[-2:]
-        k_shape = None if self.K is None else self.K.shape[-2:]
-        if q_shape is not None and k_shape is not None and q_shape != k_shape:
-            raise ValueError(f"Q and K must have the same shape (k, d); got Q {q_shape} and K {k_shape}")
-        if self.V is not None and self.V.shape[-1] != self.V.shape[-2]:
-            raise ValueError(f"V must be square (d, d), got shape {self.V.shape[-2:]}")
 
     # -- pieces --------------------------------------------------------------------------
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """β⟨Q x_i, K x_j⟩ (−∞ where the mask forbids attention)."""
         # weights follow the configuration's precision, so float32 runs stay float32
-        q = x if self.Q is None else x @ self.Q.T.astype(x.dtype)
-        k = x if self.K is None else x @ self.K.T.astype(x.dtype)
+        q, k = query_key(self.Q, self.K, x)
         logits = self.beta.astype(x.dtype) * (q @ k.T)
         if self.mask == "causal":
             n = x.shape[0]

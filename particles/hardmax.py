@@ -19,7 +19,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .fields import Field, _as_matrix
+from .fields import Field, as_weights, query_key
 
 
 class Hardmax(Field):
@@ -38,20 +38,11 @@ class Hardmax(Field):
     event_ndim: ClassVar[dict[str, int]] = {"Q": 2, "K": 2, "V": 2}
 
     def __init__(self, Q=None, K=None, V=None):
-        self.Q = _as_matrix("Q", Q)
-        self.K = _as_matrix("K", K)
-        self.V = _as_matrix("V", V)
-        q_shape = None if self.Q is None else self.Q.shape[-2:]
-        k_shape = None if self.K is None else self.K.shape[-2:]
-        if q_shape is not None and k_shape is not None and q_shape != k_shape:
-            raise ValueError(f"Q and K must have the same shape (k, d); got Q {q_shape} and K {k_shape}")
-        if self.V is not None and self.V.shape[-1] != self.V.shape[-2]:
-            raise ValueError(f"V must be square (d, d), got shape {self.V.shape[-2:]}")
+        self.Q, self.K, self.V = as_weights(Q, K, V)
 
     def scores(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """⟨Q x_i, K x_j⟩, with −∞ on the diagonal (no self-attention)."""
-        q = x if self.Q is None else x @ self.Q.T.astype(x.dtype)
-        k = x if self.K is None else x @ self.K.T.astype(x.dtype)
+        q, k = query_key(self.Q, self.K, x)
         n = x.shape[0]
         return jnp.where(jnp.eye(n, dtype=bool), -jnp.inf, q @ k.T)
 

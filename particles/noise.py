@@ -24,18 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .fields import Field, Sum
+from .fields import Field, Sum, as_parameter
 
 
 def _as_sigma(value) -> Array:
-    if isinstance(value, jax.core.Tracer):
-        return value
-    arr = np.asarray(value)
-    if arr.ndim > 1 or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"sigma must be a real number or a 1-D array of them (one per member), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"sigma must be finite and ≥ 0, got {arr.tolist()}")
-    return jnp.asarray(arr, dtype=jnp.result_type(float))
+    return as_parameter("sigma", value)
 
 
 class Noisy(Field):
