@@ -74,6 +74,15 @@ def as_weights(Q, K, V) -> tuple[Array | None, Array | None, Array | None]:
     return Q, K, V
 
 
+def check_weights(Q, K, V, d: int) -> None:
+    """Raise ValueError unless Q, K act on R^d (k×d) and V is d×d (None = identity fits any d)."""
+    for name, m in (("Q", Q), ("K", K)):
+        if m is not None and m.shape[-1] != d:
+            raise ValueError(f"{name} has shape {m.shape} but particles live in d = {d}: expected (k, {d})")
+    if V is not None and V.shape[-2:] != (d, d):
+        raise ValueError(f"V has shape {V.shape} but particles live in d = {d}: expected ({d}, {d})")
+
+
 def query_key(Q, K, x: Float[Array, "n d"]) -> tuple[Array, Array]:
     """(Q x_i)_i and (K x_j)_j, in the configuration's precision (identities cost nothing)."""
     q = x if Q is None else x @ Q.T.astype(x.dtype)
@@ -222,12 +231,7 @@ class Attention(Field):
 
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:
-        for name in ("Q", "K"):
-            m = getattr(self, name)
-            if m is not None and m.shape[-1] != d:
-                raise ValueError(f"{name} has shape {m.shape} but particles live in d = {d}: expected (k, {d})")
-        if self.V is not None and self.V.shape[-2:] != (d, d):
-            raise ValueError(f"V has shape {self.V.shape} but particles live in d = {d}: expected ({d}, {d})")
+        check_weights(self.Q, self.K, self.V, d)
 
     def kernel_norm(self) -> float:
         """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities; max over members)."""

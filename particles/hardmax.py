@@ -19,7 +19,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .fields import Field, as_weights, query_key
+from .fields import Field, as_weights, check_weights, query_key
 
 
 class Hardmax(Field):
@@ -62,9 +62,4 @@ class Hardmax(Field):
     def check(self, n: int, d: int, dtype) -> None:
         if n < 2:
             raise ValueError(f"Hardmax excludes self-attention, so it needs n ≥ 2 tokens, got n = {n}")
-        for name in ("Q", "K"):
-            m = getattr(self, name)
-            if m is not None and m.shape[-1] != d:
-                raise ValueError(f"{name} has shape {m.shape} but particles live in d = {d}: expected (k, {d})")
-        if self.V is not None and self.V.shape[-2:] != (d, d):
-            raise ValueError(f"V has shape {self.V.shape} but particles live in d = {d}: expected ({d}, {d})")
+        check_weights(self.Q, self.K, self.V, d)
