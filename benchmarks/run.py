@@ -140,7 +140,7 @@ def main(argv=None) -> int:
           f" the authors' code: 5.4e7 on 2 cores)")
     print(f"  attnflow (tsit5, rtol 1e-6, f64, whole grid in one run): {cell['ours_s']:.1f} s "
           f"+ {cell['compile_s']:.1f} s compile, {cell['steps']:.0f} steps per member")
-    print(f"  ratio: {cell['ratio']:.1f}× faster")
+    print(f"  speed-up over the baseline: {cell['ratio']:.2f}× (below 1: slower)")
 
     acc = accuracy()
     print("\naccuracy at t ≤ 30 (max |x − x_ref| over members and checkpoints; ref: dopri8, rtol 1e-12)")

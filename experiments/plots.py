@@ -441,6 +441,15 @@ def phase_diagram_grid(
 # Trajectories
 
 
+def _cluster_count_panel(ax, ts, n_clusters, xlabel) -> None:
+    """The lower panel shared by trajectory and energy plots: cluster count as an integer step plot."""
+    ax.step(ts, n_clusters, where="post", color=DATA_COLOR, linewidth=1.6, gid="n_clusters")
+    _integer_axis(ax, n_clusters)
+    ax.set_ylabel("clusters")
+    ax.set_xlabel(xlabel)
+    _despine(ax)
+
+
 def _angle_ticks(ax, lo: float, hi: float) -> None:
     step = math.pi / 2
     while (hi - lo) / step > 8:
@@ -543,11 +552,7 @@ def circle_trajectories(ts, xs, *, n_clusters=None, beta=None, title=None, path=
     cbar.set_ticklabels([r"$-\pi$", r"$-\pi/2$", "0", r"$\pi/2$", r"$\pi$"])
     cbar.set_label(r"final angle $\theta_i(T)$ mod $2\pi$", fontsize=LABEL_SIZE)
     if ax_count is not None:
-        ax_count.step(ts, n_clusters, where="post", color=DATA_COLOR, linewidth=1.6, gid="n_clusters")
-        _integer_axis(ax_count, n_clusters)
-        ax_count.set_ylabel("clusters")
-        ax_count.set_xlabel(TIME_LABEL)
-        _despine(ax_count)
+        _cluster_count_panel(ax_count, ts, n_clusters, TIME_LABEL)
         # Keep the two time axes aligned although only the top one has a colour bar.
         fig.colorbar(ScalarMappable(norm, cmap), ax=ax_count, aspect=25, pad=0.015).ax.set_visible(False)
     else:
@@ -1015,11 +1020,7 @@ def energy_and_clusters(
                 frameon=False, borderaxespad=0.2)
     _despine(ax_e)
     if ax_c is not None:
-        ax_c.step(ts, n_clusters, where="post", color=DATA_COLOR, linewidth=1.6, gid="n_clusters")
-        _integer_axis(ax_c, n_clusters)
-        ax_c.set_ylabel("clusters")
-        ax_c.set_xlabel(xlabel)
-        _despine(ax_c)
+        _cluster_count_panel(ax_c, ts, n_clusters, xlabel)
     else:
         ax_e.set_xlabel(xlabel)
     return _finish(fig, path)
