@@ -15,8 +15,20 @@ import numpy as np
 
 from ..particles import equiangular_ode as eq
 from ..particles import observables
-from . import plots
 from .runner import RunResult
+
+
+class _Plots:
+    """The ``plots`` module, imported when a figure is first drawn: matplotlib takes a third of a
+    second to import, which runs without figures (``--no-plot``) need not spend."""
+
+    def __getattr__(self, name):
+        from . import plots
+
+        return getattr(plots, name)
+
+
+plots = _Plots()
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,9 @@ class Experiment:
     grid: dict | None = None
     grid_figures: Callable[[dict], dict] | None = None
     grid_checks: Callable[[dict], list[Check]] | None = None
+    # the statistics groups (runner.GROUPS) its figures and checks read, given the configuration;
+    # a run computes these whatever its ``statistics`` key says
+    needs: Callable[[object], tuple[str, ...]] = field(default=lambda config: ("pairs", "clusters", "energy"))
 
 
 # keys that change the dynamics itself: an experiment's theory checks hold for its own model only
@@ -366,10 +381,12 @@ _register(Experiment(
     "phase diagram (t, β) ↦ fraction of clustered pairs for d ∈ {2…1024}, with Γ_∞,δ",
     "[GLPR] Fig. 3",
     dict(experiment="fig3-phase-diagram", model="sa", n=32, d=[2, 8, 32, 128, 512, 1024], beta="0.1:9:90",
-         seeds=1024, init="uniform", t1=30.0, n_save=201, delta=1e-3, solver="tsit5", rtol=1e-6, atol=1e-9,
-         save_states="no"),
+         seeds=1024, init="uniform", t1=30.0, n_save=201, delta=1e-3, solver="rk4", dt=0.75, dense=True,
+         dtype="float32", statistics=["pairs"], save_states="no"),
     dict(d=[2, 32], beta="0.5:6:12", seeds=8, n_save=61),
     _fig3_figures, _fig3_checks,
+    # one β draws cluster counts instead of a phase diagram
+    needs=lambda config: ("pairs",) if len(config.beta) > 1 else ("pairs", "clusters"),
 ))
 _register(Experiment(
     "fig5-random-matrices",

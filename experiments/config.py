@@ -376,6 +376,8 @@ for _key in (
         choices=("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "tsit5", "dopri5", "dopri8", "kvaerno5"),
     ),
     Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3, lie_trotter)", minimum=0.0),
+    Key("dense", "bool", False,
+        "rk4 only: uniform steps of dt, saves interpolated between them (cubic Hermite) instead of stepping onto each"),
     Key("rtol", "float", 1e-6, "relative tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("atol", "float", 1e-9, "absolute tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("dtype", "str", "float64", "floating-point precision", choices=("float32", "float64")),
@@ -396,6 +398,9 @@ for _key in (
         choices=("auto", "yes", "no")),
     Key("memory_gb", "float", 2.0, "memory budget of one compiled batch; larger ensembles run in chunks",
         minimum=0.0, strict_min=True),
+    Key("statistics", "str_list", ("pairs", "clusters", "energy"),
+        "statistics saved per time: pairs (inner products, clustered fraction), clusters (counts, levels), energy",
+        choices=("pairs", "clusters", "energy")),
     Key("progress", "bool", True, "show progress on stderr"),
     Key("stop_when_clustered", "bool", False, "stop a member once all its pairs are within δ/2 (one cluster)"),
 ):
@@ -530,6 +535,9 @@ def validate(config: Config | Mapping[str, Any]) -> Config:
             f"dt must be > 0 for the fixed-step solver {c['solver']!r} (dt = 0 means unset); "
             f"set dt, or pick an adaptive solver (tsit5, dopri5, dopri8)"
         )
+    if c["dense"] and c["solver"] != "rk4":
+        raise ConfigError(f"dense = true interpolates between rk4 steps: set solver = 'rk4' (got {c['solver']!r}) "
+                          f"or dense = false")
     times = c["save_times"]
     for i in range(1, len(times)):
         if not times[i] > times[i - 1]:

@@ -103,38 +103,43 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
     return jax.vmap(samplers[init])(keys)
 
 
-@functools.lru_cache(maxsize=None)
-def statistics(delta: float, bins: int, keep_states: bool = False):
-    """The on-the-fly statistics of a run (one cached function per (δ, bins), so runs reuse compilations).
+GROUPS = {
+    "pairs": ("mean_inner_product", "min_inner_product", "max_inner_product", "clustered_fraction"),
+    "clusters": ("n_clusters", "cluster_level"),
+    "energy": ("energy", "normalized_energy", "log_energy"),
+}
 
-    Per member and save time: mean/min/max of ⟨x_i,x_j⟩ over i ≠ j, the fraction of pairs with
-    ⟨x_i,x_j⟩ ≥ 1 − δ, the number of clusters at threshold δ and Σ_q m_q²/n² over their sizes,
-    E_β and its normalized form,
-    and, with ``bins`` > 0, the histogram of pairwise inner products; with ``keep_states`` the
-    configuration itself.
+
+@functools.lru_cache(maxsize=None)
+def statistics(delta: float, bins: int, keep_states: bool = False,
+               groups: tuple[str, ...] = ("pairs", "clusters", "energy")):
+    """The on-the-fly statistics of a run (one cached function per (δ, bins, groups), so runs reuse compilations).
+
+    Per member and save time, by group: "pairs": mean/min/max of ⟨x_i,x_j⟩ over i ≠ j and the
+    fraction of pairs with ⟨x_i,x_j⟩ ≥ 1 − δ; "clusters": the number of clusters at threshold δ
+    and Σ_q m_q²/n² over their sizes; "energy": E_β, its normalized form and the log-energy of
+    the field's kernel. With ``bins`` > 0, the histogram of pairwise inner products; with
+    ``keep_states`` the configuration itself. The pair statistics share one pass over the pairs
+    (``observables.pair_summary``).
     """
+    groups = tuple(groups)
 
     def stats(t, x, field):
         # tokens off the sphere (Pre-LN, no layer norm, angles) are measured and kept by direction
         x = field.directions(x)
-        pairs = observables.pair_statistics(x)
-        out = {
-            "mean_inner_product": pairs["mean"],
-            "min_inner_product": pairs["min"],
-            "max_inner_product": pairs["max"],
-            "clustered_fraction": observables.clustered_fraction(x, delta),
-            "n_clusters": observables.n_clusters(x, delta),
-            # Σ_q m_q²/n² over the clusters: the normalized energy of tight clusters of these sizes
-            "cluster_level": jnp.mean(observables.cluster_sizes(x, delta)) / x.shape[0],
-            "normalized_energy": normalized_energy(x, _beta_of(field)),
-            "energy": energy(x, _beta_of(field)),
-        }
-        if hasattr(field, "logits"):
-            # log E = log Σ_ij e^{β⟨Qx_i,Kx_j⟩} − log(2βn²): the energy of the field's own kernel, never
-            # overflowing; it increases along SA when QᵀK is symmetric and V = QᵀK ([GLPR] §3)
-            logits = field.logits(x)
-            out["log_energy"] = (jax.scipy.special.logsumexp(logits)
-                                 - jnp.log(2.0 * jnp.maximum(_beta_of(field), 1e-300) * x.shape[0] ** 2))
+        out = {}
+        if "pairs" in groups or "clusters" in groups:
+            summary = observables.pair_summary(x, delta, clusters="clusters" in groups)
+            out.update({k: v for k, v in summary.items() if any(k in GROUPS[g] for g in groups)})
+        if "energy" in groups:
+            out["normalized_energy"] = normalized_energy(x, _beta_of(field))
+            out["energy"] = energy(x, _beta_of(field))
+            if hasattr(field, "logits"):
+                # log E = log Σ_ij e^{β⟨Qx_i,Kx_j⟩} − log(2βn²): the energy of the field's own kernel, never
+                # overflowing; it increases along SA when QᵀK is symmetric and V = QᵀK ([GLPR] §3)
+                logits = field.logits(x)
+                out["log_energy"] = (jax.scipy.special.logsumexp(logits)
+                                     - jnp.log(2.0 * jnp.maximum(_beta_of(field), 1e-300) * x.shape[0] ** 2))
         if bins:
             out["histogram"] = observables.inner_product_histogram(x, bins)
         if keep_states:
@@ -142,6 +147,17 @@ def statistics(delta: float, bins: int, keep_states: bool = False):
         return out
 
     return stats
+
+
+def statistics_groups(config: Config) -> tuple[str, ...]:
+    """The groups a run computes: its ``statistics`` key and whatever its experiment's figures read."""
+    from .builtin import EXPERIMENTS  # experiments import this module
+
+    wanted = set(config.statistics)
+    experiment = EXPERIMENTS.get(config.experiment)
+    if experiment is not None:
+        wanted |= set(experiment.needs(config))
+    return tuple(g for g in GROUPS if g in wanted)
 
 
 def _beta_of(field):
@@ -186,7 +202,7 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
     nb, seeds, nd = len(betas), config.seeds, len(config.d)
     members_per_d = nb * seeds
     keep = _keep_states(config, members_per_d, len(ts))
-    stats_fn = statistics(float(config.delta), int(config.histogram_bins), keep)
+    stats_fn = statistics(float(config.delta), int(config.histogram_bins), keep, statistics_groups(config))
     start = time.perf_counter()
 
     per_d_stats, states, steps, events = [], None, [], []
@@ -208,7 +224,7 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
             if members_per_d > chunk:
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"
             common = dict(ts=ts, solver=config.solver, dt=config.dt if config.solver in FIXED or config.dt > 0 else None,
-                          rtol=config.rtol, atol=config.atol, dtype=config.dtype,
+                          rtol=config.rtol, atol=config.atol, dtype=config.dtype, dense=config.dense,
                           # stopping at δ/2 leaves the final state unambiguously one cluster at δ
                           stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None,
                           progress=label if show else False)
@@ -249,24 +265,37 @@ def _finite_or_none(values) -> list:
 
 
 def t_clustered(result: RunResult) -> np.ndarray:
-    """Per member (d, β, seed order): the first save time at which every pair is within δ, NaN if never."""
+    """Per member (d, β, seed order): the first save time at which every pair is within δ, NaN if never
+    (NaN throughout when the run did not save the "pairs" statistics)."""
+    if "min_inner_product" not in result.stats:
+        return np.full(result.steps.size, np.nan)
     together = result.member("min_inner_product") >= 1.0 - result.config.delta
     first = np.argmax(together, axis=1)
     return np.where(together.any(axis=1), result.ts[first], np.nan)
 
 
 def summarize(result: RunResult) -> dict:
-    """The summary object of DESIGN.md ("Summary contract"): means over members, per time."""
-    m = result.member
-    energy_mean = np.mean(m("energy"), axis=0)
+    """The summary object of DESIGN.md ("Summary contract"): means over members, per time.
+
+    A statistic the run did not compute (the ``statistics`` key leaves its group out) is null
+    at every time (``n_clusters``: an empty list).
+    """
+    T = len(result.ts)
+
+    def mean(name):
+        if name not in result.stats:
+            return [None] * T
+        return _finite_or_none(np.mean(result.member(name), axis=0))
+
     return {
         "config": result.config.to_dict(),
         "times": [float(t) for t in result.ts],
-        "mean_inner_product": _finite_or_none(np.mean(m("mean_inner_product"), axis=0)),
-        "min_inner_product": _finite_or_none(np.mean(m("min_inner_product"), axis=0)),
-        "clustered_fraction": _finite_or_none(np.mean(m("clustered_fraction"), axis=0)),
-        "n_clusters": np.asarray(m("n_clusters")).T.astype(int).tolist(),
-        "energy": _finite_or_none(energy_mean),
+        "mean_inner_product": mean("mean_inner_product"),
+        "min_inner_product": mean("min_inner_product"),
+        "clustered_fraction": mean("clustered_fraction"),
+        "n_clusters": (np.asarray(result.member("n_clusters")).T.astype(int).tolist()
+                       if "n_clusters" in result.stats else []),
+        "energy": mean("energy"),
         "t_clustered": _finite_or_none(t_clustered(result)),
         "steps": int(round(float(np.mean(result.steps)))),
         "wall_time_s": float(result.wall_time_s),

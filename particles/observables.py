@@ -28,6 +28,7 @@ __all__ = [
     "n_clusters_multi",
     "clustered_fraction",
     "pair_statistics",
+    "pair_summary",
     "inner_product_histogram",
     "histogram_edges",
     "plateaus",
@@ -61,18 +62,45 @@ def _check_delta(delta, name: str = "delta"):
 # Clusters
 
 
+_WORD = 32  # adjacency bits per uint32 word of a row signature
+
+
+def _first_neighbour(adj: Bool[Array, "... n n"]) -> Int[Array, "... n"]:
+    """min{j : i ~ j} for a reflexive graph (the vertex itself at worst)."""
+    return jnp.argmax(adj, axis=-1).astype(jnp.int32)
+
+
+def _is_clique_union(adj: Bool[Array, "... n n"]) -> Bool[Array, "..."]:
+    """Whether a reflexive graph is a disjoint union of cliques: adjacent vertices have equal rows.
+
+    Rows are compared through exact bit signatures (32 neighbours per uint32 word), one pass
+    over the pairs. If i ~ j implies N[i] = N[j], every component is a clique. This is the
+    usual case for tight clusters, where labels need no propagation at all.
+    """
+    n = adj.shape[-1]
+    words = -(-n // _WORD)
+    pad = words * _WORD - n
+    bits = jnp.pad(adj, [(0, 0)] * (adj.ndim - 1) + [(0, pad)]).reshape(adj.shape[:-1] + (words, _WORD))
+    powers = jnp.asarray(np.left_shift(np.uint32(1), np.arange(_WORD, dtype=np.uint32)), dtype=jnp.uint32)
+    sig = jnp.sum(bits * powers, axis=-1, dtype=jnp.uint32)  # (..., n, words)
+    equal = jnp.all(sig[..., :, None, :] == sig[..., None, :, :], axis=-1)
+    return jnp.all(equal | ~adj, axis=(-2, -1))
+
+
 @jax.jit
 def _components(adj: Bool[Array, "... n n"]) -> Int[Array, "... n"]:
     """Smallest vertex index in each vertex's connected component of a reflexive graph.
 
-    Min-label propagation (l_i ← min over neighbours j of l_j) alternated with pointer jumping
-    (l_i ← l_{l_i}), iterated to the fixed point. Every label is always a vertex of the same
-    component with l_j ≤ j, both maps are non-increasing, and a fixed point of their composition
-    is a fixed point of propagation, i.e. constant on components, hence the component minimum.
-    Jumping makes a path of n vertices converge in O(log n) sweeps instead of n.
+    Labels start at l_i = min{j : i ~ j}, which is already the answer when the graph is a
+    union of cliques (checked exactly, ``_is_clique_union``); otherwise min-label propagation
+    (l_i ← min over neighbours j of l_j) alternated with pointer jumping (l_i ← l_{l_i}) runs
+    to the fixed point. Every label is always a vertex of the same component with l_j ≤ j,
+    both maps are non-increasing, and a fixed point of their composition is a fixed point of
+    propagation, i.e. constant on components, hence the component minimum. Jumping makes a
+    path of n vertices converge in O(log n) sweeps instead of n.
     """
     n = adj.shape[-1]
-    start = jnp.broadcast_to(jnp.arange(n), adj.shape[:-1])
+    start = _first_neighbour(adj)
 
     def body(state):
         labels, _ = state
@@ -80,7 +108,7 @@ def _components(adj: Bool[Array, "... n n"]) -> Int[Array, "... n"]:
         new = jnp.take_along_axis(new, new, axis=-1)
         return new, jnp.any(new != labels)
 
-    labels, _ = jax.lax.while_loop(lambda state: state[1], body, (start, jnp.array(True)))
+    labels, _ = jax.lax.while_loop(lambda state: state[1], body, (start, ~jnp.all(_is_clique_union(adj))))
     return labels
 
 
@@ -170,6 +198,55 @@ def pair_statistics(x: Float[Array, "... n d"]) -> dict[str, Float[Array, "..."]
         "max": jnp.max(jnp.where(off, g, -jnp.inf), axis=(-2, -1)),
         "std": jnp.sqrt(jnp.sum(dev * dev, axis=(-2, -1)) / pairs),
     }
+
+
+def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) -> dict[str, Array]:
+    """The pair statistics of a run's summary from one pass over the pairs.
+
+    Returns {"mean_inner_product", "min_inner_product", "max_inner_product" (over i ≠ j),
+    "clustered_fraction", "n_clusters", "cluster_level" (Σ_q m_q²/n² over the clusters at
+    threshold δ)}, each of shape (...): the values of ``pair_statistics``, ``clustered_fraction``,
+    ``n_clusters`` and ``cluster_sizes``, with the gaps ½‖x_i − x_j‖² formed once. Inner
+    products are 1 − gap; with one particle they are 1 by convention. ``clusters=False`` leaves
+    out the two cluster statistics (their connected components cost the most).
+    """
+    x = _check_config(x)
+    delta = _check_delta(delta)
+    n = x.shape[-2]
+    gaps = _gaps(x)
+    # reductions written without selects (the diagonal gaps are exactly 0): XLA fuses them
+    # into one vectorized pass over the pairs
+    adj = gaps <= delta
+    out = {}
+    if clusters:
+        labels = _components(adj)
+        sizes = jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1, dtype=jnp.int32)
+        out.update(n_clusters=_count(labels), cluster_level=jnp.sum(sizes, axis=-1).astype(gaps.dtype) / (n * n))
+    if n == 1:
+        one = jnp.ones(x.shape[:-2], dtype=x.dtype)
+        out.update(mean_inner_product=one, min_inner_product=one, max_inner_product=one, clustered_fraction=one)
+        return out
+    pairs = n * (n - 1)
+    off = jnp.asarray(4.0 * np.eye(n), dtype=gaps.dtype)  # lifts the diagonal above every gap (≤ 2)
+    out.update(
+        mean_inner_product=1.0 - jnp.sum(gaps, axis=(-2, -1)) / pairs,
+        min_inner_product=1.0 - jnp.max(gaps, axis=(-2, -1)),
+        max_inner_product=1.0 - jnp.min(gaps + off, axis=(-2, -1)),
+        clustered_fraction=(jnp.sum(adj, axis=(-2, -1), dtype=jnp.int32) - n).astype(gaps.dtype) / pairs,
+    )
+    return out
+
+
+def _gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
+    """``pairwise_gaps``, summed coordinate by coordinate when d is small (vectorizes along j)."""
+    if x.shape[-1] > 8:
+        return pairwise_gaps(x)
+    acc = 0.0
+    for k in range(x.shape[-1]):
+        c = x[..., k]
+        diff = c[..., :, None] - c[..., None, :]
+        acc = acc + diff * diff
+    return 0.5 * acc
 
 
 def histogram_edges(bins: int = 64) -> Float[Array, " bins+1"]:
