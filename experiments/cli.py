@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 from .._version import __version__
@@ -188,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quick", action="store_true", help="the experiment's shrunk version (seconds, for a first look)")
         p.add_argument("--no-plot", action="store_true", help="skip the figures")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        no_cache(p)
+
+    def no_cache(p):
+        p.add_argument("--no-cache", action="store_true",
+                       help="do not keep compiled programs on disk (default: in $ATTNFLOW_CACHE_DIR, else "
+                            "~/.cache/attnflow/jax; ATTNFLOW_CACHE_DIR=off also turns it off)")
 
     p = sub.add_parser("run", help="run one configuration and plot it")
     common(p, "output directory (default: runs/NAME)")
@@ -209,17 +216,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check the simulator against the theory, as a table")
     p.add_argument("--quick", action="store_true", help="the fast subset (under two minutes on 2 cores)")
+    no_cache(p)
     p.set_defaults(func=cmd_validate)
     return parser
 
 
+def _configure_process(args) -> None:
+    """Process-wide settings of the ``attnflow`` program: the compilation cache for the commands
+    that compile, and equinox's runtime checks without Python callbacks, so that the adaptive
+    solves can be cached too (``solvers/compilation_cache.py``)."""
+    if not getattr(args, "no_cache", True):
+        from ..solvers.compilation_cache import enable_compilation_cache, runtime_checks_without_callbacks
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            path = enable_compilation_cache()
+        for w in caught:
+            _log(str(w.message))
+        if path is not None:
+            runtime_checks_without_callbacks()
+
+
 def main(argv=None) -> int:
+    """The command line. As a program (``argv`` None) it also sets up the process: see ``_configure_process``;
+    called from Python with ``argv`` it leaves the caller's JAX settings alone."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
+        if argv is None:
+            _configure_process(args)
         return args.func(args)
     except UsageError as err:
         _log(f"attnflow: error: {err}")

@@ -1,6 +1,7 @@
 """How it moves: one ``simulate`` entry point over sphere-preserving integrators."""
 
 from .adaptive import OnSphere
+from .compilation_cache import enable_compilation_cache
 from .fixed import CG3, RK4, Euler, FixedStep, LieEuler, LieTrotter
 from .simulation import SOLVERS, Solution, simulate
 from .stochastic import Strang, brownian_step

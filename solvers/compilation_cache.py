@@ -1,0 +1,95 @@
+"""JAX's persistent compilation cache, for processes that compile the same programs again.
+
+A run spends most of its start-up compiling its integration loop; with the cache on, a later
+process of the same shapes (and solver, statistics, dtype) loads the compiled program from disk
+instead. ``attnflow run``, ``sweep`` and ``validate`` turn it on; from Python, call
+``af.enable_compilation_cache()`` once, before the first simulation.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+ENV_VAR = "ATTNFLOW_CACHE_DIR"
+_OFF = ("off", "0", "false", "no", "none")
+_warned = False
+
+
+def default_cache_dir() -> Path | None:
+    """Where compiled programs go: $ATTNFLOW_CACHE_DIR, else $XDG_CACHE_HOME/attnflow/jax, else
+    ~/.cache/attnflow/jax. None when ATTNFLOW_CACHE_DIR is "off" (or 0, false, no, none)."""
+    value = os.environ.get(ENV_VAR, "").strip()
+    if value.lower() in _OFF:
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "attnflow" / "jax"
+
+
+def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | None:
+    """Keep compiled programs on disk so that later processes of the same shapes skip compilation.
+
+    path   the cache directory (created if missing); default ``default_cache_dir()``, i.e.
+           $ATTNFLOW_CACHE_DIR, else $XDG_CACHE_HOME/attnflow/jax, else ~/.cache/attnflow/jax.
+           With no path and ATTNFLOW_CACHE_DIR=off the cache stays off.
+
+    Returns the directory in use, or None when the cache stays off. A directory that cannot be
+    created or written is reported once (a RuntimeWarning) and leaves the cache off: nothing
+    else changes. Every compilation is cached, however short (JAX's default keeps only those
+    over a second). Call it before the first simulation; it sets JAX's global options
+    ``jax_compilation_cache_dir``, ``jax_persistent_cache_min_compile_time_secs`` and
+    ``jax_persistent_cache_min_entry_size_bytes``. Delete the directory to clear the cache.
+
+    JAX does not cache programs that call back into Python: progress bars (``progress=True``)
+    and the runtime checks equinox compiles into diffrax's adaptive solves (unless the
+    environment sets ``EQX_ON_ERROR=nan`` before equinox is imported; ``simulate`` checks its
+    save times and each member's solver status itself, so attnflow's results do not rely on them).
+    """
+    import jax
+
+    target = Path(path).expanduser() if path is not None else default_cache_dir()
+    if target is None:
+        return None
+    target = target.absolute()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise PermissionError("not writable")
+    except OSError as err:
+        _warn_once(f"attnflow: compilation cache off: cannot use {str(target)!r} ({err.strerror or err})")
+        return None
+    current = jax.config.jax_compilation_cache_dir
+    if current is not None and current != str(target):
+        from jax.experimental.compilation_cache import compilation_cache
+
+        compilation_cache.reset_cache()  # the cache object is bound to the old directory
+    jax.config.update("jax_compilation_cache_dir", str(target))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    return target
+
+
+def _warn_once(message: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def runtime_checks_without_callbacks() -> None:
+    """For a process that runs attnflow only (the command line): compile equinox's runtime checks
+    as NaN-producing branches instead of Python callbacks, so adaptive solves can be cached.
+
+    This is what EQX_ON_ERROR=nan does when set before equinox is imported; an EQX_ON_ERROR set by
+    the user wins. It applies to programs traced from now on.
+    """
+    if "EQX_ON_ERROR" in os.environ:
+        return
+    os.environ["EQX_ON_ERROR"] = "nan"
+    errors = sys.modules.get("equinox._errors")
+    if errors is not None and getattr(errors, "EQX_ON_ERROR", None) == "raise":
+        errors.EQX_ON_ERROR = "nan"

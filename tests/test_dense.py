@@ -1,0 +1,83 @@
+"""Dense output of RK4 on a uniform grid: saves interpolated between steps, not stepped onto."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import attnflow as af
+
+X0 = af.init.uniform(11, 8, 3)
+FIELD = af.SA(1.5)
+# save times that fall between the grid points of every step size below
+TS = np.array([0.0, 0.137, 0.71, 1.333, 1.9, 2.0])
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return af.simulate(FIELD, X0, 2.0, ts=TS, solver="dopri8", rtol=1e-14, atol=1e-14).xs
+
+
+def test_interpolated_saves_converge_at_fourth_order(reference):
+    dts = (0.4, 0.2, 0.1, 0.05)
+    errors = []
+    for dt in dts:
+        sol = af.simulate(FIELD, X0, 2.0, ts=TS, solver="rk4", dt=dt, dense=True)
+        assert int(sol.steps) == round(2.0 / dt)  # the grid, not the save times, sets the steps
+        errors.append(float(jnp.max(jnp.abs(sol.xs - reference))))
+    slope = np.polyfit(np.log(dts), np.log(errors), 1)[0]
+    assert min(errors) > 1e-12
+    assert abs(slope - 4) < 0.3, (slope, errors)
+
+
+def test_saves_on_grid_points_equal_plain_rk4_and_stay_on_the_sphere():
+    ts = np.linspace(0.0, 3.0, 7)  # every save a grid point of dt = 0.25
+    dense = af.simulate(FIELD, X0, 3.0, ts=ts, solver="rk4", dt=0.25, dense=True)
+    plain = af.simulate(FIELD, X0, 3.0, ts=ts, solver="rk4", dt=0.25)
+    assert float(jnp.max(jnp.abs(dense.xs - plain.xs))) < 1e-14
+    assert float(jnp.max(jnp.abs(dense.x_final - plain.x_final))) < 1e-14
+    between = af.simulate(FIELD, X0, 3.0, ts=np.linspace(0.0, 3.0, 41), solver="rk4", dt=0.25, dense=True)
+    assert float(jnp.max(jnp.abs(jnp.linalg.norm(between.xs, axis=-1) - 1.0))) < 1e-14
+
+
+def test_many_saves_cost_no_extra_steps_and_batch_members_agree():
+    beta = jnp.array([0.5, 2.0, 6.0])
+    ts = np.linspace(0.0, 10.0, 301)
+    batch = af.simulate(af.SA(beta), X0, 10.0, ts=ts, solver="rk4", dt=0.5, dense=True)
+    assert np.all(np.asarray(batch.steps) == 20)
+    for m, b in enumerate(np.asarray(beta)):
+        one = af.simulate(af.SA(float(b)), X0, 10.0, ts=ts, solver="rk4", dt=0.5, dense=True)
+        assert float(jnp.max(jnp.abs(batch.xs[m] - one.xs))) < 1e-13
+
+
+def test_stop_when_clustered_holds_the_state_where_the_member_stopped():
+    x0 = af.init.cap(3, 8, 3, 0.3, batch=2)
+    ts = np.linspace(0.0, 20.0, 81)
+    delta = 1e-4
+    sol = af.simulate(af.SA(1.0), x0, 20.0, ts=ts, solver="rk4", dt=0.5, dense=True, stop_when_clustered=delta)
+    t_event = np.asarray(sol.t_event)
+    assert np.all(np.isfinite(t_event)) and np.all(t_event < 20.0)
+    for m in range(2):
+        after = ts >= t_event[m]
+        held = np.asarray(sol.xs[m][after])
+        assert np.max(np.abs(held - held[-1])) < 1e-15
+        assert np.max(np.abs(held[-1] - np.asarray(sol.x_final[m]))) < 1e-15
+        gram = held[-1] @ held[-1].T
+        assert gram.min() >= 1.0 - delta
+    # the event lands on a step end at most one step after the exact hitting time
+    exact = af.simulate(af.SA(1.0), x0, 20.0, solver="dopri8", rtol=1e-10, atol=1e-12, stop_when_clustered=delta)
+    assert np.all(t_event >= np.asarray(exact.t_event) - 1e-6)
+    assert np.all(t_event <= np.asarray(exact.t_event) + 0.5 + 1e-9)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(solver="euler", dt=0.1), "solver='rk4'"),
+    (dict(solver="tsit5"), "solver='rk4'"),
+])
+def test_dense_needs_rk4(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        af.simulate(FIELD, X0, 1.0, dense=True, **kwargs)
+
+
+def test_dense_refuses_noise():
+    with pytest.raises(ValueError, match="noisy"):
+        af.simulate(af.Noisy(FIELD, 0.1), X0, 1.0, solver="rk4", dt=0.1, dense=True)

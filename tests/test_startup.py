@@ -1,0 +1,107 @@
+"""The persistent compilation cache: where it lives, how it is turned off, and that a repeated run
+loads its compiled programs instead of compiling them."""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import jax
+import pytest
+
+from attnflow.experiments import cli
+from attnflow.solvers import compilation_cache as cc
+
+# ``attnflow`` as a program (cli.main() with no argv), counting JAX's persistent-cache events
+CHILD = r"""
+import json, sys
+import jax.monitoring
+counts = {}
+jax.monitoring.register_event_listener(
+    lambda event, **kw: counts.__setitem__(event.rsplit("/", 1)[-1], counts.get(event.rsplit("/", 1)[-1], 0) + 1))
+from attnflow.experiments import cli
+sys.argv = ["attnflow"] + sys.argv[1:]
+rc = cli.main()
+sys.stderr.write("\nCOUNTS " + json.dumps(counts) + "\n")
+sys.exit(rc)
+"""
+RUN = ["run", "fig4-circle", "--quick", "--no-plot", "--quiet", "--json", "--set", "n=6", "--set", "seeds=2",
+       "--set", "t1=2", "--set", "n_save=5"]
+
+
+def program(args, env):
+    proc = subprocess.run([sys.executable, "-c", CHILD, *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = json.loads(proc.stderr.rsplit("COUNTS ", 1)[1])
+    return json.loads(proc.stdout), counts, proc.stderr
+
+
+def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    env = {"ATTNFLOW_CACHE_DIR": str(cache)}
+    first, counts1, _ = program(RUN + ["--out", tmp_path / "a"], env)
+    entries = sorted(os.listdir(cache))
+    assert counts1.get("cache_misses", 0) > 0 and len(entries) >= counts1["cache_misses"]
+    # the integration loop is among them: no Python callbacks left in the adaptive solve
+    assert any("_run_adaptive" in name for name in entries)
+
+    again, counts2, _ = program(RUN + ["--out", tmp_path / "b"], env)
+    assert counts2.get("cache_misses", 0) == 0
+    assert counts2["cache_hits"] == counts2["compile_requests_use_cache"] >= counts1["cache_misses"]
+    assert sorted(os.listdir(cache)) == entries
+    for key in ("mean_inner_product", "min_inner_product", "energy", "n_clusters", "steps"):
+        assert again[key] == first[key], key
+
+
+def test_an_unusable_cache_dir_warns_once_and_the_run_goes_on(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    summary, counts, err = program(RUN + ["--out", tmp_path / "run"], {"ATTNFLOW_CACHE_DIR": str(blocker / "cache")})
+    assert summary["steps"] > 0
+    lines = [line for line in err.splitlines() if "compilation cache" in line]
+    assert len(lines) == 1 and "compilation cache off: cannot use" in lines[0] and str(blocker) in lines[0]
+    assert counts.get("cache_hits", 0) == counts.get("cache_misses", 0) == 0
+
+
+def test_cache_dir_defaults_and_off(monkeypatch, tmp_path):
+    monkeypatch.delenv(cc.ENV_VAR, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cc.default_cache_dir() == tmp_path / ".cache" / "attnflow" / "jax"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cc.default_cache_dir() == tmp_path / "xdg" / "attnflow" / "jax"
+    monkeypatch.setenv(cc.ENV_VAR, str(tmp_path / "mine"))
+    assert cc.default_cache_dir() == tmp_path / "mine"
+    for off in ("off", "OFF", "0", "none"):
+        monkeypatch.setenv(cc.ENV_VAR, off)
+        assert cc.default_cache_dir() is None
+        assert cc.enable_compilation_cache() is None
+    assert jax.config.jax_compilation_cache_dir is None  # nothing was turned on
+
+
+def test_enable_reports_a_bad_directory_once_and_changes_nothing(monkeypatch, tmp_path):
+    monkeypatch.setattr(cc, "_warned", False)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.warns(RuntimeWarning, match="compilation cache off: cannot use"):
+        assert cc.enable_compilation_cache(blocker / "cache") is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cc.enable_compilation_cache(blocker / "cache") is None
+    assert jax.config.jax_compilation_cache_dir is None
+
+
+def test_no_cache_flag_and_calls_from_python_leave_jax_alone(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("the cache was turned on")
+
+    monkeypatch.setattr(cc, "enable_compilation_cache", boom)
+    args = cli.build_parser().parse_args(["run", "fig4-circle", "--no-cache"])
+    assert args.no_cache
+    cli._configure_process(args)  # --no-cache: nothing to do
+    for command in (["list"], ["plot", "somewhere"]):
+        cli._configure_process(cli.build_parser().parse_args(command))  # commands that do not compile
+    assert cli.build_parser().parse_args(["validate", "--no-cache"]).no_cache
+    assert cli.build_parser().parse_args(["sweep", "fig4-circle", "--no-cache"]).no_cache
