@@ -23,6 +23,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._checks import check_choice
+from .blocked import blocked_attention, check_block, check_kernel, fused_attention, resolve_block, resolve_kernel
 from .sphere import normalize, project
 
 _TIMES = ("glpr", "rescaled")
@@ -200,6 +201,15 @@ class Attention(Field):
     Subclasses say how the weights A_ij are normalized. Q and K may be rectangular (k×d);
     ``None`` stands for the identity (and costs nothing). ``mask="causal"`` lets token i attend
     to tokens j ≤ i only (arXiv 2411.04990).
+
+    How SA and USA evaluate the sum over j (static options; the result is the same to rounding):
+    block   "auto" (default): the dense n×n logits while they take at most
+            ``blocked.dense_limit_bytes()`` per member (16 MiB on CPU, 1 GiB on GPUs), else
+            the blocked evaluation of ``particles/blocked.py`` (memory O(n d), online softmax);
+            an int forces blocked tiles of that side; None forces the dense path.
+    kernel  "auto" (default): ``jax.nn.dot_product_attention`` for SA in float32 on GPU backends,
+            attnflow's own dense/blocked evaluation otherwise; "fused" forces the former (SA,
+            float32 only), "xla" the latter.
     """
 
     beta: Float[Array, ""]
@@ -207,12 +217,17 @@ class Attention(Field):
     K: Float[Array, "k d"] | None = None
     V: Float[Array, "d d"] | None = None
     mask: str = eqx.field(static=True, default="none")
+    block: int | str | None = eqx.field(static=True, default="auto")
+    kernel: str = eqx.field(static=True, default="auto")
     event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 2, "K": 2, "V": 2}
 
-    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none"):
+    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", block="auto",
+                 kernel: str = "auto"):
         self.beta = _as_beta(beta)
         self.Q, self.K, self.V = as_weights(Q, K, V)
         self.mask = check_choice("mask", mask, _MASKS)
+        self.block = check_block(block)
+        self.kernel = check_kernel(kernel)
 
     # -- pieces --------------------------------------------------------------------------
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
@@ -228,6 +243,20 @@ class Attention(Field):
     def values(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         """V x_j for every particle."""
         return x if self.V is None else x @ self.V.T.astype(x.dtype)
+
+    def _without_matrix(self, x: Float[Array, "n d"], normalized: bool, offset=0.0) -> Array | None:
+        """The drift by the fused kernel or the blocked evaluation when ``kernel``/``block`` pick one, else None."""
+        causal = self.mask == "causal"
+        kernel = resolve_kernel(self.kernel, normalized, x.dtype)
+        block = resolve_block(self.block, x.shape[0], x.dtype)
+        if kernel == "fused" and (block is None or self.kernel == "fused"):
+            q, k = query_key(self.Q, self.K, x)
+            return fused_attention(self.beta, q, k, self.values(x), causal=causal)
+        if block is None:
+            return None
+        q, k = query_key(self.Q, self.K, x)
+        return blocked_attention(self.beta, q, k, self.values(x), block=block, normalized=normalized,
+                                 offset=offset, causal=causal)
 
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:
@@ -258,6 +287,9 @@ class SA(Attention):
         return jax.nn.softmax(self.logits(x), axis=-1)
 
     def drift(self, t, x):
+        fast = self._without_matrix(x, normalized=True)
+        if fast is not None:
+            return fast
         logits = self.logits(x)
         # every row keeps its diagonal entry (also under a causal mask), so m is finite
         m = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
@@ -281,15 +313,19 @@ class USA(Attention):
 
     time: str = eqx.field(static=True, default="glpr")
 
-    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", time: str = "glpr"):
-        super().__init__(beta, Q, K, V, mask=mask)
+    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", time: str = "glpr",
+                 block="auto", kernel: str = "auto"):
+        super().__init__(beta, Q, K, V, mask=mask, block=block, kernel=kernel)
         self.time = check_choice("time", time, _TIMES)
 
     def drift(self, t, x):
+        offset = 0.0 if self.time == "glpr" else self.beta.astype(x.dtype)
+        fast = self._without_matrix(x, normalized=False, offset=offset)
+        if fast is not None:
+            return fast
         logits = self.logits(x)
         m = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
         w = jnp.exp(logits - m)
-        offset = 0.0 if self.time == "glpr" else self.beta.astype(x.dtype)
         return (w @ self.values(x)) * (jnp.exp(m - offset) / x.shape[0])
 
     def check(self, n, d, dtype):

@@ -1,0 +1,232 @@
+"""Attention drifts without the n×n matrix: blocked evaluation with an online softmax.
+
+For one configuration, with queries q_i = Q x_i, keys k_j = K x_j and values v_j = V x_j,
+
+    normalized (SA):     Σ_j softmax_j(β⟨q_i, k_j⟩) v_j                          [GLPR] (2.4)
+    unnormalized (USA):  (1/n) Σ_j e^{β⟨q_i, k_j⟩ − offset} v_j                  [GLPR] §3.3
+
+are computed tile by tile: queries in blocks of ``block`` rows (``lax.map``), and for each of
+them the keys in blocks of ``block`` columns (``lax.scan``), carrying per row the running maximum
+m_i of the logits seen so far, the running sum l_i = Σ_j e^{L_ij − m_i} and the running weighted
+sum a_i = Σ_j e^{L_ij − m_i} v_j. A new tile with a larger maximum m'_i rescales l_i and a_i by
+e^{m_i − m'_i} ≤ 1, so no exponential ever exceeds 1, for any β: the same guarantee as the dense
+path's max subtraction, and the same result up to rounding. At the end SA returns a_i / l_i and
+USA a_i e^{m_i − offset} / n.
+
+Only one block × block tile of logits exists at a time (per ensemble member), so the memory is
+O(block² + n d) instead of the n² of the dense path. n is padded to a multiple of ``block``; the
+padded keys are masked out and the padded queries dropped. Under a causal mask the tiles that lie
+entirely above the diagonal are skipped.
+
+``fused_attention`` is the other route: ``jax.nn.dot_product_attention``, the kernel JAX dispatches
+to on accelerators, with the query multiplied by β beforehand and scale 1.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+__all__ = ["DENSE_LIMIT_BYTES", "TILE", "blocked_attention", "dense_limit_bytes", "fused_attention", "resolve_block",
+           "resolve_kernel", "tile_side"]
+
+DENSE_LIMIT_BYTES = {"cpu": 16 * 2**20, "accelerator": 2**30}
+"""With ``block="auto"``, a field switches to the blocked path when the n×n logits of one member
+(n² × itemsize bytes) would exceed this many bytes. On CPU, 16 MiB (n > 1448 in float64, n > 2048
+in float32): past it the logits no longer fit in cache and the blocked path is also the faster
+one. On GPUs, 1 GiB (n > 11585 in float64, n > 16384 in float32), where memory rather than cache
+is the constraint."""
+
+TILE = {"cpu": 1024, "accelerator": 4096}
+"""Largest tile side under ``block="auto"``: n is split into ⌈n/TILE⌉ equal blocks (rounded up to
+a multiple of 8). On CPU a 1024 × 1024 tile of float64 logits is 8 MiB, which stays in cache
+while being large enough for the matrix products to run near full speed; GPUs take larger tiles,
+so that each launch has enough work."""
+
+_KERNELS = ("auto", "xla", "fused")
+
+
+def _device_kind() -> str:
+    return "cpu" if jax.default_backend() == "cpu" else "accelerator"
+
+
+def dense_limit_bytes() -> int:
+    """The ``block="auto"`` threshold of the current JAX backend (``DENSE_LIMIT_BYTES``)."""
+    return DENSE_LIMIT_BYTES[_device_kind()]
+
+
+def resolve_block(block, n: int, dtype) -> int | None:
+    """The tile side to use for n particles of ``dtype``, or None for the dense path.
+
+    ``block`` is None (always dense), a positive int (always blocked, tiles of that side, at most
+    n rounded up to a multiple of 8), or "auto": dense while the logits n² × itemsize stay within
+    ``dense_limit_bytes()``, blocked beyond, with tiles of side ``tile_side(n)``.
+    """
+    if block is None:
+        return None
+    if isinstance(block, str):
+        if n * n * jnp.dtype(dtype).itemsize <= dense_limit_bytes():
+            return None
+        return tile_side(n)
+    return int(-(-min(block, n) // 8) * 8)
+
+
+def tile_side(n: int) -> int:
+    """The side of ⌈n/TILE⌉ equal tiles covering n (TILE of the current backend), rounded up to a multiple of 8."""
+    block = -(-n // -(-n // TILE[_device_kind()]))
+    return int(-(-block // 8) * 8)
+
+
+def check_block(block) -> int | str | None:
+    """Validate the ``block`` option of an attention field: None, "auto" or an int ≥ 1."""
+    if block is None or (isinstance(block, str) and block == "auto"):
+        return block
+    if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
+        raise ValueError(f"block must be None (dense), 'auto' or a positive int (tile side), got {block!r}")
+    return int(block)
+
+
+def check_kernel(kernel: str) -> str:
+    """Validate the ``kernel`` option of an attention field: "auto", "xla" or "fused"."""
+    if kernel not in _KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, _KERNELS))}, got {kernel!r}")
+    return kernel
+
+
+def resolve_kernel(kernel: str, normalized: bool, dtype) -> str:
+    """"fused" or "xla" for this evaluation, decided at trace time.
+
+    "auto" takes the fused kernel on GPU backends ("gpu", "cuda", "rocm") for softmax attention
+    in float32 or narrower, and attnflow's own dense or blocked evaluation everywhere else:
+    ``jax.nn.dot_product_attention`` has no unnormalized variant and computes its softmax in
+    float32, which would cost float64 runs their precision. Forcing "fused" where it does not
+    apply is an error.
+    """
+    if kernel == "auto":
+        fits = normalized and jnp.dtype(dtype).itemsize <= 4
+        return "fused" if fits and jax.default_backend() in ("gpu", "cuda", "rocm") else "xla"
+    if kernel == "fused" and not normalized:
+        raise ValueError("kernel='fused' (jax.nn.dot_product_attention) computes softmax attention only; "
+                         "USA needs kernel='auto' or 'xla'")
+    if kernel == "fused" and jnp.dtype(dtype).itemsize > 4:
+        raise ValueError("kernel='fused' (jax.nn.dot_product_attention) computes its softmax in float32; "
+                         "float64 runs need kernel='auto' or 'xla'")
+    return kernel
+
+
+def _pad_rows(a: Array, rows: int) -> Array:
+    return a if a.shape[0] == rows else jnp.pad(a, ((0, rows - a.shape[0]), (0, 0)))
+
+
+def blocked_attention(
+    beta: Float[Array, ""],
+    q: Float[Array, "n k"],
+    k: Float[Array, "n k"],
+    v: Float[Array, "n e"],
+    *,
+    block: int,
+    normalized: bool,
+    offset=0.0,
+    causal: bool = False,
+) -> Float[Array, "n e"]:
+    """Σ_j softmax_j(β⟨q_i,k_j⟩) v_j (``normalized``) or (1/n) Σ_j e^{β⟨q_i,k_j⟩ − offset} v_j, in tiles.
+
+    ``block`` is the tile side (static); ``causal`` restricts row i to j ≤ i. The running
+    maximum is excluded from differentiation (``stop_gradient``), as in the dense path: the
+    result does not depend on it.
+    """
+    n = q.shape[0]
+    nb = -(-n // block)
+    rows = nb * block
+    dtype = q.dtype
+    beta = beta.astype(dtype)
+    e = v.shape[1]
+    # for narrow values (d = 2, 3) a column of ones makes the row sums l_i a by-product of the
+    # product with the values, saving a pass over the tile; wider values take a separate sum
+    ones = e < 4
+    if ones:
+        v = jnp.concatenate([v, jnp.ones((n, 1), dtype), jnp.zeros((n, 3 - e), dtype)], axis=1)
+    qb = _pad_rows(q, rows).reshape(nb, block, q.shape[1])
+    kb = _pad_rows(k, rows).reshape(nb, block, k.shape[1])
+    vb = _pad_rows(v, rows).reshape(nb, block, v.shape[1])
+    padded = rows != n
+    col = jnp.arange(block)
+    row = jnp.arange(block)
+
+    def tile(state, qi, i, c, masked: bool):
+        m, l, a = state
+        s = beta * (qi @ kb[c].T)
+        if masked:
+            j = c * block + col[None, :]
+            keep = j < n
+            if causal:
+                keep = keep & (j <= i * block + row[:, None])
+            s = jnp.where(keep, s, -jnp.inf)
+        m_new = jnp.maximum(m, jax.lax.stop_gradient(jnp.max(s, axis=1)))
+        # every row meets a real key in the first tile (key 0 precedes every query), so
+        # m_new is finite from then on; alpha = 0 while m = −∞
+        alpha = jnp.exp(m - m_new)
+        p = jnp.exp(s - m_new[:, None])
+        pv = p @ vb[c]
+        if ones:
+            l = alpha * l + pv[:, e]
+            a = alpha[:, None] * a + pv[:, :e]
+        else:
+            l = alpha * l + jnp.sum(p, axis=1)
+            a = alpha[:, None] * a + pv
+        return m_new, l, a
+
+    def query_block(args):
+        qi, i = args
+        init = (jnp.full((block,), -jnp.inf, dtype), jnp.zeros((block,), dtype),
+                jnp.zeros((block, e), dtype))
+
+        def step(state, c):
+            if not (causal or padded):
+                return tile(state, qi, i, c, False), None
+            # only the diagonal tile (causal) and the last key tile (padding) need a mask;
+            # tiles above the diagonal hold no allowed pair and are skipped
+            masked = (c == nb - 1) if padded else False
+            if causal:
+                masked = masked | (c == i)
+            branch = jnp.where(masked, 1, 0)
+            if causal:
+                branch = jnp.where(c > i, 2, branch)
+            state = jax.lax.switch(branch, [lambda s: tile(s, qi, i, c, False), lambda s: tile(s, qi, i, c, True),
+                                            lambda s: s], state)
+            return state, None
+
+        (m, l, a), _ = jax.lax.scan(step, init, jnp.arange(nb))
+        if normalized:
+            return a / l[:, None]
+        return a * (jnp.exp(m - offset) / n)[:, None]
+
+    out = jax.lax.map(query_block, (qb, jnp.arange(nb)))
+    return out.reshape(rows, e)[:n]
+
+
+def fused_attention(
+    beta: Float[Array, ""],
+    q: Float[Array, "n k"],
+    k: Float[Array, "n k"],
+    v: Float[Array, "n e"],
+    *,
+    causal: bool = False,
+) -> Float[Array, "n e"]:
+    """Σ_j softmax_j(β⟨q_i,k_j⟩) v_j through ``jax.nn.dot_product_attention``.
+
+    The query is multiplied by β and the kernel's own scale set to 1, so its logits are β⟨q_i,k_j⟩.
+    Queries, keys and values of different widths are padded with zero columns to a common one
+    (which changes no inner product), as the kernel needs one head dimension.
+    """
+    width = max(q.shape[1], v.shape[1])
+
+    def head(a):
+        a = a if a.shape[1] == width else jnp.pad(a, ((0, 0), (0, width - a.shape[1])))
+        return a[None, :, None, :]  # (batch, tokens, heads, width)
+
+    out = jax.nn.dot_product_attention(head(beta.astype(q.dtype) * q), head(k), head(v), scale=1.0,
+                                       is_causal=causal, implementation=None)
+    return out[0, :, 0, : v.shape[1]]
