@@ -16,15 +16,18 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import attnflow as af  # noqa: E402
 from attnflow.experiments import runner  # noqa: E402
+from attnflow.experiments.builtin import EXPERIMENTS  # noqa: E402
 from attnflow.experiments.config import load_config  # noqa: E402
 
 import baseline  # noqa: E402
+
+# the USA phase diagram's method: adaptive steps (grouped by stiffness), members stopping at consensus
+USA_METHOD = ("solver=tsit5", "dense=false", "rtol=1e-6", "atol=1e-9", "dtype=float64", "stop_when_clustered=true")
 
 
 def machine() -> str:
@@ -40,14 +43,21 @@ def machine() -> str:
             f"({getattr(dev, 'device_kind', dev.platform)})")
 
 
-def timed(fn, *args, repeat: int = 1):
-    """(result, best wall seconds) over ``repeat`` calls, blocking on JAX results."""
-    best, out = np.inf, None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - t)
-    return out, best
+def _fig3_config(seeds: int, n_betas: int, n: int, t1: float, extra=()):
+    return load_config(None, [f"n={n}", "d=2", f"beta=0.1:9:{n_betas}", f"seeds={seeds}", f"t1={t1}",
+                              "n_save=200", "progress=false", "save_states=no", *extra],
+                       base=EXPERIMENTS["fig3-phase-diagram"].defaults)
+
+
+def _time_run(config) -> tuple[float, float, object]:
+    """(steady wall, compile estimate, result): the run twice, the second one timed."""
+    t = time.perf_counter()
+    runner.run(config)
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    result = runner.run(config)
+    ours = time.perf_counter() - t
+    return ours, max(first - ours, 0.0), result
 
 
 def phase_diagram_cell(seeds: int, n_betas: int, baseline_betas: int, n: int = 32, t1: float = 30.0) -> dict:
@@ -60,102 +70,118 @@ def phase_diagram_cell(seeds: int, n_betas: int, baseline_betas: int, n: int = 3
     baseline.phase_diagram(x0, sample, t1=t1)
     base_per_beta = (time.perf_counter() - t) / len(sample)
     base_total = base_per_beta * n_betas
-
-    config = load_config(None, [f"n={n}", "d=2", f"beta=0.1:9:{n_betas}", f"seeds={seeds}", f"t1={t1}",
-                                "n_save=200", "progress=false", "save_states=no"],
-                         base={"experiment": "fig3-phase-diagram"})
-    t = time.perf_counter()
-    runner.run(config)
-    first = time.perf_counter() - t
-    t = time.perf_counter()
-    result = runner.run(config)
-    ours = time.perf_counter() - t
-    steps = float(np.mean(result.steps))
     pair_steps = seeds * n_betas * n * n * 300 / base_total  # the baseline's 300 Euler steps
+
+    # fig3's defaults: rk4 dt = 0.75 with dense output, float32, the pair statistics at 200 times
+    ours, compile_s, result = _time_run(_fig3_config(seeds, n_betas, n, t1))
+    # every statistic of the summary contract (cluster counts, energies), float64, on at most 256 × 18
+    # members; the baseline's cost scales with the number of members
+    small = (min(seeds, 256), min(n_betas, 18))
+    full, _, _ = _time_run(_fig3_config(*small, n, t1, ["statistics=pairs,clusters,energy", "dtype=float64"]))
+    full_ratio = base_total * (small[0] * small[1]) / (seeds * n_betas) / full
     return dict(seeds=seeds, betas=n_betas, baseline_s=base_total, baseline_per_beta_s=base_per_beta,
-                baseline_pair_steps=pair_steps, ours_s=ours, compile_s=max(first - ours, 0.0), steps=steps,
-                ratio=base_total / ours)
+                baseline_pair_steps=pair_steps, ours_s=ours, compile_s=compile_s,
+                steps=float(np.mean(result.steps)), ratio=base_total / ours, full_s=full, full_ratio=full_ratio,
+                full_members=small)
 
 
-def accuracy(n: int = 32, members: int = 8, t1: float = 30.0) -> dict:
-    """Max error over members and checkpoints against dopri8 at rtol 1e-12 (float64), for β = 1, 4, 9."""
-    ts = np.linspace(0.0, t1, 31)
+def usa_cell(seeds: int, n_betas: int, n: int = 32, t1: float = 30.0, baseline_steps: int = 300) -> dict:
+    """Target 2: the USA phase diagram, against the authors' step-shrinking Euler scheme.
+
+    Their step dt = 0.1 / max(√β e^{β−1/2}, 1) makes the grid cost Σ_β 30/dt(β) steps (1.46 M for the
+    default grid); the baseline times ``baseline_steps`` of them and scales (its per-step cost does not
+    depend on β).
+    """
+    betas = np.linspace(0.1, 9.0, n_betas)
+    x0 = np.asarray(af.init.uniform(0, n, 2, batch=seeds))
+    t = time.perf_counter()
+    baseline.sa_euler(x0, 9.0, t1, baseline.usa_dt(9.0), model="usa", max_steps=baseline_steps)
+    per_step = (time.perf_counter() - t) / baseline_steps
+    total_steps = sum(int(round(t1 / baseline.usa_dt(b))) for b in betas)
+    usa, compile_s, result = _time_run(_fig3_config(seeds, n_betas, n, t1, ["model=usa", *USA_METHOD]))
+    sa, _, _ = _time_run(_fig3_config(seeds, n_betas, n, t1))
+    return dict(baseline_s=per_step * total_steps, baseline_steps=total_steps, ours_s=usa, compile_s=compile_s,
+                sa_s=sa, steps=float(np.mean(result.steps)), max_steps=int(np.max(result.steps)),
+                stopped=float(np.mean(np.isfinite(result.t_event))))
+
+
+def accuracy(n: int = 32, members: int = 64, t1: float = 30.0) -> dict:
+    """Max and median error over members and 200 checkpoints against dopri8 at rtol 1e-12 (float64),
+    d = 2, for β = 1, 4, 9: fig3's default method, the general default (tsit5) and the authors' Euler."""
+    ts = np.linspace(0.0, t1, 200)
     out = {}
     for beta in (1.0, 4.0, 9.0):
         x0 = af.init.uniform(1, n, 2, batch=members)
         ref = af.simulate(af.SA(beta), x0, t1, ts=ts, solver="dopri8", rtol=1e-12, atol=1e-12).xs
-        ours = af.simulate(af.SA(beta), x0, t1, ts=ts).xs  # attnflow's default: tsit5, rtol 1e-6
-        theirs = af.simulate(af.SA(beta), x0, t1, ts=ts, solver="euler", dt=0.1).xs  # the authors' scheme
-        out[beta] = (float(jnp.max(jnp.abs(ours - ref))), float(jnp.max(jnp.abs(theirs - ref))))
+        runs = {
+            "fig3 (rk4 dt 0.75 dense f32)": af.simulate(af.SA(beta), x0, t1, ts=ts, solver="rk4", dt=0.75, dense=True,
+                                                         dtype="float32").xs,
+            "tsit5 rtol 1e-6": af.simulate(af.SA(beta), x0, t1, ts=ts).xs,
+            "Euler dt 0.1 (authors)": af.simulate(af.SA(beta), x0, t1, ts=ts, solver="euler", dt=0.1).xs,
+        }
+        out[beta] = {k: (float(np.max(e)), float(np.median(e)))
+                     for k, v in runs.items()
+                     for e in [np.max(np.abs(np.asarray(v, dtype=float) - np.asarray(ref)), axis=(1, 2, 3))]}
     return out
-
-
-def roofline(n: int = 4096, d: int = 128) -> dict:
-    """Machine bounds (f32 matmul and exp throughput) and the field evaluation's share of them."""
-    a = jax.random.normal(jax.random.key(0), (4096, 4096), jnp.float32)
-    mm = jax.jit(lambda a: a @ a)
-    mm(a).block_until_ready()
-    _, t = timed(mm, a, repeat=3)
-    matmul = 2 * 4096**3 / t
-    e = jax.random.normal(jax.random.key(1), (1 << 24,), jnp.float32)
-    ex = jax.jit(jnp.exp)
-    ex(e).block_until_ready()
-    _, t = timed(ex, e, repeat=3)
-    exp_rate = e.size / t
-    x = af.init.uniform(2, n, d, dtype="float32")
-    field = jax.jit(lambda x: af.SA(jnp.float32(1.0))(0.0, x))
-    field(x).block_until_ready()
-    _, t = timed(field, x, repeat=3)
-    flops = 4 * n * n * d  # logits and the weighted sum, two n×n×d products
-    return dict(matmul_flops=matmul, exp_per_s=exp_rate, field_s=t, field_flops=flops / t,
-                field_fraction=flops / t / matmul, exp_bound_s=n * n / exp_rate, n=n, d=d)
-
-
-def scaling(ns=(128, 512, 2048, 4096), d: int = 3) -> list[tuple[int, float]]:
-    """Wall time of one field evaluation (float64, dense) against n."""
-    rows = []
-    for n in ns:
-        x = af.init.uniform(3, n, d)
-        f = jax.jit(lambda x: af.SA(1.0)(0.0, x))
-        f(x).block_until_ready()
-        _, t = timed(f, x, repeat=3)
-        rows.append((n, t))
-    return rows
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="a shrunk cell: 256 seeds, 18 β")
+    p.add_argument("--quick", action="store_true", help="shrunk cells (256 seeds, 18 β) and short field runs")
     p.add_argument("--seeds", type=int, default=None)
     p.add_argument("--betas", type=int, default=None)
+    p.add_argument("--only", choices=("cell", "usa", "accuracy", "field", "startup", "grouping"), action="append",
+                   help="run only these parts (repeatable)")
     args = p.parse_args(argv)
     seeds = args.seeds or (256 if args.quick else 2048)
     n_betas = args.betas or (18 if args.quick else 90)
+    parts = set(args.only or ("cell", "usa", "accuracy", "field", "startup", "grouping"))
     print(f"machine: {machine()}")
 
-    cell = phase_diagram_cell(seeds, n_betas, baseline_betas=3)
-    print(f"\nphase-diagram cell: d = 2, n = 32, {cell['seeds']} seeds × {cell['betas']} β, t ≤ 30, 200 checkpoints")
-    print(f"  baseline (authors' scheme, NumPy f64, Euler dt = 0.1): {cell['baseline_s']:.1f} s "
-          f"({cell['baseline_per_beta_s']:.2f} s per β, {cell['baseline_pair_steps']:.2e} pair-steps/s;"
-          f" the authors' code: 5.4e7 on 2 cores)")
-    print(f"  attnflow (tsit5, rtol 1e-6, f64, whole grid in one run): {cell['ours_s']:.1f} s "
-          f"+ {cell['compile_s']:.1f} s compile, {cell['steps']:.0f} steps per member")
-    print(f"  speed-up over the baseline: {cell['ratio']:.2f}× (below 1: slower)")
+    if "cell" in parts:
+        cell = phase_diagram_cell(seeds, n_betas, baseline_betas=3)
+        print(f"\nphase-diagram cell: d = 2, n = 32, {cell['seeds']} seeds × {cell['betas']} β, t ≤ 30, 200 checkpoints")
+        print(f"  baseline (authors' scheme, NumPy f64, Euler dt = 0.1): {cell['baseline_s']:.1f} s "
+              f"({cell['baseline_per_beta_s']:.2f} s per β, {cell['baseline_pair_steps']:.2e} pair-steps/s;"
+              f" the authors' code: 5.4e7 on 2 cores)")
+        print(f"  attnflow fig3 defaults (rk4 dt = 0.75, dense output, f32, pair statistics): {cell['ours_s']:.2f} s "
+              f"+ {cell['compile_s']:.1f} s compile, {cell['steps']:.0f} steps per member")
+        print(f"  speed-up over the baseline: {cell['ratio']:.1f}×")
+        print(f"  with every statistic of the summary contract (cluster counts, energies) in float64, "
+              f"{cell['full_members'][0]} seeds × {cell['full_members'][1]} β: {cell['full_s']:.2f} s, "
+              f"{cell['full_ratio']:.1f}× the baseline's time for as many members")
 
-    acc = accuracy()
-    print("\naccuracy at t ≤ 30 (max |x − x_ref| over members and checkpoints; ref: dopri8, rtol 1e-12)")
-    for beta, (ours, theirs) in acc.items():
-        print(f"  β = {beta:g}: attnflow default {ours:.1e}   authors' Euler dt = 0.1 {theirs:.1e}")
+    if "usa" in parts:
+        usa_seeds, usa_betas = 32, 18
+        usa = usa_cell(usa_seeds, usa_betas)
+        print(f"\nUSA phase diagram: d = 2, n = 32, {usa_seeds} seeds × {usa_betas} β, t ≤ 30")
+        print(f"  baseline (authors' step shrinking, {usa['baseline_steps']:,} Euler steps, timed on 300 and scaled): "
+              f"{usa['baseline_s']:.0f} s")
+        print(f"  attnflow ({', '.join(USA_METHOD)}): {usa['ours_s']:.2f} s + {usa['compile_s']:.1f} s compile; "
+              f"steps per member mean {usa['steps']:.0f}, max {usa['max_steps']}; "
+              f"{100 * usa['stopped']:.0f}% stopped at consensus")
+        print(f"  the SA cell of the same size with fig3's defaults: {usa['sa_s']:.2f} s → USA costs "
+              f"{usa['ours_s'] / usa['sa_s']:.1f}× SA; {usa['baseline_s'] / usa['ours_s']:.0f}× faster than the baseline")
 
-    roof = roofline()
-    print(f"\nroofline: f32 matmul {roof['matmul_flops'] / 1e9:.1f} GFLOP/s, exp {roof['exp_per_s'] / 1e9:.2f} G/s")
-    print(f"  SA field, n = {roof['n']}, d = {roof['d']}, f32: {roof['field_s'] * 1e3:.1f} ms = "
-          f"{roof['field_flops'] / 1e9:.1f} GFLOP/s = {100 * roof['field_fraction']:.0f}% of matmul "
-          f"(exp alone needs {roof['exp_bound_s'] * 1e3:.1f} ms)")
+    if "accuracy" in parts:
+        acc = accuracy()
+        print("\naccuracy, d = 2, n = 32, 64 members, 200 checkpoints over t ≤ 30 (max / median over members of "
+              "max |x − x_ref|; ref: dopri8, rtol 1e-12)")
+        for beta, rows in acc.items():
+            print(f"  β = {beta:g}: " + "   ".join(f"{k} {mx:.1e} / {md:.1e}" for k, (mx, md) in rows.items()))
 
-    print("\nscaling: one field evaluation (f64, d = 3, dense)")
-    for n, t in scaling():
-        print(f"  n = {n:5d}: {t * 1e3:8.2f} ms")
+    if "field" in parts:
+        import field
+        print()
+        field.run(quick=args.quick)
+    if "startup" in parts:
+        import startup
+        print()
+        startup.run(quick=args.quick)
+    if "grouping" in parts:
+        import grouping
+        print()
+        grouping.run(quick=args.quick)
     return 0
 
 
