@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -30,20 +29,14 @@ import numpy as np
 import attnflow as af
 from attnflow.particles import blocked
 
+import machine as _machine
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 EVALS_PER_UNIT_TIME = 40  # RK4 at dt = 0.1: 4 evaluations per step, 10 steps per unit time
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    dev = jax.devices()[0]
-    return f"{cpu}, {os.cpu_count()} cores; jax {jax.__version__} on {dev.platform}"
+    return _machine.describe()
 
 
 def best_time(fn, *args, repeat: int = 3, budget: float = 10.0) -> float:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 
-import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -25,22 +23,14 @@ from attnflow.experiments.builtin import EXPERIMENTS  # noqa: E402
 from attnflow.experiments.config import load_config  # noqa: E402
 
 import baseline  # noqa: E402
+import machine as _machine  # noqa: E402
 
 # the USA phase diagram's method: adaptive steps (grouped by stiffness), members stopping at consensus
 USA_METHOD = ("solver=tsit5", "dense=false", "rtol=1e-6", "atol=1e-9", "dtype=float64", "stop_when_clustered=true")
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    dev = jax.devices()[0]
-    return (f"{cpu}, {os.cpu_count()} cores; jax {jax.__version__} on {dev.platform} "
-            f"({getattr(dev, 'device_kind', dev.platform)})")
+    return _machine.describe()
 
 
 def _fig3_config(seeds: int, n_betas: int, n: int, t1: float, extra=()):

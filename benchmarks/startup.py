@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+import machine as _machine
+
 EXPERIMENT = ["run", "fig4-circle", "--quick", "--no-plot"]
 
 # the child: attnflow's own entry point, plus listeners for JAX's compilation events
@@ -51,14 +53,7 @@ LOOPS = ("_run_adaptive", "_run_fixed", "run_dense")
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return f"{_machine.cpu()}, Python {platform.python_version()}"
 
 
 def launch(args: list[str], cache: str, out: str) -> dict:
