@@ -377,7 +377,7 @@ for _key in (
     ),
     Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3, lie_trotter)", minimum=0.0),
     Key("dense", "bool", False,
-        "rk4 only: uniform steps of dt, saves interpolated between them (cubic Hermite) instead of stepping onto each"),
+        "rk4: uniform steps of dt, saves interpolated between them (adaptive solvers always interpolate)"),
     Key("rtol", "float", 1e-6, "relative tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("atol", "float", 1e-9, "absolute tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("dtype", "str", "float64", "floating-point precision", choices=("float32", "float64")),
@@ -535,8 +535,9 @@ def validate(config: Config | Mapping[str, Any]) -> Config:
             f"dt must be > 0 for the fixed-step solver {c['solver']!r} (dt = 0 means unset); "
             f"set dt, or pick an adaptive solver (tsit5, dopri5, dopri8)"
         )
-    if c["dense"] and c["solver"] != "rk4":
-        raise ConfigError(f"dense = true interpolates between rk4 steps: set solver = 'rk4' (got {c['solver']!r}) "
+    if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] != "rk4":
+        raise ConfigError(f"dense = true interpolates between rk4 steps; the fixed-step solver {c['solver']!r} has "
+                          f"no interpolant: set solver = 'rk4' (or an adaptive solver, which always interpolates) "
                           f"or dense = false")
     times = c["save_times"]
     for i in range(1, len(times)):

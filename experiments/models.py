@@ -68,7 +68,7 @@ def _check_combinations(c: Config) -> None:
     if c.noise > 0 and c.solver not in FIXED_STEP_SOLVERS:
         raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
                           f"{', '.join(FIXED_STEP_SOLVERS)} and dt (got solver = {c.solver!r})")
-    if c.dense and (c.noise > 0 or c.layer_tau > 0):
+    if c.dense and c.solver in FIXED_STEP_SOLVERS and (c.noise > 0 or c.layer_tau > 0):
         raise ConfigError("dense = true interpolates a smooth deterministic path: it does not combine with noise > 0 "
                           "or layer_tau > 0 (weights switching during the run); set dense = false")
     if c.norm in ("pre", "peri", "none") and c.solver in ("lie_euler", "cg3"):

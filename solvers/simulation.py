@@ -107,10 +107,12 @@ def simulate(
                default 0) of the Brownian increments; member m draws from fold_in(key, m).
                Noisy fields need a fixed-step solver and ``dt``: each step is the Strang
                splitting noise(dt/2) ∘ solver(dt) ∘ noise(dt/2) of ``solvers/stochastic.py``.
-    dense      "rk4" only: keep the steps on the uniform grid t0 + k·h (h ≤ dt) and obtain the
+    dense      with "rk4": keep the steps on the uniform grid t0 + k·h (h ≤ dt) and obtain the
                saves by cubic Hermite interpolation between step ends (error O(h⁴), no extra
                field evaluation; ``solvers/dense.py``), instead of shortening steps to land on
-               every save time. Many saves then cost no extra steps.
+               every save time. Many saves then cost no extra steps. Adaptive solvers always
+               save from their dense output, so for them it changes nothing; the other
+               fixed-step methods have no interpolant and refuse it.
 
     The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
     never recompile.
@@ -176,9 +178,12 @@ def simulate(
     save_fn = _identity if save is None else _with_field(save)
 
     dense = bool(dense)
+    # adaptive solvers save from their dense output anyway
+    dense = bool(dense) and fixed
     if dense:
         if solver != "rk4":
-            raise ValueError(f"dense=True interpolates RK4 steps: use solver='rk4', got solver={solver!r}")
+            raise ValueError(f"dense=True interpolates RK4 steps: use solver='rk4' (or an adaptive solver), "
+                             f"got solver={solver!r}")
         if noisy or len(jumps):
             raise ValueError("dense=True needs a smooth deterministic path: it does not apply to noisy fields "
                              "or to layer-wise weights that switch during the run")

@@ -69,13 +69,17 @@ def test_stop_when_clustered_holds_the_state_where_the_member_stopped():
     assert np.all(t_event <= np.asarray(exact.t_event) + 0.5 + 1e-9)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(solver="euler", dt=0.1), "solver='rk4'"),
-    (dict(solver="tsit5"), "solver='rk4'"),
-])
-def test_dense_needs_rk4(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        af.simulate(FIELD, X0, 1.0, dense=True, **kwargs)
+@pytest.mark.parametrize("solver", ["euler", "lie_euler", "cg3"])
+def test_dense_needs_an_interpolant(solver):
+    with pytest.raises(ValueError, match="solver='rk4'"):
+        af.simulate(FIELD, X0, 1.0, dense=True, solver=solver, dt=0.1)
+
+
+def test_adaptive_solvers_already_save_from_dense_output():
+    ts = np.linspace(0.0, 1.0, 11)
+    a = af.simulate(FIELD, X0, 1.0, ts=ts, dense=True)
+    b = af.simulate(FIELD, X0, 1.0, ts=ts)
+    assert float(jnp.max(jnp.abs(a.xs - b.xs))) == 0.0
 
 
 def test_dense_refuses_noise():

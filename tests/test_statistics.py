@@ -103,7 +103,9 @@ def test_dense_key_runs_rk4_on_the_grid_and_is_refused_elsewhere():
     # interpolated saves agree with a five times finer run to the method's accuracy
     assert np.max(np.abs(dense.stats["mean_inner_product"] - plain.stats["mean_inner_product"])) < 1e-3
     with pytest.raises(ConfigError, match="rk4"):
-        load_config(None, ["dense=true"])
+        load_config(None, ["dense=true", "solver=euler", "dt=0.1"])
+    # the phase diagram's dense default gives way to an adaptive solver without complaint
+    load_config(None, ["solver=tsit5"], base=EXPERIMENTS["fig3-phase-diagram"].defaults)
     with pytest.raises(ConfigError, match="noise"):
         load_config(None, ["solver=rk4", "dt=0.1", "dense=true", "noise=0.1"])
 
