@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._checks import check_choice
+
 __all__ = ["DENSE_LIMIT_BYTES", "TILE", "blocked_attention", "dense_limit_bytes", "fused_attention", "resolve_block",
            "resolve_kernel", "tile_side"]
 
@@ -90,9 +92,7 @@ def check_block(block) -> int | str | None:
 
 def check_kernel(kernel: str) -> str:
     """Validate the ``kernel`` option of an attention field: "auto", "xla" or "fused"."""
-    if kernel not in _KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, _KERNELS))}, got {kernel!r}")
-    return kernel
+    return check_choice("kernel", kernel, _KERNELS)
 
 
 def resolve_kernel(kernel: str, normalized: bool, dtype) -> str:

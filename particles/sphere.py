@@ -76,6 +76,16 @@ def pairwise_gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
     return 0.5 * jnp.sum(diff * diff, axis=-1)
 
 
+def within(x: Float[Array, "n d"], delta) -> Array:
+    """Whether every pair of directions x_i/‖x_i‖ has ⟨x_i, x_j⟩ ≥ 1 − δ (one cluster at threshold δ).
+
+    From the Gram matrix: one matrix product, accurate to rounding for δ ≫ machine epsilon. It
+    is the stopping test of ``simulate(stop_when_clustered=δ)``.
+    """
+    x = normalize(x)
+    return jnp.min(x @ x.T) >= 1.0 - delta
+
+
 def geodesic_distance(x: Float[Array, "... d"], y: Float[Array, "... d"]) -> Float[Array, "..."]:
     """Great-circle distance arccos⟨x,y⟩, computed as 2 arcsin(‖x − y‖/2) for accuracy."""
     chord = jnp.linalg.norm(x - y, axis=-1)

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..particles.sphere import normalize
+from ..particles.sphere import normalize, within
 from . import progress as _progress
 
 
@@ -44,11 +44,6 @@ def grid(t0: float, t1: float, dt: float, ts: np.ndarray) -> tuple[int, float, n
     return n_steps, h, index, theta
 
 
-def _clustered(x, delta):
-    x = normalize(x)
-    return jnp.min(x @ x.T) >= 1.0 - delta
-
-
 @eqx.filter_jit
 def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, index, theta, times):
     """RK4 steps of size h from t0, saves at ``times`` (step ``index``, fraction ``theta``), vmapped."""
@@ -57,7 +52,7 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
     finish = normalize if sphere else (lambda y: y)
     vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(axes, None, 0))
     save_all = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
-    clustered = jax.vmap(_clustered, in_axes=(0, None))
+    clustered = jax.vmap(within, in_axes=(0, None))
     stop = delta is not None
     dtype = x0.dtype
     h = jnp.asarray(h, dtype)
@@ -86,13 +81,11 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
             steps = steps + 1
         return j + 1, xb, fb, xn, fn, active, t_event, steps
 
-    # the first interval [t0, t0 + h]
+    # start as if at the end of an interval ending at t0 (j = −1); one step gives [t0, t0 + h]
     fa0 = vfield(field, t0, x0)
-    first = (jnp.asarray(-1), x0, fa0, x0, fa0, jnp.ones(members, bool) if not stop else ~clustered(x0, delta),
-             jnp.full(members, jnp.inf, dtype), jnp.zeros(members, jnp.int32))
-    if stop:
-        t_event0 = jnp.where(first[5], jnp.inf, t0).astype(dtype)
-        first = first[:6] + (t_event0,) + first[7:]
+    active0 = ~clustered(x0, delta) if stop else jnp.ones(members, bool)
+    t_event0 = jnp.where(active0, jnp.inf, t0).astype(dtype)
+    first = (jnp.asarray(-1), x0, fa0, x0, fa0, active0, t_event0, jnp.zeros(members, jnp.int32))
     state = step(first)
 
     def save(state, k):

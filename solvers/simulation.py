@@ -15,7 +15,7 @@ from jaxtyping import Array, Float, Int
 
 from ..particles._checks import check_choice, check_real
 from ..particles.init import from_array
-from ..particles.sphere import normalize
+from ..particles.sphere import normalize, within
 from . import dense as _dense
 from . import progress as _progress
 from ..particles.fields import ensemble_axes
@@ -177,7 +177,6 @@ def simulate(
     x0_b = jnp.broadcast_to(x0, (members, n, d))
     save_fn = _identity if save is None else _with_field(save)
 
-    dense = bool(dense)
     # adaptive solvers save from their dense output anyway
     dense = bool(dense) and fixed
     if dense:
@@ -294,13 +293,6 @@ def _as_float(a):
     return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
 
 
-def _clustered(x, delta):
-    # min over pairs of ⟨x_i, x_j⟩ between directions from the Gram matrix: one matmul,
-    # accurate to rounding for δ ≫ eps
-    x = normalize(x)
-    return jnp.min(x @ x.T) >= 1.0 - delta
-
-
 class _Clamped(eqx.Module):
     """A field whose time argument is kept strictly inside (lo, hi).
 
@@ -347,7 +339,7 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
     stop = delta is not None
     t_start = knots[0]
     if stop:
-        active0 = ~jax.vmap(_clustered, in_axes=(0, None))(x0, delta)
+        active0 = ~jax.vmap(within, in_axes=(0, None))(x0, delta)
         t_event0 = jnp.where(active0, jnp.inf, t_start)
     else:
         active0 = jnp.ones(members, bool)
@@ -369,7 +361,7 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
             if stop:
                 x_new = jnp.where(active[:, None, None], x_new, x)
                 steps = steps + active
-                hit = active & jax.vmap(_clustered, in_axes=(0, None))(x_new, delta)
+                hit = active & jax.vmap(within, in_axes=(0, None))(x_new, delta)
                 t_event = jnp.where(hit, t + h, t_event)
                 active = active & ~hit
             else:
@@ -479,7 +471,8 @@ def _solve_adaptive(*, max_steps, t1, **kwargs):
     return saved, x_final, steps, t_event
 
 
-def _stiffness(field, axes, x0, t0):
+@eqx.filter_jit
+def _hardness(field, axes, x0, t0):
     """Per member: ‖f(t0, x0)‖ plus a finite-difference Lipschitz constant of f at x0.
 
     Step counts of explicit adaptive methods grow with the field's Lipschitz constant (β for
@@ -496,9 +489,6 @@ def _stiffness(field, axes, x0, t0):
         return jnp.where(jnp.isnan(key), jnp.inf, key)
 
     return jax.vmap(one, in_axes=(axes, 0))(field, x0)
-
-
-_hardness = eqx.filter_jit(_stiffness)
 
 
 def _group_done(t, steps):
@@ -587,7 +577,7 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
         t_end = sol.ts[1][0]
         if delta is not None:
             stopped = sol.event_mask if sol.event_mask is not None else False
-            already = _clustered(x0_m, delta)
+            already = within(x0_m, delta)
             t_event = jnp.where(already, t0, jnp.where(stopped, t_end, jnp.inf))
             # saves after the event hold the state where the member stopped
             held = save_fn(t_end, x_end, f)

@@ -67,3 +67,11 @@ def test_pairwise_gaps_keep_precision_where_one_minus_gram_loses_it():
 def test_norm_error_measures_distance_from_sphere():
     x = jnp.array([[1.0, 0.0], [0.0, 1.5]])
     assert float(sphere.norm_error(x)) == pytest.approx(0.5)
+
+
+def test_within_is_the_one_cluster_test_at_threshold_delta():
+    # three directions at angles 0, a, 2a: the widest pair has ⟨x_i, x_j⟩ = cos 2a
+    a = 0.01
+    x = jnp.array([[1.0, 0.0], [np.cos(a), np.sin(a)], [np.cos(2 * a), np.sin(2 * a)]]) * jnp.array([[1.0], [3.0], [0.5]])
+    gap = 1.0 - np.cos(2 * a)
+    assert bool(sphere.within(x, gap * 1.001)) and not bool(sphere.within(x, gap * 0.999))
