@@ -17,6 +17,7 @@ from pathlib import Path
 from .._version import __version__
 
 EXIT_USAGE = 2
+EXIT_FAILURE = 1
 
 
 class UsageError(Exception):
@@ -44,11 +45,15 @@ def resolve_config(target: str, sets=(), *, quick: bool = False):
         experiment, source = builtin.EXPERIMENTS[target], None
     elif target.endswith(".toml") or os.path.sep in target or os.path.exists(target):
         path = Path(target)
+        if path.is_dir():
+            raise UsageError(f"config file {target!r} is a directory, not a TOML file")
         if not path.is_file():
             raise UsageError(f"config file {target!r} does not exist")
         try:
             name = tomllib.loads(path.read_text(encoding="utf-8")).get("experiment", "simulate")
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        except UnicodeDecodeError as err:
+            raise UsageError(f"{target}: malformed TOML: not UTF-8 text (byte {err.start})") from None
+        except tomllib.TOMLDecodeError as err:
             raise UsageError(f"{target}: malformed TOML: {err}") from None
         if not isinstance(name, str):
             raise UsageError(f"{target}: experiment must be a string, got {name!r}")
@@ -149,8 +154,33 @@ def cmd_sweep(args) -> int:
     out = Path(args.out or os.path.join("sweeps", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
-    sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume, plot=not args.no_plot)
+    if args.executor == "local":
+        if args.scheduler is not None or args.workers is not None:
+            flag = "--scheduler" if args.scheduler is not None else "--workers"
+            raise UsageError(f"{flag} needs --executor dask (the local executor runs in this process)")
+        runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume, plot=not args.no_plot)
+    else:
+        from .executors import make_executor
+
+        sweep.check_sweep(config, args.grid, out, resume=args.resume)  # bad input fails before a cluster starts
+        with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
+            if config.progress:
+                _log(f"sweep: Dask scheduler {executor.address}, {executor.workers} workers")
+            runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume,
+                                   plot=not args.no_plot, executor=executor)
+    if config.progress:
+        _log(f"sweep: {len(runs)} runs in {out}/")
     return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def cmd_plot(args) -> int:
@@ -206,7 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", action="append", default=[], metavar="KEY=VALUES",
                    help="a grid axis: a:b:n (linspace) or v1,v2,... (repeatable; the grid is their product)")
     p.add_argument("--resume", action="store_true", help="skip the grid points already complete in DIR")
-    p.add_argument("--executor", choices=["local"], default="local", help="where the runs execute")
+    p.add_argument("--executor", choices=["local", "dask"], default="local",
+                   help="where the runs execute: in this process (default) or on a Dask cluster")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="with --executor dask: a running Dask scheduler (e.g. tcp://10.0.0.5:8786); "
+                        "default: a LocalCluster on this machine")
+    p.add_argument("--workers", type=_positive_int, metavar="N",
+                   help="with --executor dask and no --scheduler: LocalCluster worker processes "
+                        "(default: the CPU cores, at most 8)")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("plot", help="redraw the figures of a run (or of every run of a sweep)")
@@ -249,15 +286,15 @@ def main(argv=None) -> int:
         if argv is None:
             _configure_process(args)
         return args.func(args)
-    except UsageError as err:
-        _log(f"attnflow: error: {err}")
-        return EXIT_USAGE
-    except ValueError as err:  # bad input found by the library (ConfigError, array checks, store)
-        _log(f"attnflow: error: {err}")
+    except (UsageError, ValueError) as err:  # ValueError: bad input found by the library (ConfigError, arrays, store)
+        _log(f"attnflow: error: {' '.join(str(err).splitlines()).strip()}")  # one line, whatever the message holds
         return EXIT_USAGE
     except KeyboardInterrupt:
         _log("attnflow: interrupted")
         return 130
+    except (FloatingPointError, RuntimeError) as err:  # a simulation failed (the message says which and why)
+        _log(f"attnflow: error: {err}")
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

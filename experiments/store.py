@@ -157,6 +157,43 @@ def _temp_name(name: str, tag: str) -> str:
     return f".{name}.{tag}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
+_TEMP = re.compile(r"^\..+\.(tmp|old)-(\d+)-[0-9a-f]{8}$")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
+    """Remove the temporary run directories and manifests that a killed process left in ``directory``.
+
+    Only attnflow's own temporary names (``.NAME.tmp-<pid>-<hex>``, ``.NAME.old-<pid>-<hex>``) of
+    processes no longer running are touched. Returns what was removed.
+    """
+    removed = []
+    for entry in Path(directory).iterdir():
+        m = _TEMP.match(entry.name)
+        if m is None or _alive(int(m.group(2))):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            try:
+                entry.unlink()
+            except OSError:
+                continue
+        removed.append(entry)
+    return removed
+
+
 # --------------------------------------------------------------------------------------------
 # Runs
 

@@ -2,17 +2,20 @@
 
 Grid points that differ only in β share a compiled, vmapped call: their β values become the
 members of one ensemble, and the result is split back into one run per point. Every run
-directory is written atomically and the manifest is rewritten after each group, so a killed
-sweep leaves only complete runs behind and ``--resume`` skips them.
+directory is written atomically by this process (whichever executor ran the work) and the
+manifest is rewritten after each task, so a killed sweep leaves only complete runs behind and
+``--resume`` skips them.
 """
 
 from __future__ import annotations
 
+import secrets
 import sys
 import time
 from pathlib import Path
 
-from . import runner, store
+from . import executors, preflight, runner, store
+from .executors import Task
 from .config import Config, expand_grid, parse_grid
 from .results import check_writable, save
 
@@ -37,13 +40,38 @@ def split(result: runner.RunResult, configs: list[Config]) -> list[runner.RunRes
     return out
 
 
-def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, resume: bool = False,
-              plot: bool = True) -> list[dict]:
-    """Run every grid point not yet complete in ``out``; return the manifest's runs."""
-    axes = []
-    for spec in grid_specs:
-        axes.append(parse_grid(spec))
+class SweepError(RuntimeError):
+    """Some runs of a sweep failed (the others are written); the manifest marks which and why."""
+
+
+def tasks_of(points: list, todo: list[int], parts_per_group: int = 1) -> list[Task]:
+    """The sweep's tasks: grid points of equal shape merged into one β list, each group cut into
+    up to ``parts_per_group`` tasks of (nearly) equal size so that several workers share it."""
+    groups: dict = {}
+    for i in todo:
+        groups.setdefault(_group_key(points[i][1]), []).append(i)
+    tasks = []
+    for g, members in enumerate(groups.values()):
+        k = max(1, min(parts_per_group, len(members)))
+        size = -(-len(members) // k)
+        for p, lo in enumerate(range(0, len(members), size)):
+            part = members[lo: lo + size]
+            configs = [points[i][1] for i in part]
+            # each run keeps the statistics its own figures read, whatever it is merged with
+            wanted = {g for c in configs for g in runner.statistics_groups(c)}
+            merged = configs[0].replace(beta=[b for c in configs for b in c.beta],
+                                        statistics=[g for g in runner.GROUPS if g in wanted])
+            tasks.append(Task(key=f"attnflow-sweep-group{g}-part{p}-{secrets.token_hex(4)}",
+                              config=merged.to_dict(), runs=tuple(part)))
+    return tasks
+
+
+def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: bool = False) -> tuple[list, list]:
+    """Everything about a sweep that can be refused before it runs: the grid, every point's
+    config, and the output directory. Returns (axes, points); raises ValueError, writing nothing."""
+    axes = [parse_grid(spec) for spec in grid_specs]
     points = expand_grid(config, axes)  # validates every point before anything runs
+    preflight.check(cfg for _, cfg in points)  # the files and memory of each run
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file, not a directory")
@@ -53,6 +81,24 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
     if manifest_path.is_file() and not resume:
         raise ValueError(f"{str(out)!r} already holds a sweep; pass --resume to complete it, or choose another --out")
     check_writable(out / "probe")
+    return axes, points
+
+
+def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, resume: bool = False,
+              plot: bool = True, executor=None) -> list[dict]:
+    """Run every grid point not yet complete in ``out``; return the manifest's runs.
+
+    ``executor`` (``executors.LocalExecutor`` by default, or a ``DaskExecutor``) runs the tasks;
+    this process writes every run directory (atomically) and rewrites the manifest after each
+    task. Runs whose task failed are marked "failed" with the error in the manifest and the others
+    are kept; SweepError is raised at the end. Ctrl-C leaves a consistent manifest and only
+    complete runs; ``resume=True`` completes the sweep (it also clears temporaries left by a
+    killed process).
+    """
+    axes, points = check_sweep(config, grid_specs, out, resume=resume)
+    out = Path(out)
+    if resume and out.is_dir():
+        store.remove_stale_temporaries(out)
 
     names = [store.run_name(point) for point, _ in points]
     runs = [{"name": name, "point": point, "status": "done" if resume and store.is_complete(out / name)
@@ -63,21 +109,38 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
     todo = [i for i, r in enumerate(runs) if r["status"] != "done"]
     if resume and len(todo) < len(runs):
         print(f"sweep: {len(runs) - len(todo)} of {len(runs)} runs already complete", file=sys.stderr)
-    groups: dict = {}
-    for i in todo:
-        groups.setdefault(_group_key(points[i][1]), []).append(i)
+    own = executor is None
+    executor = executors.LocalExecutor() if own else executor
+    tasks = tasks_of(points, todo, 1 if executor.workers == 1 else 2 * executor.workers)
     start = time.perf_counter()
-    done = len(runs) - len(todo)
-    for members in groups.values():
-        configs = [points[i][1] for i in members]
-        merged = configs[0].replace(beta=[b for c in configs for b in c.beta])
-        result = runner.run(merged)
-        for i, part in zip(members, split(result, configs)):
-            save(out / names[i], part, experiment, plot=plot)
-            runs[i]["status"] = "done"
+    done, failed = len(runs) - len(todo), 0
+    try:
+        for task, result in executor.run(tasks):
+            if isinstance(result, BaseException):
+                for i in task.runs:
+                    runs[i]["status"] = "failed"
+                    runs[i]["error"] = f"{type(result).__name__}: {result}"
+                failed += len(task.runs)
+            else:
+                for i, part in zip(task.runs, split(result, [points[i][1] for i in task.runs])):
+                    save(out / names[i], part, experiment, plot=plot)
+                    runs[i]["status"] = "done"
+                    runs[i].pop("error", None)
+                done += len(task.runs)
+            store.write_manifest(out, axes_dict, runs)
+            if config.progress:
+                print(f"sweep: {done}/{len(runs)} runs complete ({time.perf_counter() - start:.1f} s)",
+                      file=sys.stderr)
+    except KeyboardInterrupt:
         store.write_manifest(out, axes_dict, runs)
-        done += len(members)
-        if config.progress:
-            print(f"sweep: {done}/{len(runs)} runs complete ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+        print(f"sweep: interrupted with {done} of {len(runs)} runs complete in {out}; "
+              f"rerun with --resume to finish", file=sys.stderr)
+        raise
+    finally:
+        if own:
+            executor.close()
+    if failed:
+        first = next(r for r in runs if r["status"] == "failed")
+        raise SweepError(f"{failed} of {len(runs)} runs failed (the others are in {out}; "
+                         f"{store.MANIFEST_FILE} names each failure); first: {first['name']}: {first['error']}")
     return runs
-
