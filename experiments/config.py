@@ -358,7 +358,7 @@ for _key in (
     Key("n_init_clusters", "int", 3, "number of initial clusters (init = 'clusters')", minimum=1),
     Key("spread", "float", 0.05, "spread of the initial clusters (init = 'clusters')", minimum=0.0),
     Key("init_file", "str", "", "path of a .npy initial configuration (init = 'file')"),
-    Key("t1", "float", 15.0, "final time", minimum=0.0),
+    Key("t1", "float", 15.0, "final time", minimum=0.0, strict_min=True),
     Key("n_save", "int", 151, "number of equally spaced save times in [0, t1]", minimum=2),
     Key(
         "save_times",
@@ -632,6 +632,8 @@ def _split_spec(label: str, text: str) -> list:
                 f"{label}: grid {text!r} must be 'a:b:n' (numpy.linspace(a, b, n)) "
                 f"with numbers a, b and an integer n ≥ 1"
             )
+        if nums[2] > MAX_GRID_POINTS:  # refused before numpy allocates them
+            raise ConfigError(f"{label}: grid {text!r} asks for {nums[2]} values; at most {MAX_GRID_POINTS} are allowed")
         return np.linspace(float(nums[0]), float(nums[1]), nums[2]).tolist()
     return _split_commas(label, text)
 

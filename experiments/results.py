@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,10 @@ from .config import load_config
 
 def check_writable(out: Path) -> None:
     """Refuse, before any work, an output path that cannot become a run directory."""
+    if "\0" in str(out):
+        raise ValueError(f"--out {str(out)!r} contains a NUL character")
     out = Path(os.path.abspath(out))
+    store._check_entry_name("--out directory", out.name)  # what the store would refuse after the run
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file, not a directory")
     if out.is_dir() and any(out.iterdir()) and not store.is_complete(out):
@@ -29,6 +34,13 @@ def check_writable(out: Path) -> None:
         raise ValueError(f"cannot create {str(out)!r}: {str(parent)!r} is a file")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"cannot write to {str(parent)!r} (permission denied)")
+    # permissions do not tell everything (read-only mounts, root on special file systems): try
+    probe = parent / f".attnflow-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.mkdir(probe)
+    except OSError as err:
+        raise ValueError(f"cannot write to {str(parent)!r} ({err.strerror or err})") from None
+    os.rmdir(probe)
 
 
 def execute(config) -> runner.RunResult:
@@ -82,11 +94,23 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, builtin.Experiment]:
     """Rebuild a RunResult from a run directory (arrays read without unpickling)."""
     if not store.is_complete(run_dir):
         raise ValueError(f"{str(run_dir)!r} is not a complete attnflow run (config.toml, summary.json, results.npz)")
-    table = tomllib.loads((run_dir / store.CONFIG_FILE).read_text(encoding="utf-8"))
-    config = load_config(table)
-    summary = json.loads((run_dir / store.SUMMARY_FILE).read_text(encoding="utf-8"))
-    with np.load(run_dir / store.RESULTS_FILE, allow_pickle=False) as data:
-        arrs = {k: data[k] for k in data.files}
+    def read(name, parse):
+        try:
+            return parse(run_dir / name)
+        except (ValueError, OSError, EOFError, MemoryError, zipfile.BadZipFile) as err:  # object arrays: never unpickled
+            raise ValueError(f"{str(run_dir / name)!r} is corrupt or not attnflow's ({err})") from None
+
+    def arrays(path):
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+
+    config = read(store.CONFIG_FILE, lambda p: load_config(tomllib.loads(p.read_text(encoding="utf-8"))))
+    summary = read(store.SUMMARY_FILE, lambda p: json.loads(p.read_text(encoding="utf-8")))
+    arrs = read(store.RESULTS_FILE, arrays)
+    missing = [] if isinstance(summary, dict) and "times" in summary else [f"{store.SUMMARY_FILE}: times"]
+    missing += [f"{store.RESULTS_FILE}: {k}" for k in ("steps", "t_clustered") if k not in arrs]
+    if missing:
+        raise ValueError(f"{str(run_dir)!r} is not a complete attnflow run: it lacks {', '.join(missing)}")
     stats = {k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs", "__dims__")
              and arrs[k].ndim >= 4}
     result = runner.RunResult(config=config, ts=np.asarray(summary["times"], dtype=float), stats=stats,

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .sphere import pairwise_gaps
+
+
+def _check(x, beta, positive: bool) -> None:
+    """x of shape (..., n, d); with ``positive``, a concrete β must be > 0 (a traced one passes, and so
+    does NaN, the β of fields without a temperature)."""
+    if jnp.ndim(x) < 2:
+        raise ValueError(f"x must be a configuration of shape (..., n, d), got shape {jnp.shape(x)}")
+    if positive and not isinstance(beta, jax.core.Tracer) and np.any(np.asarray(beta) <= 0):
+        raise ValueError(f"beta must be > 0 for the energy E_β (it divides by β), got {np.asarray(beta).tolist()}")
 
 
 def normalized_energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
@@ -15,6 +26,7 @@ def normalized_energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
     m_1..m_k it is ≈ Σ_q m_q²/n², so it reads off the cluster structure ([GLPR] §3.3,
     arXiv 2410.06833).
     """
+    _check(x, beta, positive=False)
     beta = jnp.asarray(beta)[..., None, None]
     return jnp.mean(jnp.exp(-beta * pairwise_gaps(x)), axis=(-2, -1))
 
@@ -27,11 +39,13 @@ def energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
     ``normalized_energy`` or ``log_energy`` there. USA (Q = K = V = I) is the gradient ascent
     flow of n E_β, so E_β increases along it; so does it along SA.
     """
+    _check(x, beta, positive=True)
     beta_arr = jnp.asarray(beta)
     return jnp.exp(beta_arr) * normalized_energy(x, beta) / (2.0 * beta_arr)
 
 
 def log_energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
     """log E_β(x), finite for every β > 0."""
+    _check(x, beta, positive=True)
     beta_arr = jnp.asarray(beta)
     return beta_arr + jnp.log(normalized_energy(x, beta)) - jnp.log(2.0 * beta_arr)

@@ -182,11 +182,18 @@ def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:
         if not path.endswith(".npy"):
             raise ValueError(f"from_array reads .npy files; got {path!r}")
         try:
-            a = np.load(path, allow_pickle=False)
+            # memory-mapped first: a header that claims more data than the file holds is an error, not an allocation
+            a = np.load(path, allow_pickle=False, mmap_mode="r")
         except FileNotFoundError:
             raise ValueError(f"initial-condition file {path!r} does not exist") from None
-        except ValueError as err:
-            raise ValueError(f"{path!r} is not a plain numeric .npy array ({err})") from None
+        except (ValueError, OSError, EOFError) as err:  # numpy's advice to allow pickles does not apply
+            pickled = "pickle" in str(err) or "Python objects" in str(err)
+            why = "it holds pickled Python objects, which are never loaded" if pickled else str(err)
+            raise ValueError(f"{path!r} is not a plain numeric .npy array ({why})") from None
+        if not isinstance(a, np.ndarray):
+            a.close()
+            raise ValueError(f"{path!r} is an .npz archive; from_array reads one array saved with numpy.save")
+        a = np.array(a)
     arr = np.asarray(a)
     if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
         raise ValueError(f"initial configuration must be a real array, got dtype {arr.dtype}")

@@ -213,6 +213,9 @@ class LayerWise(Field):
                 except ValueError:
                     raise ValueError(f"{path}: array {name} is an object (pickled) array; save plain real "
                                      f"arrays of shape (L, ·, ·)") from None
+                except MemoryError:  # a header claiming far more data than the archive holds
+                    raise ValueError(f"{path}: array {name} is corrupt (its header claims more data than "
+                                     f"this machine can hold)") from None
                 if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating)
                                                or np.issubdtype(arr.dtype, np.integer)):
                     raise ValueError(f"{path}: array {name} has dtype {arr.dtype}; expected real numbers")

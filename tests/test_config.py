@@ -159,7 +159,7 @@ def test_parse_override_returns_raw_values():
         ("beta=1,,2", ["empty value", "'1,,2'"]),
         ("beta=1,x", ["beta[1] must be a finite number", "'x' (a string)"]),
         ("beta=true", ["beta must be", "got true"]),
-        ("t1=-1", ["t1 must be a finite number ≥ 0", "got -1.0"]),
+        ("t1=-1", ["t1 must be a finite number > 0", "got -1.0"]),
         ("t1=inf", ["t1 must be a finite number", "inf"]),
         ("cap_angle=0", ["cap_angle must be a finite number > 0 and ≤ 3.14159", "got 0.0"]),
         ("cap_angle=3.2", ["cap_angle must be", "≤ 3.14159", "got 3.2"]),
@@ -202,7 +202,7 @@ def test_type_rules():
     assert load_config({"d": (2, 3.0)}).d == (2, 3)
     with pytest.raises(ConfigError, match=r"n must be an integer ≥ 1, got true"):
         load_config({"n": True})
-    with pytest.raises(ConfigError, match=r"t1 must be a finite number ≥ 0, got false"):
+    with pytest.raises(ConfigError, match=r"t1 must be a finite number > 0, got false"):
         load_config({"t1": False})
     with pytest.raises(ConfigError, match=r"t1 must be .*got '3' \(a string\)"):
         load_config({"t1": "3"})

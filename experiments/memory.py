@@ -1,0 +1,211 @@
+"""The memory a run needs, estimated before it starts, and the refusal of runs the machine cannot hold.
+
+A run holds, at its peak:
+
+* the working set of one compiled call: for each of the ``chunk`` members it integrates at once
+  (``runner._chunk_size``), the state and the solver's stages (``STATE_COPIES`` state-sized
+  arrays), the Jacobian of implicit solvers ((n·d)² twice), the attention (three n×n arrays on the
+  dense path, three tiles and O(n·d) on the blocked one), the weights of every layer and the
+  feed-forward term, and the values it saves (statistics per save time, and the states
+  themselves when they are kept);
+* the initial conditions of the ``seeds`` members;
+* the results gathered on the host: the statistics of every member at every save time, and the
+  trajectories when ``save_states`` keeps them, each twice while the chunks are concatenated.
+
+:func:`estimate_bytes` adds these up; :func:`check_fits` refuses, in one line, a configuration whose
+estimate exceeds the machine's memory (:func:`machine_bytes`), naming the remedy: the blocked
+attention, ``save_states = 'no'``, fewer seeds or save times, float32.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+
+from .config import Config, ConfigError
+
+__all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all"]
+
+STATE_COPIES = {"euler": 3, "rk4": 7, "lie_euler": 4, "cg3": 7, "lie_trotter": 7,
+                "tsit5": 12, "dopri5": 12, "dopri8": 18, "kvaerno5": 14}
+"""State-sized arrays one step holds per member: the stages, the start and end points, the error
+estimate and the dense-output coefficients."""
+
+STAT_VALUES = {"pairs": 4, "clusters": 2, "energy": 3}
+"""Numbers saved per member and save time by each group of statistics (``runner.GROUPS``)."""
+
+ATTENTION_COPIES = 3
+"""n×n arrays of the dense attention (logits, their exponentials, one temporary); tiles on the blocked path."""
+
+_DENSE_ONLY = ("sinkhorn", "hardmax")
+
+
+def _attention_words(config: Config, n: int, d: int, block) -> tuple[int, bool]:
+    """Numbers held by one member's attention, and whether that is the dense n×n evaluation."""
+    from ..particles import blocked
+
+    heads = config.heads
+    if config.model in _DENSE_ONLY or heads > 1 or config.circle:
+        return ATTENTION_COPIES * heads * n * n, True
+    tile = blocked.resolve_block(block, n, config.dtype)
+    if tile is None:
+        return ATTENTION_COPIES * n * n, True
+    return ATTENTION_COPIES * tile * tile + 4 * n * d, False
+
+
+def _parts(config: Config, block="auto") -> tuple[dict[str, int], bool]:
+    """The estimate in bytes by what holds them (see the module docstring), and whether the
+    attention of the largest compiled call is the dense n×n evaluation."""
+    from . import runner
+
+    itemsize = 4 if config.dtype == "float32" else 8
+    n, seeds = config.n, config.seeds
+    times = len(config.save_times) or config.n_save  # never materialized: n_save may be absurd
+    members = len(config.beta) * seeds
+    keep = runner._keep_states(config, members, times)
+    saved = sum(STAT_VALUES[g] for g in runner.statistics_groups(config)) + config.histogram_bins
+    working, dense, statistics, trajectories = {}, False, 0, 0
+    for d in config.d:
+        nd = n * d
+        attention, dense_d = _attention_words(config, n, d, block)
+        weights = 0
+        if config.weights != "identity" or config.weights_file:
+            layers = max(1, math.ceil(config.t1 / config.layer_tau)) if config.layer_tau > 0 else 1
+            weights = 3 * d * d * layers
+        per_member = {
+            "states": STATE_COPIES.get(config.solver, 12) * nd + times * (saved + (nd if keep else 0)),
+            "jacobian": 2 * nd * nd if config.solver == "kvaerno5" else 0,
+            "attention": attention,
+            "weights": weights + 2 * config.ff_width * (n + d),
+        }
+        chunk = runner._chunk_size(config, d, members, times, keep)
+        call = {k: itemsize * chunk * v for k, v in per_member.items()}
+        call["initial"] = itemsize * seeds * nd
+        if sum(call.values()) > sum(working.values()):
+            working, dense = call, dense_d
+        # gathered on the host for every d, twice while the chunks are concatenated
+        statistics += 2 * itemsize * members * times * saved
+        if keep:
+            trajectories += 2 * itemsize * members * times * nd
+    return {**working, "statistics": statistics, "trajectories": trajectories}, dense
+
+
+def estimate_bytes(config: Config, *, block="auto") -> int:
+    """Peak bytes of a run of ``config``: one compiled call's working set plus what the run keeps.
+
+    ``block`` is the attention fields' option (``"auto"``: dense while the n×n logits are small,
+    blocked beyond; None: always dense; an int: blocked tiles of that side).
+    """
+    return sum(_parts(config, block)[0].values())
+
+
+def _meminfo_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_limit() -> int | None:
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            return int(text)
+    return None
+
+
+def machine_bytes() -> int | None:
+    """The memory of this machine in bytes (its physical memory, or a smaller container limit); None if unknown.
+
+    Physical memory, not the memory free at the moment: a run is refused when it can never fit,
+    not because other programs happen to be running.
+    """
+    total = _meminfo_bytes("MemTotal")
+    if total is None:
+        try:
+            total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            total = None
+    limit = _cgroup_limit()
+    if limit is not None:
+        total = limit if total is None else min(total, limit)
+    return total if total and total > 0 else None
+
+
+def _size(nbytes: int) -> str:
+    """Bytes in GiB, TiB or PiB, for messages."""
+    unit, scale = next((u, s) for u, s in (("GiB", 2**30), ("TiB", 2**40), ("PiB", 2**50))
+                       if nbytes < 1024 * s or u == "PiB")
+    value = nbytes / scale
+    return f"{value:.1f} {unit}" if value < 1e6 else f"{value:.2g} {unit}"
+
+
+_WHAT = {"states": "states and solver stages", "jacobian": "the implicit solver's Jacobians",
+         "weights": "the weights and the feed-forward term",
+         "attention": "the attention", "initial": "the initial conditions",
+         "statistics": "the statistics of every member", "trajectories": "the saved trajectories"}
+
+
+def check_fits(config: Config, *, block="auto") -> None:
+    """Raise ConfigError, in one line, when ``estimate_bytes(config)`` exceeds :func:`machine_bytes`.
+
+    The message gives the estimate, its largest part, the machine's memory and what would shrink
+    the run. Nothing is refused when the machine's memory cannot be read.
+    """
+    have = machine_bytes()
+    if have is None:
+        return
+    parts, dense = _parts(config, block)
+    need = sum(parts.values())
+    if need <= have:
+        return
+    largest = max(parts, key=parts.get)
+    remedies = []
+    if largest == "attention" and dense:
+        if config.model in _DENSE_ONLY or config.heads > 1 or config.circle:
+            why = (f"model = {config.model!r}" if config.model in _DENSE_ONLY
+                   else f"heads = {config.heads}" if config.heads > 1 else "circle = true")
+            remedies.append(f"fewer particles (n; {why} evaluates the full n×n attention)")
+        else:
+            remedies.append("the blocked evaluation (block = 'auto', memory O(n·d))")
+    if largest == "jacobian":
+        remedies.append("an explicit solver such as tsit5")
+    if largest in ("states", "initial"):
+        remedies.append("fewer particles (n) or dimensions (d)")
+    if largest == "weights":
+        remedies += (["a larger layer_tau (fewer layers of weights)"] if config.layer_tau > 0 else []) + (
+            ["a smaller ff_width"] if config.ff_width else [])
+    if 4 * parts["trajectories"] > need:
+        remedies.append("save_states = 'no'")
+    if 4 * (parts["trajectories"] + parts["statistics"]) > need:
+        remedies.append("fewer save times (n_save)" + (" or histogram_bins" if config.histogram_bins else ""))
+    remedies.append("a smaller ensemble (seeds, β values)")
+    if config.dtype == "float64":
+        remedies.append("dtype = 'float32'")
+    advice = remedies[0] if len(remedies) == 1 else f"{', '.join(remedies[:-1])} or {remedies[-1]}"
+    raise ConfigError(
+        f"this run needs about {_size(need)} of memory (mostly {_WHAT[largest]}, {_size(parts[largest])}), "
+        f"more than this machine's {_size(have)}; try {advice}"
+    )
+
+
+def check_fits_all(configs: Iterable[Config]) -> None:
+    """:func:`check_fits` for the runs of a sweep: grid points that differ only in β run as one
+    ensemble (``sweep._group_key``), so each group is checked with its β values merged."""
+    groups: dict[tuple, list[Config]] = {}
+    for config in configs:
+        key = tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k != "beta"))
+        groups.setdefault(key, []).append(config)
+    for members in groups.values():
+        merged = members[0] if len(members) == 1 else members[0].replace(
+            beta=[b for c in members for b in c.beta])
+        check_fits(merged)

@@ -1,0 +1,226 @@
+"""Crash safety of the results store: killed and interrupted sweeps, full disks, unwritable
+places, and reproducible runs.
+
+Sweeps run as real ``attnflow`` processes, killed with SIGKILL at seeded random moments and
+resumed; every run must end up present exactly once, complete and loadable.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnflow as af
+from attnflow.experiments import results, store
+from attnflow.experiments.cli import main
+
+TINY = """\
+model = "sa"
+n = 5
+d = 3
+beta = [1.0]
+seeds = 1
+t1 = 1.0
+n_save = 4
+solver = "rk4"
+dt = 0.1
+"""
+GRID = ["--grid", "seed=0:7:8", "--grid", "beta=1,2"]  # 16 runs in 8 compiled groups (one per seed)
+N_RUNS = 16
+
+
+def _sweep_cmd(cfg: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "attnflow.experiments.cli", "sweep", str(cfg), *GRID, "--out", str(out),
+            "--quiet", *extra]
+
+
+def _env(tmp: Path) -> dict:
+    env = dict(os.environ, MPLBACKEND="Agg", ATTNFLOW_CACHE_DIR=str(tmp / "cache"))
+    env.pop("XLA_FLAGS", None)
+    return env
+
+
+def _done(out: Path) -> int:
+    try:
+        return sum(r["status"] == "done" for r in store.read_manifest(out)["runs"])
+    except (store.StoreError, OSError):
+        return 0
+
+
+def _entries(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir())
+
+
+def _assert_consistent(out: Path, *, complete: bool) -> None:
+    """Every run the manifest calls done is a complete directory; nothing else but pending runs' absence."""
+    manifest = store.read_manifest(out)
+    names = [r["name"] for r in manifest["runs"]]
+    assert len(names) == N_RUNS and len(set(names)) == N_RUNS
+    done = {r["name"] for r in manifest["runs"] if r["status"] == "done"}
+    on_disk = {n for n in _entries(out) if not n.startswith(".") and n != store.MANIFEST_FILE}
+    assert done <= on_disk and all(store.is_complete(out / n) for n in on_disk)
+    if complete:
+        assert done == on_disk == set(names)
+        assert _entries(out) == sorted(names + [store.MANIFEST_FILE])  # no temporaries left
+        ds = af.load(out)
+        assert ds.sizes["seed"] == 8 and ds.sizes["beta"] == 2
+        assert np.all(np.isfinite(ds["mean_inner_product"].values))
+
+
+def test_sigkill_at_random_moments_then_resume_leaves_every_run_once(tmp_path):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY, encoding="utf-8")
+    out = tmp_path / "sweep"
+    env = _env(tmp_path)
+    rng = np.random.default_rng(2312)
+    kills = 0
+    for attempt, target in enumerate((2, 7, 12)):
+        extra = ["--resume"] if attempt else []
+        proc = subprocess.Popen(_sweep_cmd(cfg, out, *extra), env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while _done(out) < target and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(float(rng.uniform(0.0, 0.4)))  # somewhere inside the next runs' writing
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(timeout=60)
+        _assert_consistent(out, complete=False)
+    assert kills >= 2
+    rc = subprocess.run(_sweep_cmd(cfg, out, "--resume"), env=env, capture_output=True, text=True, timeout=300)
+    assert rc.returncode == 0, rc.stderr
+    _assert_consistent(out, complete=True)
+
+
+def test_sigint_stops_cleanly_with_a_consistent_manifest(tmp_path):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY, encoding="utf-8")
+    out = tmp_path / "sweep"
+    env = _env(tmp_path)
+    proc = subprocess.Popen(_sweep_cmd(cfg, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while _done(out) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err and "interrupted" in err
+    _assert_consistent(out, complete=False)
+    assert not [n for n in _entries(out) if n.startswith(".")], err  # Ctrl-C removes its temporaries itself
+    assert 3 <= _done(out) < N_RUNS, err
+    rc = subprocess.run(_sweep_cmd(cfg, out, "--resume"), env=env, capture_output=True, text=True, timeout=300)
+    assert rc.returncode == 0, rc.stderr
+    _assert_consistent(out, complete=True)
+
+
+# -- full disk, unwritable places ---------------------------------------------------------------
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY, encoding="utf-8")
+    return cfg
+
+
+def _disk_full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("victim", ["_write_npz", "_write_file"])
+def test_a_full_disk_during_a_run_leaves_nothing_behind(tiny, tmp_path, monkeypatch, capsys, victim):
+    monkeypatch.setattr(store, victim, _disk_full)
+    out = tmp_path / "deep" / "run"
+    rc = main(["run", str(tiny), "--out", str(out), "--quiet", "--no-plot"])
+    err = _one_line(capsys.readouterr().err)
+    assert rc == 2 and "No space left on device" in err and str(out) in err
+    assert not (tmp_path / "deep").exists()  # neither the run nor the parent it would have created
+
+
+def test_a_full_disk_during_a_sweep_keeps_the_finished_runs(tiny, tmp_path, monkeypatch, capsys):
+    real, calls = store._write_npz, []
+
+    def fail_on_the_third(path, arrays):
+        calls.append(path)
+        if len(calls) >= 3:
+            _disk_full()
+        real(path, arrays)
+
+    monkeypatch.setattr(store, "_write_npz", fail_on_the_third)
+    out = tmp_path / "sweep"
+    rc = main(["sweep", str(tiny), *GRID, "--out", str(out), "--quiet", "--no-plot"])
+    err = _one_line(capsys.readouterr().err)
+    assert rc == 2 and "No space left on device" in err
+    manifest = store.read_manifest(out)
+    assert [r["status"] for r in manifest["runs"]].count("done") == 2
+    assert _entries(out) == sorted([r["name"] for r in manifest["runs"] if r["status"] == "done"]
+                                   + [store.MANIFEST_FILE])
+
+
+@pytest.mark.parametrize("where", ["/proc/attnflow-out", "/sys/attnflow-out"])
+def test_an_unwritable_output_place_is_refused_before_running(tiny, capsys, where, monkeypatch):
+    ran = []
+    monkeypatch.setattr(results, "execute", lambda config: ran.append(config))
+    rc = main(["run", str(tiny), "--out", where, "--quiet", "--no-plot"])
+    err = _one_line(capsys.readouterr().err)
+    assert rc == 2 and "cannot write to" in err and not ran
+    assert not os.path.exists(where)
+
+
+def test_an_output_path_below_a_file_is_refused(tiny, tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    rc = main(["sweep", str(tiny), *GRID, "--out", str(tmp_path / "file" / "sweep"), "--quiet", "--no-plot"])
+    err = _one_line(capsys.readouterr().err)
+    assert rc == 2 and "is a file" in err
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_stale_temporaries_of_dead_processes_are_removed_and_live_ones_kept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    stale_dir = tmp_path / f".beta=1.0.tmp-{pid}-0123abcd"
+    stale_file = tmp_path / f".manifest.json.tmp-{pid}-89abcdef"
+    live = tmp_path / f".beta=2.0.tmp-{os.getpid()}-00000000"
+    foreign = tmp_path / ".beta=3.0.tmp-notapid"
+    for d in (stale_dir, live, foreign):
+        d.mkdir()
+    (stale_dir / "results.npz").write_bytes(b"partial")
+    stale_file.write_text("{")
+    removed = store.remove_stale_temporaries(tmp_path)
+    assert sorted(removed) == sorted([stale_dir, stale_file])
+    assert live.is_dir() and foreign.is_dir()
+
+
+# -- reproducibility --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [[], ["--set", "solver=tsit5"], ["--set", "noise=0.3"]],
+                         ids=["rk4", "tsit5", "noisy"])
+def test_the_same_config_and_seeds_give_identical_results(tiny, tmp_path, capsys, extra):
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for out in outs:
+        assert main(["run", str(tiny), *extra, "--out", str(out), "--quiet", "--no-plot"]) == 0
+    capsys.readouterr()
+    a, b = (json.loads((o / store.SUMMARY_FILE).read_text()) for o in outs)
+    a.pop("wall_time_s"), b.pop("wall_time_s")
+    assert a == b
+    with np.load(outs[0] / store.RESULTS_FILE) as xa, np.load(outs[1] / store.RESULTS_FILE) as xb:
+        for k in xa.files:
+            np.testing.assert_array_equal(xa[k], xb[k], err_msg=k)
