@@ -53,7 +53,7 @@ from .particles import (  # noqa: E402
     to_angles,
     wendel_probability,
 )
-from .solvers import SOLVERS, Solution, enable_compilation_cache, simulate  # noqa: E402
+from .solvers import SOLVERS, NonFiniteError, Solution, enable_compilation_cache, simulate  # noqa: E402
 
 
 def load(path):

@@ -22,7 +22,7 @@ import numpy as np
 from .. import particles
 from ..particles import observables
 from ..particles.energy import energy, normalized_energy
-from ..solvers import simulate
+from ..solvers import NonFiniteError, simulate
 from . import models  # also registers the variant keys (heads, mask, norm, weights, ...)
 from .config import Config, to_toml
 
@@ -216,13 +216,14 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
     start = time.perf_counter()
 
     per_d_stats, states, steps, events = [], None, [], []
+    failed = []  # (d, member within d, last finite time, cause) of members that became non-finite
     for d in config.d:
         x0 = initial_conditions(config, d)  # (seeds, n, d)
         if config.circle:
             x0 = particles.to_angles(x0)  # the field moves angles; statistics see their points on the circle
         beta_members = np.repeat(betas, seeds)
         seed_members = np.tile(config.seed + np.arange(seeds), nb)
-        x_members = jnp.tile(x0, (nb, 1, 1))
+        # member m starts from seed m mod seeds; gathered per chunk, never tiled over the β grid
         chunk = _chunk_size(config, d, members_per_d, len(ts), keep)
         pieces = []
         for lo in range(0, members_per_d, chunk):
@@ -240,7 +241,12 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
                           progress=label if show else False)
             # Brownian paths of noisy runs: one key per chunk from the run's seed
             key = jax.random.fold_in(jax.random.key(config.seed), lo) if config.noise > 0 else None
-            sol = simulate(field, x_members[idx], config.t1, save=stats_fn, key=key, **common)
+            try:
+                sol = simulate(field, x0[idx % seeds], config.t1, save=stats_fn, key=key, **common)
+            except NonFiniteError as err:
+                # the other members go on; the error is raised with every member's statistics at the end
+                sol = err.solution
+                failed += [(d, lo + m, t, err.cause) for m, t in zip(err.members, err.times) if lo + m < hi]
             piece = {k: np.asarray(v)[: hi - lo] for k, v in sol.stats.items()}
             pieces.append((piece, np.asarray(sol.steps)[: hi - lo], np.asarray(sol.t_event)[: hi - lo]))
         merged = {k: np.concatenate([p[0][k] for p in pieces]) for k in pieces[0][0]}
@@ -251,8 +257,24 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
         steps.append(np.concatenate([p[1] for p in pieces]).reshape(nb, seeds))
         events.append(np.concatenate([p[2] for p in pieces]).reshape(nb, seeds))
     stats = {k: np.stack([s[k] for s in per_d_stats]) for k in per_d_stats[0]}
-    return RunResult(config=config, ts=ts, stats=stats, xs=states, steps=np.stack(steps), t_event=np.stack(events),
-                     wall_time_s=time.perf_counter() - start)
+    result = RunResult(config=config, ts=ts, stats=stats, xs=states, steps=np.stack(steps),
+                       t_event=np.stack(events), wall_time_s=time.perf_counter() - start)
+    if failed:
+        raise _non_finite(result, failed)
+    return result
+
+
+def _non_finite(result: RunResult, failed: list) -> NonFiniteError:
+    """The NonFiniteError of a run whose ``failed`` members (d, member within d, t, cause) became non-finite."""
+    seeds, seed0 = result.config.seeds, result.config.seed
+    betas = np.asarray(result.config.beta, dtype=float)
+    members = [(d, float(betas[m // seeds]), seed0 + m % seeds) for d, m, _, _ in failed]
+    (d, beta, seed), t, cause = members[0], failed[0][2], failed[0][3]
+    others = f" (and {len(failed) - 1} other member{'s' if len(failed) > 2 else ''})" if len(failed) > 1 else ""
+    return NonFiniteError(
+        f"run: the member d = {d}, β = {beta:g}, seed = {seed}{others} became non-finite after t = {t:.6g} "
+        f"(its last finite state); {cause}",
+        member=members[0], t=t, members=members, times=[f[2] for f in failed], cause=cause, result=result)
 
 
 STAT_DIMS = ("d", "beta", "seed", "time")
@@ -303,7 +325,9 @@ def summarize(result: RunResult) -> dict:
         "mean_inner_product": mean("mean_inner_product"),
         "min_inner_product": mean("min_inner_product"),
         "clustered_fraction": mean("clustered_fraction"),
-        "n_clusters": (np.asarray(result.member("n_clusters")).T.astype(int).tolist()
+        # a member that became non-finite has no count after that time: null
+        "n_clusters": ([[None if not math.isfinite(v) else int(v) for v in row]
+                        for row in np.asarray(result.member("n_clusters"), dtype=float).T]
                        if "n_clusters" in result.stats else []),
         "energy": mean("energy"),
         "t_clustered": _finite_or_none(t_clustered(result)),

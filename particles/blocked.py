@@ -31,8 +31,8 @@ from jaxtyping import Array, Float
 
 from ._checks import check_choice
 
-__all__ = ["DENSE_LIMIT_BYTES", "TILE", "blocked_attention", "dense_limit_bytes", "fused_attention", "resolve_block",
-           "resolve_kernel", "tile_side"]
+__all__ = ["DENSE_LIMIT_BYTES", "PARTICLE_AXIS", "TILE", "blocked_attention", "dense_limit_bytes", "fused_attention",
+           "resolve_block", "resolve_kernel", "tile_side"]
 
 DENSE_LIMIT_BYTES = {"cpu": 16 * 2**20, "accelerator": 2**30}
 """With ``block="auto"``, a field switches to the blocked path when the n×n logits of one member
@@ -48,6 +48,9 @@ while being large enough for the matrix products to run near full speed; GPUs ta
 so that each launch has enough work."""
 
 _KERNELS = ("auto", "xla", "fused")
+
+PARTICLE_AXIS = "particles"
+"""Name of the mesh axis over which a run's particles are split (``solvers/sharding.py``)."""
 
 
 def _device_kind() -> str:
@@ -135,11 +138,57 @@ def blocked_attention(
 
     ``block`` is the tile side (static); ``causal`` restricts row i to j ≤ i. The running
     maximum is excluded from differentiation (``stop_gradient``), as in the dense path: the
-    result does not depend on it.
+    result does not depend on it. Traced under a mesh with a ``PARTICLE_AXIS`` of more than one
+    device (``solvers/sharding.py``), the query rows are split across its devices, each of
+    which holds every key and value; every row's result is the one-device result.
     """
+    devices = _particle_devices()
+    if devices > 1:
+        return _rows_over_devices(beta, q, k, v, devices, block=block, normalized=normalized, offset=offset,
+                                  causal=causal)
+    return _tiles(beta, q, k, v, q_block=block, k_block=block, normalized=normalized, offset=offset, causal=causal)
+
+
+def _particle_devices() -> int:
+    """Devices along ``PARTICLE_AXIS`` of the mesh being traced under (1 without one, or inside its shard_map)."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if PARTICLE_AXIS not in mesh.axis_names or PARTICLE_AXIS in mesh.manual_axes:
+        return 1
+    return int(mesh.shape[PARTICLE_AXIS])
+
+
+def _rows_over_devices(beta, q, k, v, devices: int, *, block: int, normalized: bool, offset, causal: bool):
+    """``blocked_attention`` with the query rows in ``devices`` equal slices, one per device (``shard_map``).
+
+    Keys and values are replicated, so each device sweeps the same key tiles in the same order as
+    one device would: its rows' results equal the one-device ones to rounding. The query tile
+    shrinks to the slice when the slice is smaller than ``block``.
+    """
+    from jax.sharding import PartitionSpec as P
+
     n = q.shape[0]
-    nb = -(-n // block)
-    rows = nb * block
+    local = -(-n // devices)
+    q_block = min(block, -(-local // 8) * 8)
+    q = _pad_rows(q, local * devices)
+
+    def rows(beta, q_local, k, v, offset):
+        row0 = jax.lax.axis_index(PARTICLE_AXIS) * local
+        return _tiles(beta, q_local, k, v, q_block=q_block, k_block=block, normalized=normalized, offset=offset,
+                      causal=causal, row0=row0)
+
+    out = jax.shard_map(rows, in_specs=(P(), P(PARTICLE_AXIS), P(), P(), P()), out_specs=P(PARTICLE_AXIS),
+                        axis_names={PARTICLE_AXIS}, check_vma=False)(
+        jnp.asarray(beta), q, k, v, jnp.asarray(offset, q.dtype))
+    return out[:n]
+
+
+def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offset, causal: bool, row0=None):
+    """The tiled sweep of ``blocked_attention`` for query rows ``row0``, ``row0`` + 1, ... against all keys.
+
+    row0 None: q holds every row and both tile sides are equal (the one-device case).
+    """
+    nq, n = q.shape[0], k.shape[0]
+    nqb, nb = -(-nq // q_block), -(-n // k_block)
     dtype = q.dtype
     beta = beta.astype(dtype)
     e = v.shape[1]
@@ -148,21 +197,24 @@ def blocked_attention(
     ones = e < 4
     if ones:
         v = jnp.concatenate([v, jnp.ones((n, 1), dtype), jnp.zeros((n, 3 - e), dtype)], axis=1)
-    qb = _pad_rows(q, rows).reshape(nb, block, q.shape[1])
-    kb = _pad_rows(k, rows).reshape(nb, block, k.shape[1])
-    vb = _pad_rows(v, rows).reshape(nb, block, v.shape[1])
-    padded = rows != n
-    col = jnp.arange(block)
-    row = jnp.arange(block)
+    qb = _pad_rows(q, nqb * q_block).reshape(nqb, q_block, q.shape[1])
+    kb = _pad_rows(k, nb * k_block).reshape(nb, k_block, k.shape[1])
+    vb = _pad_rows(v, nb * k_block).reshape(nb, k_block, v.shape[1])
+    padded = nb * k_block != n
+    col = jnp.arange(k_block)
+    row = jnp.arange(q_block)
+
+    def first_row(i):
+        return i * q_block if row0 is None else row0 + i * q_block
 
     def tile(state, qi, i, c, masked: bool):
         m, l, a = state
         s = beta * (qi @ kb[c].T)
         if masked:
-            j = c * block + col[None, :]
+            j = c * k_block + col[None, :]
             keep = j < n
             if causal:
-                keep = keep & (j <= i * block + row[:, None])
+                keep = keep & (j <= first_row(i) + row[:, None])
             s = jnp.where(keep, s, -jnp.inf)
         m_new = jnp.maximum(m, jax.lax.stop_gradient(jnp.max(s, axis=1)))
         # every row meets a real key in the first tile (key 0 precedes every query), so
@@ -180,20 +232,25 @@ def blocked_attention(
 
     def query_block(args):
         qi, i = args
-        init = (jnp.full((block,), -jnp.inf, dtype), jnp.zeros((block,), dtype),
-                jnp.zeros((block, e), dtype))
+        init = (jnp.full((q_block,), -jnp.inf, dtype), jnp.zeros((q_block,), dtype),
+                jnp.zeros((q_block, e), dtype))
 
         def step(state, c):
             if not (causal or padded):
                 return tile(state, qi, i, c, False), None
-            # only the diagonal tile (causal) and the last key tile (padding) need a mask;
-            # tiles above the diagonal hold no allowed pair and are skipped
+            # only the tiles crossing the diagonal (causal) and the last key tile (padding) need
+            # a mask; tiles above the diagonal hold no allowed pair and are skipped
             masked = (c == nb - 1) if padded else False
             if causal:
-                masked = masked | (c == i)
+                if row0 is None:
+                    crossing, above = c == i, c > i
+                else:
+                    crossing = (c + 1) * k_block - 1 > first_row(i)
+                    above = c * k_block > first_row(i) + q_block - 1
+                masked = masked | crossing
             branch = jnp.where(masked, 1, 0)
             if causal:
-                branch = jnp.where(c > i, 2, branch)
+                branch = jnp.where(above, 2, branch)
             state = jax.lax.switch(branch, [lambda s: tile(s, qi, i, c, False), lambda s: tile(s, qi, i, c, True),
                                             lambda s: s], state)
             return state, None
@@ -203,8 +260,8 @@ def blocked_attention(
             return a / l[:, None]
         return a * (jnp.exp(m - offset) / n)[:, None]
 
-    out = jax.lax.map(query_block, (qb, jnp.arange(nb)))
-    return out.reshape(rows, e)[:n]
+    out = jax.lax.map(query_block, (qb, jnp.arange(nqb)))
+    return out.reshape(nqb * q_block, e)[:nq]
 
 
 def fused_attention(

@@ -3,5 +3,5 @@
 from .adaptive import OnSphere
 from .compilation_cache import enable_compilation_cache
 from .fixed import CG3, RK4, Euler, FixedStep, LieEuler, LieTrotter
-from .simulation import SOLVERS, Solution, simulate
+from .simulation import SOLVERS, NonFiniteError, Solution, simulate
 from .stochastic import Strang, brownian_step

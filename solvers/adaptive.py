@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import diffrax
+import equinox as eqx
+import jax.numpy as jnp
 import optimistix as optx
 
 from ..particles.sphere import normalize
@@ -55,6 +57,56 @@ class OnSphere(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
+
+
+NON_FINITE = diffrax.RESULTS.max_steps_rejected
+"""The result ``FiniteSteps`` ends a solve with: too many rejected steps. Only a
+``ClipStepSizeController`` that stores rejected steps also reports it, and attnflow builds none."""
+
+
+class FiniteSteps(diffrax.AbstractStepSizeController):
+    """Wrap a step size controller so that a solve whose state turns non-finite stops there.
+
+    A step whose candidate end point holds NaN or inf is rejected, and the next step starts again
+    from its start. An adaptive controller then retries with smaller steps, as for any large error
+    (a step too long for the field's scale); the solve ends with ``NON_FINITE`` once no step helps:
+    ``give_up`` consecutive non-finite candidates (the step then shrank by 0.2^give_up), or a
+    non-finite candidate of a step within a few ulps of its start time. A constant step size
+    controller ends the solve at the first one. Either way the solve's last state and time are
+    the last finite ones. The wrapped controller sees every step as before, so runs that stay
+    finite are unchanged.
+    """
+
+    controller: diffrax.AbstractStepSizeController
+    adaptive: bool = eqx.field(static=True)
+    give_up: int = eqx.field(static=True, default=40)
+
+    def wrap(self, direction):
+        return FiniteSteps(self.controller.wrap(direction), self.adaptive, self.give_up)
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        tnext, state = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        return tnext, (state, jnp.zeros((), jnp.int32))
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        state, bad_run = controller_state
+        keep, next_t0, next_t1, made_jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state)
+        bad = ~jnp.all(jnp.isfinite(y1_candidate))
+        bad_run = jnp.where(bad, bad_run + 1, 0)
+        if self.adaptive:
+            scale = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+            tiny = (t1 - t0) <= 8 * jnp.finfo(jnp.result_type(t1)).eps * scale
+            stop = bad & ((bad_run >= self.give_up) | tiny)
+        else:
+            stop = bad
+        # an adaptive controller already rejects such a step (its error estimate is infinite);
+        # never let one be kept, and then retry from its start with a fifth of its length
+        next_t0 = jnp.where(bad, t0, next_t0)
+        next_t1 = jnp.where(bad & keep, t0 + 0.2 * (t1 - t0), next_t1)
+        keep = keep & ~bad
+        result = diffrax.RESULTS.where(stop, NON_FINITE, result)
+        return keep, next_t0, next_t1, made_jump, (state, bad_run), result
 
 
 ADAPTIVE_METHODS = {

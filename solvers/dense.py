@@ -10,7 +10,9 @@ step ends and their velocities, mapped back to the sphere:
 whose error O(h⁴) matches the step's. f_k+1 is the next step's first stage, so the interpolant
 costs no extra evaluation: four field evaluations per step, exactly as plain RK4. The grid is
 shared by all members, so the batched loop has no divergence; a member that stops at consensus
-(``stop_when_clustered``) is frozen at the end of the step where it clustered.
+(``stop_when_clustered``) is frozen at the end of the step where it clustered, and a member whose
+step gives a non-finite state or velocity is frozen at the start of that step (its last finite
+state). Once no member is left running the loop stops stepping.
 """
 
 from __future__ import annotations
@@ -46,20 +48,24 @@ def grid(t0: float, t1: float, dt: float, ts: np.ndarray) -> tuple[int, float, n
 
 @eqx.filter_jit
 def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, index, theta, times):
-    """RK4 steps of size h from t0, saves at ``times`` (step ``index``, fraction ``theta``), vmapped."""
+    """RK4 steps of size h from t0, saves at ``times`` (step ``index``, fraction ``theta``), vmapped.
+
+    Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite).
+    """
     members = x0.shape[0]
     sphere = field.geometry == "sphere"
     finish = normalize if sphere else (lambda y: y)
     vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(axes, None, 0))
     save_all = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
     clustered = jax.vmap(within, in_axes=(0, None))
+    finite = jax.vmap(lambda a, b: jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(b)))
     stop = delta is not None
     dtype = x0.dtype
     h = jnp.asarray(h, dtype)
 
     def step(state):
         """One RK4 step from (x_b, f_b) at the end of the current interval; returns the shifted state."""
-        j, xa, fa, xb, fb, active, t_event, steps = state
+        j, xa, fa, xb, fb, active, t_event, t_fail, steps = state
         t = t0 + (j + 1) * h
         k1 = fb
         k2 = vfield(field, t + 0.5 * h, xb + (0.5 * h) * k1)
@@ -67,39 +73,44 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         k4 = vfield(field, t + h, xb + h * k3)
         xn = finish(xb + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4))
         fn = vfield(field, t + h, xn)
+        # the velocity counts too: the interpolant at the new step end uses it
+        ok = finite(xn, fn)
+        t_fail = jnp.where(active & ~ok, t, t_fail)
+        active = active & ok
+        live = active[:, None, None]
+        # a stopped member holds its state: zero velocity makes the interpolant constant
+        xn = jnp.where(live, xn, xb)
+        fn = jnp.where(live, fn, 0.0)
+        fb = jnp.where(live, fb, 0.0)
+        steps = steps + active
         if stop:
-            live = active[:, None, None]
-            # a stopped member holds its state: zero velocity makes the interpolant constant
-            xn = jnp.where(live, xn, xb)
-            fn = jnp.where(live, fn, 0.0)
-            fb = jnp.where(live, fb, 0.0)
-            steps = steps + active
             hit = active & clustered(xn, delta)
             t_event = jnp.where(hit, t + h, t_event)
             active = active & ~hit
-        else:
-            steps = steps + 1
-        return j + 1, xb, fb, xn, fn, active, t_event, steps
+        return j + 1, xb, fb, xn, fn, active, t_event, t_fail, steps
 
     # start as if at the end of an interval ending at t0 (j = −1); one step gives [t0, t0 + h]
     fa0 = vfield(field, t0, x0)
     active0 = ~clustered(x0, delta) if stop else jnp.ones(members, bool)
     t_event0 = jnp.where(active0, jnp.inf, t0).astype(dtype)
-    first = (jnp.asarray(-1), x0, fa0, x0, fa0, active0, t_event0, jnp.zeros(members, jnp.int32))
+    first = (jnp.asarray(-1), x0, fa0, x0, fa0, active0, t_event0, jnp.full(members, jnp.inf, dtype),
+             jnp.zeros(members, jnp.int32))
     state = step(first)
 
     def save(state, k):
         target = index[k]
-        # advance until the current interval is the save time's (all members share the grid)
-        state = jax.lax.while_loop(lambda s: s[0] < target, step, state)
+        # advance until the current interval is the save time's (all members share the grid), or
+        # until no member is left running: each then holds its final state at the interval's end
+        state = jax.lax.while_loop(lambda s: (s[0] < target) & jnp.any(s[5]), step, state)
         _, xa, fa, xb, fb = state[:5]
-        x = finish(_hermite(xa, fa, xb, fb, theta[k].astype(dtype), h))
+        at = jnp.where(state[0] < target, 1.0, theta[k]).astype(dtype)
+        x = finish(_hermite(xa, fa, xb, fb, at, h))
         if progress:
             jax.debug.callback(_progress.report, -1, times[k])
         return state, save_all(field, times[k], x)
 
     state, saved = jax.lax.scan(save, state, jnp.arange(index.shape[0]))
-    state = jax.lax.while_loop(lambda s: s[0] < n_steps - 1, step, state)
-    _, _, _, x_end, _, _, t_event, steps = state
+    state = jax.lax.while_loop(lambda s: (s[0] < n_steps - 1) & jnp.any(s[5]), step, state)
+    _, _, _, x_end, _, _, t_event, t_fail, steps = state
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
-    return saved, x_end, steps, t_event
+    return saved, x_end, steps, t_event, t_fail

@@ -18,9 +18,10 @@ from ..particles.init import from_array
 from ..particles.sphere import normalize, within
 from . import dense as _dense
 from . import progress as _progress
-from ..particles.fields import ensemble_axes
+from . import sharding as _sharding
+from ..particles.fields import USA, Attention, ensemble_axes
 from ..particles.noise import noise_sigma
-from .adaptive import ADAPTIVE_METHODS, OnSphere, make_method
+from .adaptive import ADAPTIVE_METHODS, NON_FINITE, FiniteSteps, OnSphere, make_method
 from .fixed import FIXED_METHODS
 from .stochastic import Strang, as_key
 
@@ -48,6 +49,33 @@ class Solution(eqx.Module):
     solver: str = eqx.field(static=True)
 
 
+class NonFiniteError(FloatingPointError):
+    """A member's state became NaN or infinite during ``simulate``; what was computed before is kept.
+
+    member    index of the first failing member (0 for an unbatched run); from ``experiments.run``,
+              its coordinates (d, β, seed)
+    t         the time of that member's last finite state
+    members   every failing member, as ``member``; times: their last finite times
+    cause     the likely cause and its remedy, as the message ends
+    solution  the ``Solution`` of the whole run: each failing member holds its saves up to its
+              last finite time, NaN after it (statistics as floats), its last finite state as
+              ``x_final`` and its steps until then; the other members are complete
+    result    from ``experiments.run``: the partial ``RunResult`` (statistics NaN after each
+              failing member's last finite time); None from ``simulate``
+    """
+
+    def __init__(self, message: str, *, member, t: float, members=(), times=(), cause: str = "", solution=None,
+                 result=None):
+        super().__init__(message)
+        self.member = member
+        self.t = t
+        self.members = tuple(members) or (member,)
+        self.times = tuple(times) or (t,)
+        self.cause = cause
+        self.solution = solution
+        self.result = result
+
+
 def simulate(
     field,
     x0,
@@ -68,6 +96,7 @@ def simulate(
     dtype=None,
     key=None,
     dense: bool = False,
+    shard: bool | None = None,
 ) -> Solution:
     """Integrate ẋ = field(t, x) on (S^{d-1})^n from x(t0) = x0 to t1.
 
@@ -113,9 +142,22 @@ def simulate(
                every save time. Many saves then cost no extra steps. Adaptive solvers always
                save from their dense output, so for them it changes nothing; the other
                fixed-step methods have no interpolant and refuse it.
+    shard      spread the run over ``jax.local_devices()`` (``solvers/sharding.py``): None
+               (default) does so when there is more than one, False never, True whenever it
+               can. An ensemble is split along its members (padded to a multiple of the device
+               count by repeating the last member; the padding is cut off the outputs); a run
+               with fewer members than devices whose attention is evaluated blocked (large n)
+               is split along its particles, each device taking the attention of its rows.
+               Results equal the one-device ones to rounding. With one device it does nothing.
 
     The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
     never recompile.
+
+    A member whose state becomes NaN or infinite stops there (the others go on), and the run
+    then raises ``NonFiniteError`` naming the member, the time of its last finite state and the
+    likely cause; the error's ``solution`` holds everything computed (see ``NonFiniteError``).
+    Under an outer ``jax.jit`` nothing can be raised: the failing member's later saves then hold
+    its last finite state.
     """
     check_choice("solver", solver, SOLVERS)
     t0 = check_real("t0", t0)
@@ -213,26 +255,103 @@ def simulate(
                     jumps=jnp.asarray(jumps, dtype) if len(jumps) else None,
                     group_size=group, order=order)
 
+    # under an outer trace the caller's jit decides the layout
+    traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((field, x0_b)))
+    plan = None if traced else _sharding.plan(shard, field, n, members, dtype)
+    field_run, x0_run = field, x0_b
+    if plan is not None:
+        x0_run, field_run = _sharding.place(plan, x0_b, field, axes)
+        if not fixed:
+            args.update(group_size=_sharding.group_size(plan, args["group_size"]),
+                        order=_sharding.pad_order(plan, args["order"], members))
+
     label = progress if isinstance(progress, str) else "simulate"
     with _progress.Progress(t0, t1, members, label=label) if progress else _nullcontext():
-        saved, x_final, steps, t_event = runner(
-            field=field, axes=axes, x0=x0_b, save_fn=save_fn, delta=stop_when_clustered,
-            progress=bool(progress), **args,
-        )
+        with jax.set_mesh(plan.mesh) if plan is not None else _nullcontext():
+            out = runner(
+                field=field_run, axes=axes, x0=x0_run, save_fn=save_fn, delta=stop_when_clustered,
+                progress=bool(progress), **args,
+            )
+    if plan is not None:
+        out = _sharding.cut(plan, out, members)
+    saved, x_final, steps, t_event, t_fail = out
 
     if fixed and not dense and len(jumps):
         saved = jax.tree_util.tree_map(lambda a: a[:, keep], saved)
-    if not batched:
-        saved, x_final, steps, t_event = jax.tree_util.tree_map(lambda a: a[0], (saved, x_final, steps, t_event))
-    return Solution(
-        ts=jnp.asarray(ts, dtype),
-        xs=saved if save is None else None,
-        stats=None if save is None else saved,
-        x_final=x_final,
-        steps=steps,
-        t_event=t_event,
+    solution = Solution(
+        ts=jnp.asarray(ts, dtype), xs=saved, stats=None, x_final=x_final, steps=steps, t_event=t_event,
         solver=solver,
     )
+    if not isinstance(t_fail, jax.core.Tracer) and not np.all(np.isinf(np.asarray(t_fail))):
+        raise _non_finite(solution, np.asarray(t_fail), field, batched, save is None, fixed or not adaptive, dt, dtype)
+    return _finish(solution, batched, save is None)
+
+
+def _finish(solution: Solution, batched: bool, states: bool) -> Solution:
+    """The Solution as returned: the batch axis dropped for an unbatched run, saves as xs or stats."""
+    saved, x_final, steps, t_event = solution.xs, solution.x_final, solution.steps, solution.t_event
+    if not batched:
+        saved, x_final, steps, t_event = jax.tree_util.tree_map(lambda a: a[0], (saved, x_final, steps, t_event))
+    return Solution(ts=solution.ts, xs=saved if states else None, stats=None if states else saved,
+                    x_final=x_final, steps=steps, t_event=t_event, solver=solution.solver)
+
+
+def _non_finite(solution: Solution, t_fail: np.ndarray, field, batched: bool, states: bool, constant: bool,
+                dt, dtype) -> NonFiniteError:
+    """The NonFiniteError of a run whose members ``t_fail < inf`` became non-finite after those times."""
+    bad = np.flatnonzero(np.isfinite(t_fail))
+    ts = np.asarray(solution.ts)
+    late = ts[None, :] > t_fail[:, None]  # (members, T): saves after the member's last finite state
+
+    def blank(a):
+        a = np.array(a, dtype=np.result_type(a.dtype, np.float32))
+        a[np.broadcast_to(late.reshape(late.shape + (1,) * (a.ndim - 2)), a.shape)] = np.nan
+        return jnp.asarray(a)
+
+    blanked = Solution(ts=solution.ts, xs=jax.tree_util.tree_map(blank, solution.xs), stats=None,
+                       x_final=solution.x_final, steps=solution.steps, t_event=solution.t_event, solver=solution.solver)
+    partial = _finish(blanked, batched, states)
+    first, t = int(bad[0]), float(t_fail[bad[0]])
+    members = t_fail.shape[0]
+    others = f" (and {len(bad) - 1} other member{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
+    cause = _likely_cause(field, first, constant, dt, dtype)
+    message = (f"simulate: member {first} of {members}{others} became non-finite after t = {t:.6g} (its last "
+               f"finite state); {cause}")
+    return NonFiniteError(message, member=first, t=t, members=[int(m) for m in bad],
+                          times=[float(t_fail[m]) for m in bad], cause=cause, solution=partial)
+
+
+def _member_beta(field, member: int) -> float | None:
+    """β of ``member`` (the first attention term's, or the field's own), None if the field has none."""
+    nodes = [a for a in jax.tree_util.tree_leaves(field, is_leaf=lambda a: isinstance(a, Attention))
+             if isinstance(a, Attention)]
+    for node in nodes or [field]:
+        try:
+            beta = np.asarray(node.beta, dtype=float)
+        except (AttributeError, TypeError, ValueError):
+            continue
+        return float(beta[min(member, beta.size - 1)] if beta.ndim else beta)
+    return None
+
+
+def _likely_cause(field, member: int, constant: bool, dt, dtype) -> str:
+    """The likely reason a member became non-finite, with the remedy, as a clause."""
+    beta = _member_beta(field, member)
+    at_beta = "" if beta is None else f" for β = {beta:g}"
+    glpr = [a for a in jax.tree_util.tree_leaves(field, is_leaf=lambda a: isinstance(a, Attention))
+            if isinstance(a, USA) and a.time == "glpr"]
+    if glpr and beta is not None:
+        # velocities of order e^{β‖QᵀK‖}: once their square no longer fits, a step off the sphere overflows
+        scale = beta * max(a.kernel_norm() for a in glpr)
+        if scale > 0.5 * np.log(float(jnp.finfo(dtype).max)):
+            remedy = ('use dtype=float64 (or time="rescaled" for USA)' if jnp.dtype(dtype).itemsize < 8
+                      else 'use time="rescaled" for USA, whose velocities stay of order one')
+            return (f"β = {beta:g} is too large for {jnp.dtype(dtype).name} (USA velocities grow like e^β): "
+                    f"{remedy}")
+    if constant:
+        return f"the step dt = {dt:g} is likely too large{at_beta}: lower dt or use an adaptive solver"
+    return (f"the field is non-finite there{at_beta}, whatever the step: check its parameters and the "
+            "initial condition")
 
 
 class _nullcontext:
@@ -323,8 +442,11 @@ class _Clamped(eqx.Module):
 def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False):
     """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
 
-    With ``key`` (noisy fields) each step also gets its Brownian key: member m, step k draws from
-    fold_in(fold_in(key, m), k), so no path is stored.
+    Returns (saves, final states, steps, event times, last finite times). A member whose step
+    produces a non-finite state is frozen at its last finite state, like a member stopped at
+    consensus, and its last finite time recorded (inf for members that stay finite); the loop
+    ends when no member is left running. With ``key`` (noisy fields) each step also gets its
+    Brownian key: member m, step k draws from fold_in(fold_in(key, m), k), so no path is stored.
     """
     members = x0.shape[0]
     stochastic = key is not None
@@ -336,6 +458,7 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
     else:
         step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None))
     save_all = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
+    finite = jax.vmap(lambda a: jnp.all(jnp.isfinite(a)))
     stop = delta is not None
     t_start = knots[0]
     if stop:
@@ -346,44 +469,46 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
         t_event0 = jnp.full(members, jnp.inf, x0.dtype)
 
     def advance(carry, k):
-        x, active, t_event, steps, count = carry
+        x, active, t_event, t_fail, steps, count = carry
         ta, tb, m = knots[k], knots[k + 1], substeps[k]
         h = (tb - ta) / jnp.maximum(m, 1)
         f = _Clamped(field, ta, tb) if clamp else field
 
         def body(c):
-            j, x, active, t_event, steps, count = c
+            j, x, active, t_event, t_fail, steps, count = c
             t = ta + j * h
             if stochastic:
                 x_new = step_all(f, t, x, h, step_keys(member_keys, count))
             else:
                 x_new = step_all(f, t, x, h)
+            ok = finite(x_new)
+            t_fail = jnp.where(active & ~ok, t, t_fail)
+            active = active & ok
+            x_new = jnp.where(active[:, None, None], x_new, x)
+            steps = steps + active
             if stop:
-                x_new = jnp.where(active[:, None, None], x_new, x)
-                steps = steps + active
                 hit = active & jax.vmap(within, in_axes=(0, None))(x_new, delta)
                 t_event = jnp.where(hit, t + h, t_event)
                 active = active & ~hit
-            else:
-                steps = steps + 1
-            return j + 1, x_new, active, t_event, steps, count + 1
+            return j + 1, x_new, active, t_event, t_fail, steps, count + 1
 
         def cond(c):
             return (c[0] < m) & jnp.any(c[2])
 
-        _, x, active, t_event, steps, count = jax.lax.while_loop(
-            cond, body, (0, x, active, t_event, steps, count))
+        _, x, active, t_event, t_fail, steps, count = jax.lax.while_loop(
+            cond, body, (0, x, active, t_event, t_fail, steps, count))
         if progress:
             jax.debug.callback(_progress.report, -1, tb)
-        return (x, active, t_event, steps, count), save_all(field, tb, x)
+        return (x, active, t_event, t_fail, steps, count), save_all(field, tb, x)
 
-    carry0 = (x0, active0, t_event0, jnp.zeros(members, jnp.int32), jnp.zeros((), jnp.uint32))
+    carry0 = (x0, active0, t_event0, jnp.full(members, jnp.inf, x0.dtype), jnp.zeros(members, jnp.int32),
+              jnp.zeros((), jnp.uint32))
     # knots = [t0, ts..., t1]: intervals 0..T-1 end at the save times, interval T at t1
     n_saves = knots.shape[0] - 2
     carry, saved = jax.lax.scan(advance, carry0, jnp.arange(n_saves))
-    (x, _, t_event, steps, _), _ = advance(carry, n_saves)
+    (x, _, t_event, t_fail, steps, _), _ = advance(carry, n_saves)
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
-    return saved, x, steps, t_event
+    return saved, x, steps, t_event, t_fail
 
 
 def _jump_times(field, t0: float, t1: float) -> np.ndarray:
@@ -449,26 +574,27 @@ def _grouping(group_size, field, axes, x0, t0) -> tuple[int | None, Any]:
 
 
 def _solve_adaptive(*, max_steps, t1, **kwargs):
-    """``_run_adaptive``, with members whose solve failed reported as an error.
+    """``_run_adaptive``, with members whose solve failed other than by non-finite values reported as an error.
 
     The solves do not raise from inside the compiled loop (that would need a host callback, and
     JAX never writes programs with host callbacks to its persistent compilation cache); they
     return a status per member, checked here.
     """
-    saved, x_final, steps, t_event, status = _run_adaptive(max_steps=max_steps, t1=t1, **kwargs)
+    saved, x_final, steps, t_event, t_fail, status = _run_adaptive(max_steps=max_steps, t1=t1, **kwargs)
     if not isinstance(status, jax.core.Tracer):
         status = np.asarray(status)
-        if status.any():
-            bad = np.flatnonzero(status)
+        # members that became non-finite (status 3) are reported by simulate, with the partial solution
+        if np.any((status == 1) | (status == 2)):
+            bad = np.flatnonzero((status == 1) | (status == 2))
             who = (f"member{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad[:8]))}"
                    f"{', ...' if len(bad) > 8 else ''} of {status.size}")
-            if np.any(status == 1):
+            if np.any(status[bad] == 1):
                 why = (f"reached max_steps = {max_steps} before t1 = {t1:g}; raise max_steps, loosen rtol/atol, "
                        "or use solver='kvaerno5' for stiff runs")
             else:
-                why = "failed (step size underflow or non-finite values in the field)"
+                why = "failed (step size underflow)"
             raise RuntimeError(f"simulate: the adaptive solve of {who} {why}")
-    return saved, x_final, steps, t_event
+    return saved, x_final, steps, t_event, t_fail
 
 
 @eqx.filter_jit
@@ -509,7 +635,7 @@ def _in_groups(solve, field, axes, x0, size, order, report=None):
     batched = [a == 0 for a in treedef.flatten_up_to(axes)]
 
     def split(a):
-        return a[idx].reshape((groups, size) + a.shape[1:])
+        return _sharding.constrain_members(a[idx].reshape((groups, size) + a.shape[1:]))
 
     def group(xs):
         parts, x_g, g = xs
@@ -529,17 +655,19 @@ def _in_groups(solve, field, axes, x0, size, order, report=None):
 @eqx.filter_jit
 def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
                   adaptive, jumps=None, group_size=None, order=None):
-    """Adaptive solves of every member: (saves, final states, accepted steps, event times, status).
+    """Adaptive solves of every member: (saves, final states, steps, event times, last finite times, status).
 
-    status per member: 0 done, 1 max_steps reached, 2 other failure. With ``group_size`` the
-    members run in groups of that size, taken in ``order`` (``_in_groups``); progress then
-    advances per group.
+    status per member: 0 done, 1 max_steps reached, 2 other failure, 3 the state became
+    non-finite (``FiniteSteps``: the solve stopped at its last finite state, whose time is
+    returned; inf for the other members). With ``group_size`` the members run in groups of that
+    size, taken in ``order`` (``_in_groups``); progress then advances per group.
     """
     grouped = group_size is not None
     controller = diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
     if jumps is not None:
         # step exactly to each layer switch and restart there, instead of smearing it over a step
         controller = diffrax.ClipStepSizeController(controller, jump_ts=jumps)
+    controller = FiniteSteps(controller, adaptive=bool(adaptive))
 
     sphere = field.geometry == "sphere"
     solver = OnSphere(method) if sphere else method
@@ -570,7 +698,8 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
                             else diffrax.NoProgressMeter()),
         )
         done = (sol.result == diffrax.RESULTS.successful) | (sol.result == diffrax.RESULTS.event_occurred)
-        status = jnp.where(done, 0, jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2))
+        status = jnp.where(done, 0, jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1,
+                                              jnp.where(sol.result == NON_FINITE, 3, 2)))
         saved, (x_end,) = sol.ys[0], sol.ys[1]
         saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
         x_end = finish(x_end)
@@ -587,7 +716,8 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
             )
         else:
             t_event = jnp.asarray(jnp.inf, x0_m.dtype)
-        return saved, x_end, sol.stats["num_accepted_steps"], t_event, status.astype(jnp.int8)
+        t_fail = jnp.where(status == 3, t_end, jnp.inf).astype(x0_m.dtype)
+        return saved, x_end, sol.stats["num_accepted_steps"], t_event, t_fail, status.astype(jnp.int8)
 
     solve = jax.vmap(one, in_axes=(axes, 0))
     if not grouped:
