@@ -26,6 +26,8 @@ from .particles import (  # noqa: E402
     Field,
     Hardmax,
     LayerWise,
+    LeastSquaresAttention,
+    LinearAttention,
     MultiHead,
     NoLN,
     Noisy,
@@ -35,25 +37,34 @@ from .particles import (  # noqa: E402
     RescaledNoLN,
     Sinkhorn,
     Sum,
+    attention_matrix,
+    attention_spectrum,
     cluster_labels,
     clustered_fraction,
     clusters,
+    effective_tokens,
     energy,
     equiangular,
+    fastest_mode,
     from_angles,
     gamma_curve,
     hitting_time,
     inner_product_histogram,
     init,
     log_energy,
+    mode_growth_rates,
     n_clusters,
     normalized_energy,
     pair_statistics,
+    row_entropy,
     sample_weights,
+    second_eigenvalue,
+    stationary_distribution,
     to_angles,
     wendel_probability,
 )
 from .solvers import SOLVERS, NonFiniteError, Solution, enable_compilation_cache, simulate  # noqa: E402
+from .solvers.meanfield import MeanFieldError, MeanFieldSolution, meanfield_circle, w1_circle  # noqa: E402
 
 
 def load(path):

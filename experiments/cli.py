@@ -1,4 +1,4 @@
-"""The ``attnflow`` command line: list, run, sweep, plot and validate experiments.
+"""The ``attnflow`` command line: list, run, sweep, plot and validate experiments; hist of a model's token states.
 
 Results go to stdout (``--json`` prints the summary object), progress and logs to stderr.
 Bad input gets one line naming the problem and exit status 2, with nothing written.
@@ -99,6 +99,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from ..solvers.simulation import NonFiniteError
     from . import results
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
@@ -108,7 +109,16 @@ def cmd_run(args) -> int:
         config = config.replace(progress=False)
     if experiment.grid:
         return _run_grid_experiment(config, experiment, out, args)
-    result = results.execute(config)
+    try:
+        result = results.execute(config)
+    except NonFiniteError as err:
+        if err.result is None:
+            raise
+        # keep what was computed before the failure (statistics up to then, null afterwards); the
+        # figures are left out, since they would draw the gaps as data
+        results.save(out, err.result, experiment, plot=False, error=str(err))
+        _log(f"attnflow: error: {err}; the statistics up to then are in {out}/ (no figures)")
+        return EXIT_FAILURE
     summary = results.save(out, result, experiment, plot=not args.no_plot)
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=False))
@@ -198,6 +208,12 @@ def cmd_validate(args) -> int:
     return validate.main(quick=args.quick)
 
 
+def cmd_hist(args) -> int:
+    from . import hist
+
+    return hist.main(args)
+
+
 # -- entry point --------------------------------------------------------------------------------
 
 
@@ -250,6 +266,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--kind", action="append", metavar="NAME", help="only this figure (repeatable)")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("hist", help="inner-product histograms per layer of a model's token states ([GLPR] Fig. 1)")
+    p.add_argument("states", metavar="STATES.npz",
+                   help="hidden states, an array (layers, tokens, d) or (layers, batch, tokens, d) of floats in an "
+                        ".npz (or .npy) file")
+    p.add_argument("--key", metavar="NAME", help="the array to read from an .npz archive holding several")
+    p.add_argument("--layers", metavar="LIST", help="the layers to show, e.g. 0,3,6 or 0-12 (default: all)")
+    p.add_argument("--bins", type=_positive_int, default=64, help="histogram bins over [-1, 1] (default: 64)")
+    p.add_argument("--simulate-from", metavar="LAYER",
+                   help="start a simulation from this layer's normalized states and compare it with the later layers")
+    p.add_argument("--beta", metavar="B[,B...]", help="with --simulate-from: the inverse temperature(s) to simulate")
+    p.add_argument("--layer-time", metavar="TAU",
+                   help="with --simulate-from: simulated time per layer, layer ℓ at t = (ℓ − LAYER)·TAU "
+                        "(default: 1)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --simulate-from: a simulation key (model, solver, dt, rtol, atol, dtype, heads, "
+                        "mask, ...)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: runs/hist-STEM)")
+    p.add_argument("--json", action="store_true", help="print the summary object on stdout")
+    p.add_argument("--no-plot", action="store_true", help="skip the figures")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    no_cache(p)
+    p.set_defaults(func=cmd_hist)
 
     p = sub.add_parser("validate", help="check the simulator against the theory, as a table")
     p.add_argument("--quick", action="store_true", help="the fast subset (under two minutes on 2 cores)")

@@ -321,8 +321,8 @@ def register_check(check: Callable[["Config"], None]) -> Callable[["Config"], No
 for _key in (
     Key("experiment", "str", "simulate", "the kind of experiment (a built-in experiment's name)"),
     Key(
-        "model", "str", "sa", "attention: SA, USA, USA rescaled by e^{-β}, Sinkhorn, hardmax",
-        choices=("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax")
+        "model", "str", "sa", "attention: SA, USA, USA rescaled by e^{-β}, Sinkhorn, hardmax, linear, least squares",
+        choices=("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax", "linear", "least_squares")
     ),
     Key("n", "int", 32, "number of particles (tokens)", minimum=1),
     Key("d", "int_list", 3, "dimension of the ambient space R^d; a list sweeps it", minimum=2),
@@ -399,10 +399,17 @@ for _key in (
     Key("memory_gb", "float", 2.0, "memory budget of one compiled batch; larger ensembles run in chunks",
         minimum=0.0, strict_min=True),
     Key("statistics", "str_list", ("pairs", "clusters", "energy"),
-        "statistics saved per time: pairs (inner products, clustered fraction), clusters (counts, levels), energy",
-        choices=("pairs", "clusters", "energy")),
+        "statistics saved per time: pairs (inner products, clustered fraction), clusters (counts, levels), energy, "
+        "attention (spectral gap, stationary law, entropy of the attention matrix)",
+        choices=("pairs", "clusters", "energy", "attention")),
     Key("progress", "bool", True, "show progress on stderr"),
     Key("stop_when_clustered", "bool", False, "stop a member once all its pairs are within δ/2 (one cluster)"),
+    Key("modes", "int", 256, "meanfield-circle: Fourier modes |k| < modes of the density (a grid of 2·modes angles)",
+        minimum=2),
+    Key("perturbation", "float", 1e-3, "meanfield-circle: amplitude ε of each mode k ≤ 16 of the initial density",
+        minimum=0.0),
+    Key("particle_counts", "int_list", (), "meanfield-circle: particle counts n compared with the density in W1",
+        minimum=1, allow_empty=True),
 ):
     register(_key)
 del _key

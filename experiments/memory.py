@@ -32,7 +32,7 @@ STATE_COPIES = {"euler": 3, "rk4": 7, "lie_euler": 4, "cg3": 7, "lie_trotter": 7
 """State-sized arrays one step holds per member: the stages, the start and end points, the error
 estimate and the dense-output coefficients."""
 
-STAT_VALUES = {"pairs": 4, "clusters": 2, "energy": 3}
+STAT_VALUES = {"pairs": 4, "clusters": 2, "energy": 3, "attention": 3}
 """Numbers saved per member and save time by each group of statistics (``runner.GROUPS``)."""
 
 ATTENTION_COPIES = 3
@@ -64,7 +64,10 @@ def _parts(config: Config, block="auto") -> tuple[dict[str, int], bool]:
     times = len(config.save_times) or config.n_save  # never materialized: n_save may be absurd
     members = len(config.beta) * seeds
     keep = runner._keep_states(config, members, times)
-    saved = sum(STAT_VALUES[g] for g in runner.statistics_groups(config)) + config.histogram_bins
+    groups = runner.statistics_groups(config)
+    saved = sum(STAT_VALUES[g] for g in groups) + config.histogram_bins
+    if "attention" in groups:  # the stationary law (n values) and, when it is kept, A(t) itself
+        saved += n + (n * n if runner._keep_attention(config, members, times) else 0)
     working, dense, statistics, trajectories = {}, False, 0, 0
     for d in config.d:
         nd = n * d

@@ -15,7 +15,9 @@ import numpy as np
 from ..particles import fields
 from .config import FIXED_STEP_SOLVERS, KEYS, Config, ConfigError, Key, register, register_check
 
-MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax")
+MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax", "linear", "least_squares")
+_UNNORMALIZED = ("linear", "least_squares")  # no softmax, no β
+ATTENTION_STATISTICS_MAX_N = 1024  # the "attention" statistics form A(t) (n×n) and its spectrum at every save
 NORMS = ("post", "pre", "peri", "ngpt", "none")
 WEIGHTS = ("identity", "ginibre", "wigner-psd", "ginibre-v-qk", "wigner-v-qk", "v-minus-qk", "repulsive")
 ACTIVATIONS = ("relu", "tanh", "gelu", "sigmoid", "identity")
@@ -41,6 +43,12 @@ for _key in (
     Key("circle", "bool", False, "integrate d = 2 runs of SA/USA in angles θ (n, 1): the circle fast path"),
     Key("sinkhorn_tol", "float", 1e-9, "tolerance of the Sinkhorn normalization (model = 'sinkhorn')",
         minimum=0.0, strict_min=True),
+    Key("alpha", "float", 1.0, "ridge regularization α of least-squares attention Q(KᵀK + αI)⁻¹KᵀV "
+        "(model = 'least_squares')", minimum=0.0, strict_min=True),
+    Key("linear_normalize", "str", "n", "linear attention (model = 'linear'): divide the kernel sum by n, "
+        "or by the row sum Σ_j⟨φ(Qx_i),φ(Kx_j)⟩", choices=("n", "sum")),
+    Key("linear_feature", "str", "identity", "feature map φ of linear attention: identity (the raw kernel "
+        "⟨Qx_i,Kx_j⟩) or elu (elu + 1 > 0, Katharopoulos et al.)", choices=("identity", "elu")),
 ):
     register(_key)
 del _key
@@ -84,6 +92,23 @@ def _check_combinations(c: Config) -> None:
             raise ConfigError(f"circle = true integrates angles in R; solver {c.solver!r} rotates on the sphere")
     if c.ff_width and c.model == "hardmax":
         raise ConfigError("a feed-forward term needs a smooth attention model (sa, usa, sinkhorn), not hardmax")
+    if c.model in _UNNORMALIZED:
+        other = ("heads = %d" % c.heads if c.heads > 1 else "mask = 'causal'" if c.mask == "causal"
+                 else "weights_file" if c.weights_file else "layer_tau = %g" % c.layer_tau if c.layer_tau > 0
+                 else None)
+        if other:
+            raise ConfigError(f"model = {c.model!r} is one attention term with fixed Q, K, V; it does not combine "
+                              f"with {other} (heads, masks and layer-wise weights are those of softmax attention)")
+    if "attention" in c.statistics:
+        stochastic = c.model not in _UNNORMALIZED or (
+            c.model == "linear" and c.linear_normalize == "sum" and c.linear_feature == "elu")
+        if not stochastic:
+            raise ConfigError(f"statistics 'attention' treat the attention matrix as a random walk, but model = "
+                              f"{c.model!r} has signed weights; use linear_normalize = 'sum' with linear_feature = "
+                              f"'elu' (model = 'linear'), or leave 'attention' out of statistics")
+        if c.n > ATTENTION_STATISTICS_MAX_N:
+            raise ConfigError(f"statistics 'attention' form the n×n attention matrix and its spectrum at every save "
+                              f"time: n ≤ {ATTENTION_STATISTICS_MAX_N}, got n = {c.n}")
 
 
 def _member_keys(seeds: np.ndarray):
@@ -112,6 +137,14 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
         from ..particles.sinkhorn import Sinkhorn
 
         return Sinkhorn(beta, tol=config.sinkhorn_tol, **mats)
+    if model == "linear":
+        from ..particles.linear import LinearAttention
+
+        return LinearAttention(**mats, normalize=config.linear_normalize, feature=config.linear_feature)
+    if model == "least_squares":
+        from ..particles.linear import LeastSquaresAttention
+
+        return LeastSquaresAttention(config.alpha, **mats)
     if config.heads > 1:
         from ..particles.multihead import MultiHead
 

@@ -32,15 +32,20 @@ from matplotlib.text import Text
 
 __all__ = [
     "animate_sphere",
+    "attention_statistics",
     "circle_trajectories",
     "cluster_count_vs_time",
     "energy_and_clusters",
     "histogram_over_time",
     "histogram_ridges",
     "inner_product_vs_ode",
+    "layer_distances",
+    "layer_histograms",
+    "metastable_counts",
     "pca_trajectories",
     "phase_diagram",
     "phase_diagram_grid",
+    "plateau_lifetimes",
     "sphere_trajectories",
     "trajectories",
 ]
@@ -932,6 +937,149 @@ def histogram_ridges(
     return _finish(fig, path)
 
 
+def _beta_colors(count: int) -> list:
+    """One colour per simulated β, each distinct from the data blue: the theory red first."""
+    if count <= 4:
+        return [THEORY_COLOR, "#e8a33d", "#3b8f4f", "#7b3f98"][:count]
+    return list(mpl.colormaps["plasma"](np.linspace(0.12, 0.78, count)))
+
+
+def _model_label(model) -> str:
+    return {"sa": "SA", "usa": "USA", "usa-rescaled": "USA (rescaled)"}.get(model, model or "simulation")
+
+
+def _sqrt_scale(y):
+    return np.sqrt(np.maximum(y, 0.0))
+
+
+def _sqrt_ticks(top: float) -> list:
+    """Ticks 1, 2, 5 × 10^k up to ``top`` on a square-root axis, at least a fifth of the axis apart."""
+    gap = 0.2 * math.sqrt(top)
+    ticks = []
+    for t in sorted((m * 10.0**e for e in range(-6, 1) for m in (1, 2, 5)), reverse=True):
+        if t <= top * (1 + 1e-9) and math.sqrt(t) >= gap and (not ticks or math.sqrt(ticks[-1]) - math.sqrt(t) >= gap):
+            ticks.append(t)
+    return [0.0] + ticks[::-1]
+
+
+def layer_histograms(
+    layers, edges, counts, *, simulated=None, sim_layers=None, betas=None, start=None, model=None,
+    source=None, max_panels=30, title=None, path=None,
+) -> Figure:
+    """[GLPR] Fig. 1: the histogram of ⟨x_i, x_j⟩ (i < j) of a model's token states, one small panel per layer.
+
+    counts (L, bins) per layer with bin edges (bins + 1,), shown as fractions of pairs on one y-scale
+    shared by every panel. simulated (len(betas), K, bins): the simulation started from layer
+    ``start``, drawn as outlines over the model's histograms at sim_layers (K,). At most
+    ``max_panels`` layers are drawn (evenly spread, first, last and start kept).
+    """
+    layers = _array("layers", layers, "(L,)", 1).astype(int)
+    edges = _axis_values("edges", edges, "(bins + 1,)")
+    counts = _array("counts", counts, "(L, bins)", 2)
+    if counts.shape != (layers.size, edges.size - 1):
+        raise ValueError(f"counts must have shape (len(layers), len(edges) - 1) = {(layers.size, edges.size - 1)}; "
+                         f"got {counts.shape}")
+    fractions = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+    sim = {}
+    colors = []
+    if simulated is not None:
+        sim_layers = _array("sim_layers", sim_layers, "(K,)", 1).astype(int)
+        betas = list(np.atleast_1d(betas))
+        simulated = _array("simulated", simulated, "(len(betas), K, bins)", 3)
+        if simulated.shape != (len(betas), sim_layers.size, edges.size - 1):
+            raise ValueError(f"simulated must have shape (len(betas), len(sim_layers), bins) = "
+                             f"{(len(betas), sim_layers.size, edges.size - 1)}; got {simulated.shape}")
+        sim_fractions = simulated / np.maximum(simulated.sum(axis=2, keepdims=True), 1)
+        sim = {int(l): sim_fractions[:, k] for k, l in enumerate(sim_layers) if start is None or l != start}
+        colors = _beta_colors(len(betas))
+    stride = -(-layers.size // max(int(max_panels), 1))  # every layer, or every 2nd, 3rd, ...
+    shown = np.union1d(np.arange(0, layers.size, stride), [layers.size - 1])
+    if start is not None and start in layers:
+        shown = np.union1d(shown, np.flatnonzero(layers == start))
+    count = shown.size
+    ncols = count if count <= 4 else min((6, 5, 4), key=lambda c: -count % c)
+    nrows = -(-count // ncols)
+    top = max(float(fractions[shown].max()), max((float(f.max()) for f in sim.values()), default=0.0))
+
+    fig = _new_figure(1.1 + 1.6 * ncols, 1.0 + 1.25 * nrows + (0.3 if sim else 0.0))
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= count:
+            ax.set_visible(False)
+            continue
+        i = shown[k]
+        layer = int(layers[i])
+        ax.stairs(fractions[i], edges, fill=True, color=DATA_COLOR, alpha=0.8, linewidth=0)
+        for j, f in enumerate(sim.get(layer, ())):
+            ax.stairs(f, edges, color=colors[j], linewidth=1.1, gid=f"sim_{layer}_{j}")
+        ax.set_title(f"layer {layer}" + (" (start)" if layer == start and sim else ""), pad=2)
+        ax.set_xlim(edges[0], edges[-1])
+        # one square-root scale for every panel: a layer whose pairs spread over many bins stays
+        # visible next to one whose pairs all sit in a single bin near 1
+        ax.set_yscale("function", functions=(_sqrt_scale, np.square))
+        ylim = min(1.0, 1.1 * top) if top > 0 else 1.0
+        ax.set_ylim(0, ylim)
+        ax.set_yticks(_sqrt_ticks(ylim))
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ticks = ax.set_xticks([-1, 0, 1], labels=["−1", "0", "1"])
+        ticks[0].label1.set_horizontalalignment("left")  # neighbouring panels' −1 and 1 do not touch
+        ticks[-1].label1.set_horizontalalignment("right")
+        ax.spines[["top", "right"]].set_visible(False)
+        if k % ncols == 0:
+            ax.set_ylabel("fraction of pairs\n(square-root scale)" if k == ncols * (nrows // 2) else "")
+        if k // ncols == nrows - 1 or k + ncols >= count:
+            ax.set_xlabel(INNER_LABEL)
+            ax.xaxis.set_tick_params(labelbottom=True)
+    head = "Pairwise inner products of the normalized tokens, per layer"
+    fig.suptitle(title if title is not None else head + (f"\n{source}" if source else ""), fontsize=TITLE_SIZE)
+    if sim:
+        handles = [Patch(color=DATA_COLOR, alpha=0.8, label="model")]
+        handles += [Line2D([], [], color=c, linewidth=1.4,
+                           label=f"{_model_label(model)} from layer {start}, $\\beta = {_fmt_number(b)}$")
+                    for c, b in zip(colors, betas)]
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), frameon=False)
+    _finish(fig, None)
+    for ax in axes.flat:
+        ax.title.set_fontsize(TICK_SIZE + 0.5)  # small multiples: titles the size of tick labels
+    _save(fig, path)
+    return fig
+
+
+def layer_distances(
+    layers, distances, betas, *, start=None, layer_time=1.0, model=None, source=None, title=None, path=None,
+) -> Figure:
+    """W1 between the model's and the simulation's inner-product distributions, per layer and β.
+
+    distances (len(betas), K) at layers (K,); layer ℓ is time t = (ℓ − start)·layer_time of the
+    simulation (a second x-axis on top).
+    """
+    layers = _axis_values("layers", layers, "(K,)")
+    betas = list(np.atleast_1d(betas))
+    distances = _array("distances", distances, "(len(betas), K)", 2)
+    if distances.shape != (len(betas), layers.size):
+        raise ValueError(f"distances must have shape (len(betas), len(layers)) = {(len(betas), layers.size)}; "
+                         f"got {distances.shape}")
+    fig = _new_figure(5.6, 3.6)
+    ax = fig.add_subplot()
+    _despine(ax)
+    for color, beta, row in zip(_beta_colors(len(betas)), betas, distances):
+        ax.plot(layers, row, color=color, marker="o", markersize=3.5, linewidth=1.4,
+                label=rf"$\beta = {_fmt_number(beta)}$")
+    ax.set_xlabel("layer $\\ell$")
+    ax.set_ylabel(r"$W_1$(model, simulation)")
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    if start is not None:
+        tau = float(layer_time)
+        top = ax.secondary_xaxis("top", functions=(lambda l: (l - start) * tau, lambda t: start + t / tau))
+        top.set_xlabel(TIME_LABEL + f" of {_model_label(model)}", fontsize=LABEL_SIZE)
+        top.tick_params(labelsize=TICK_SIZE)
+    ax.legend(frameon=False, loc="best")
+    head = "Distance between the model's and the simulated inner products"
+    ax.set_title(title if title is not None else head + (f"\n{source}" if source else ""))
+    return _finish(fig, path)
+
+
 # ---------------------------------------------------------------------------------------------
 # Energy staircase and metastability (arXiv 2410.06833)
 
@@ -1143,6 +1291,270 @@ def cluster_count_vs_time(
     ax.set_title(_title(f"Cluster count: median and interquartile range over {members} runs",
                         title, d=d, n=n))
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, borderaxespad=0.2)
+    _despine(ax)
+    return _finish(fig, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The attention matrix as a random walk
+
+
+def _by_beta(name: str, value, ts: np.ndarray) -> list[tuple[float, np.ndarray]]:
+    """A mapping {β: array (members, T)} as a list sorted by β, each array 2-D."""
+    if not isinstance(value, Mapping) or len(value) == 0:
+        raise ValueError(f"{name} must be a non-empty mapping {{beta: array (members, T)}}")
+    out = []
+    for key in sorted(value, key=float):
+        arr = _array(f"{name}[{key!r}]", value[key], "(members, T)")
+        arr = arr[None] if arr.ndim == 1 else arr
+        if arr.ndim != 2 or arr.shape[1] != ts.size:
+            raise ValueError(f"{name}[{key!r}] must have shape (members, T) with T = len(ts) = {ts.size}; "
+                             f"got {arr.shape}")
+        out.append((float(key), arr))
+    return out
+
+
+def _mean_band(ax, ts, series, colors, lo, hi) -> None:
+    """Mean over members per β, with a band of ± one standard deviation clipped to [lo, hi]."""
+    for (beta, arr), color in zip(series, colors):
+        mean = np.nanmean(arr, axis=0)
+        if arr.shape[0] > 1:
+            sd = np.nanstd(arr, axis=0)
+            ax.fill_between(ts, np.clip(mean - sd, lo, hi), np.clip(mean + sd, lo, hi), color=color, alpha=0.2,
+                            linewidth=0)
+        ax.plot(ts, mean, color=color, linewidth=1.7, label=rf"$\beta = {beta:g}$")
+
+
+def attention_statistics(
+    ts, effective_tokens, spectral_gap, stationary, *, n=None, d=None, logx=False, title=None, path=None,
+) -> Figure:
+    """The attention matrix A(t) as a random walk on the tokens: how many tokens each one attends to,
+    how fast the walk mixes, and where it settles.
+
+    effective_tokens, spectral_gap: mappings {β: array (members, T)} of the mean over rows of
+    exp(row entropy) H_i = −Σ_j A_ij log A_ij and of 1 − |λ₂(A)|, drawn as the mean over members
+    with a ± 1 s.d. band.
+    stationary: {β: array (n,)}, the stationary law π of one member at the last time, drawn as
+    bars (one β) or as a heat map over (β, token). At consensus A = 11ᵀ/n: n tokens, gap 1,
+    π uniform; k separated clusters close the gap; a causal mask puts all of π on token 1.
+    """
+    ts = _axis_values("ts", ts)
+    eff = _by_beta("effective_tokens", effective_tokens, ts)
+    gap = _by_beta("spectral_gap", spectral_gap, ts)
+    if not isinstance(stationary, Mapping) or len(stationary) == 0:
+        raise ValueError("stationary must be a non-empty mapping {beta: array (n,)}")
+    pis = [(float(k), _array(f"stationary[{k!r}]", stationary[k], "(n,)", 1)) for k in sorted(stationary, key=float)]
+    n_tokens = pis[0][1].size
+    if any(p.size != n_tokens for _, p in pis):
+        raise ValueError("stationary laws must all have the same number of tokens n")
+    n = n_tokens if n is None else n
+    colors = [DATA_COLOR] if len(eff) == 1 else mpl.colormaps[SEQUENTIAL_CMAP](np.linspace(0.05, 0.85, len(eff)))
+
+    fig = _new_figure(10.5, 6.4)
+    grid = fig.add_gridspec(2, 2, width_ratios=(1.55, 1.0))
+    ax_eff = fig.add_subplot(grid[0, 0])
+    ax_gap = fig.add_subplot(grid[1, 0], sharex=ax_eff)
+    ax_pi = fig.add_subplot(grid[:, 1])
+
+    _mean_band(ax_eff, ts, eff, colors, 1.0, float(n))
+    ax_eff.axhline(n, color="0.45", linewidth=0.9, linestyle=(0, (4, 3)))
+    ax_eff.annotate(r"$n$: uniform attention", xy=(0.99, n), xycoords=("axes fraction", "data"),
+                    xytext=(0, -3), textcoords="offset points", ha="right", va="top", fontsize=TICK_SIZE,
+                    color="0.3")
+    ax_eff.set_ylim(0.0, n * 1.06)
+    ax_eff.set_ylabel("attended tokens\n" + r"mean over $i$ of $e^{H_i}$")
+    ax_eff.tick_params(labelbottom=False)
+    ax_eff.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncols=min(len(eff), 5), frameon=False,
+                  borderaxespad=0.2)
+    _despine(ax_eff)
+
+    _mean_band(ax_gap, ts, gap, colors, 0.0, 1.0)
+    _set_range(ax_gap, ts, logx=logx)
+    ax_gap.set_ylim(-0.03, 1.03)
+    ax_gap.set_ylabel("spectral gap\n" + r"$1 - |\lambda_2(A)|$")
+    ax_gap.set_xlabel(TIME_LABEL)
+    _despine(ax_gap)
+
+    tokens = np.arange(1, n_tokens + 1)
+    # token 1 always labelled: a causal mask puts all of π there
+    step = next((s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if n_tokens // s <= 12), n_tokens // 10)
+    token_ticks = np.unique([1, *range(step, n_tokens + 1, step)])
+    if len(pis) == 1:
+        beta, pi = pis[0]
+        ax_pi.bar(tokens, pi, width=0.8, color=DATA_COLOR, linewidth=0)
+        ax_pi.axhline(1.0 / n_tokens, color=THEORY_COLOR, linewidth=1.1, linestyle=(0, (4, 3)),
+                      label=r"uniform $1/n$")
+        ax_pi.set_xlim(0.4, n_tokens + 0.6)
+        ax_pi.set_ylim(0.0, max(1.15 * float(np.nanmax(pi)), 1.5 / n_tokens))
+        ax_pi.set_xlabel(r"token $i$")
+        ax_pi.set_ylabel(r"stationary law $\pi_i$")
+        ax_pi.legend(loc="upper right", frameon=False)
+        ax_pi.set_title(rf"stationary law $\pi$ at $t = {ts[-1]:g}$" + "\n" + rf"($\beta = {beta:g}$, first seed)")
+        ax_pi.set_xticks(token_ticks)
+        _despine(ax_pi)
+    else:
+        betas = np.array([b for b, _ in pis])
+        mesh = ax_pi.pcolormesh(_centers_to_edges(tokens.astype(float)), np.arange(len(pis) + 1),
+                                np.stack([p for _, p in pis]), cmap=SEQUENTIAL_CMAP, shading="flat",
+                                vmin=0.0)
+        ax_pi.set_yticks(np.arange(len(pis)) + 0.5, [f"{b:g}" for b in betas])
+        ax_pi.set_ylabel(r"$\beta$")
+        ax_pi.set_xlabel(r"token $i$")
+        ax_pi.set_xticks(token_ticks)
+        ax_pi.set_title(rf"stationary law $\pi$ at $t = {ts[-1]:g}$" + "\n" + r"(first seed of each $\beta$)")
+        fig.colorbar(mesh, ax=ax_pi, label=r"$\pi_i$", shrink=0.9)
+    fig.suptitle(_title("Attention as a random walk on the tokens", title, n=n, d=d), fontsize=TITLE_SIZE)
+    return _finish(fig, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The law of metastable clusters
+
+D_COLORS = {2: DATA_COLOR, 3: "#35b779"}  # viridis blue and green
+
+
+def _counts_by_d(name: str, value, betas: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    if not isinstance(value, Mapping) or len(value) == 0:
+        raise ValueError(f"{name} must be a non-empty mapping {{d: array (len(betas), members)}}")
+    out = []
+    for d in sorted(value, key=int):
+        arr = _array(f"{name}[{d!r}]", value[d], "(len(betas), members)")
+        if arr.ndim == 1:
+            arr = arr[:, None]
+        if arr.ndim != 2 or arr.shape[0] != betas.size:
+            raise ValueError(f"{name}[{d!r}] must have shape (len(betas), members) with len(betas) = {betas.size}; "
+                             f"got {arr.shape}")
+        out.append((int(d), arr.astype(float)))
+    return out
+
+
+def _nan_quantiles(arr: np.ndarray, qs) -> np.ndarray:
+    """Percentiles over members (axis 1) ignoring NaN (members without a plateau); NaN where all are."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows are expected
+        return np.nanpercentile(arr, qs, axis=1)
+
+
+def _plain_log_ticks(axis) -> None:
+    """Log axis ticks at 1, 2, 5 × 10^k written as plain numbers."""
+    axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def metastable_counts(betas, counts_by_d, *, kstar=None, lstar=None, n=None, delta=None, title=None,
+                      path=None) -> Figure:
+    """The law of metastable clusters: clusters of the first metastable state vs β, on log-log axes.
+
+    counts_by_d maps d to an array (len(betas), members) of counts (NaN where a member had no
+    plateau): each d is drawn as its median over members with the interquartile band. kstar:
+    (β grid, k*(β)), the fastest linearly unstable mode on the circle, drawn as a staircase, with
+    its large-β asymptote √(2β). lstar: (β grid, ℓ*(β)) on S², drawn (when d = 3 is present) as
+    ℓ*(ℓ*+1)/(2√3), the mean number of maxima of a random spherical harmonic of degree ℓ*.
+    """
+    betas = _axis_values("betas", betas, "(len(betas),)")
+    if np.any(betas <= 0):
+        raise ValueError("betas must be positive for a logarithmic β axis")
+    series = _counts_by_d("counts_by_d", counts_by_d, betas)
+    fig = _new_figure(6.4, 4.6)
+    ax = fig.add_subplot()
+    lo, hi = float(betas.min()), float(betas.max())
+    grid = np.geomspace(lo, hi, 200)
+    top = 1.0
+    if kstar is not None:
+        kb, kk = (np.asarray(a, dtype=float) for a in kstar)
+        ax.plot(kb, kk, drawstyle="steps-post", color=THEORY_COLOR, linewidth=1.6,
+                label=r"$k^*(\beta) = \mathrm{argmax}_k\, k^2 I_k(\beta)$ (circle)", zorder=3)
+        top = max(top, float(kk.max()))
+    ax.plot(grid, np.sqrt(2 * grid), color="0.25", linewidth=1.1, linestyle=(0, (4, 3)),
+            label=r"$\sqrt{2\beta}$", zorder=3)
+    for d, arr in series:
+        color = D_COLORS.get(d, "0.4")
+        q1, med, q3 = _nan_quantiles(arr, [25, 50, 75])
+        members = arr.shape[1]
+        ax.fill_between(betas, q1, q3, color=color, alpha=0.25, linewidth=0)
+        ax.plot(betas, med, color=color, marker="o", markersize=4.5, linewidth=1.4, zorder=4,
+                label=rf"$d = {d}$: median and interquartile range ({members} runs)", gid=f"median_d{d}")
+        if np.isfinite(q3).any():
+            top = max(top, float(np.nanmax(q3)))
+        if d == 3 and lstar is not None:
+            lb, ll = (np.asarray(a, dtype=float) for a in lstar)
+            ax.plot(lb, ll * (ll + 1) / (2 * np.sqrt(3)), color=color, linewidth=1.2, linestyle=(0, (1, 2)),
+                    label=r"$S^2$: $\ell^*(\ell^*+1)/2\sqrt{3}$ (maxima of a degree-$\ell^*$ harmonic)")
+            top = max(top, float((ll * (ll + 1)).max() / (2 * np.sqrt(3))))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo / 1.15, hi * 1.15)
+    ax.set_ylim(0.8, top * 1.5)
+    _plain_log_ticks(ax.xaxis)
+    _plain_log_ticks(ax.yaxis)
+    ax.set_xlabel(BETA_LABEL)
+    ax.set_ylabel("clusters of the first metastable state")
+    ax.set_title(_title("The law of metastable clusters", title, n=n, delta=delta))
+    ax.legend(loc="upper left", frameon=False, borderaxespad=0.3)
+    _despine(ax)
+    return _finish(fig, path)
+
+
+def plateau_lifetimes(betas, lifetimes_by_d, censored_by_d=None, *, t1=None, fits=None, n=None, title=None,
+                      path=None) -> Figure:
+    """Lifetime T₂ of the first metastable state vs β on semilog axes (log T₂ against β).
+
+    lifetimes_by_d maps d to an array (len(betas), members) of T₂ (NaN: no plateau); censored_by_d
+    the same shape of booleans: members still on their plateau at the end of the run (T₂ = t1),
+    drawn as open triangles at t1. Every other member is a dot; the line is the median over all
+    members, censored ones counted as t1 (a lower bound where they are half or more), drawn where
+    at least half the members have a lifetime (NaN: none, e.g. no metastable state). fits maps d
+    to (a, b) of the least-squares line log T₂ = a + b β (fitted by the caller, usually on the
+    uncensored members), drawn dashed with b in the legend.
+    """
+    betas = _axis_values("betas", betas, "(len(betas),)")
+    series = _counts_by_d("lifetimes_by_d", lifetimes_by_d, betas)
+    censored = {}
+    for d, arr in series:
+        cens = np.zeros(arr.shape, dtype=bool) if censored_by_d is None or d not in censored_by_d else \
+            np.asarray(censored_by_d[d], dtype=bool).reshape(arr.shape)
+        censored[d] = cens
+    fig = _new_figure(6.4, 4.4)
+    ax = fig.add_subplot()
+    span = float(betas.max() - betas.min()) or 1.0
+    offsets = {d: (k - (len(series) - 1) / 2) * 0.006 * span for k, (d, _) in enumerate(series)}
+    any_censored = False
+    for d, arr in series:
+        color = D_COLORS.get(d, "0.4")
+        cens = censored[d]
+        x = np.broadcast_to(betas[:, None] + offsets[d], arr.shape)
+        ok = np.isfinite(arr) & ~cens
+        ax.scatter(x[ok], arr[ok], s=11, color=color, alpha=0.45, linewidth=0, zorder=3)
+        done = np.isfinite(arr) & cens
+        if done.any():
+            any_censored = True
+            ax.scatter(x[done], arr[done], s=26, marker="^", facecolor="none", edgecolor=color, linewidth=0.9,
+                       zorder=3)
+        (med,) = _nan_quantiles(arr, [50])
+        med[2 * np.isfinite(arr).sum(axis=1) < arr.shape[1]] = np.nan
+        ax.plot(betas + offsets[d], med, color=color, linewidth=1.4, marker="o", markersize=4, zorder=4,
+                label=rf"$d = {d}$: median (censored runs at $t_1$)")
+        if fits and d in fits and fits[d] is not None and np.all(np.isfinite(fits[d])):
+            a, b = fits[d]
+            grid = np.linspace(float(betas.min()), float(betas.max()), 100)
+            ax.plot(grid, np.exp(a + b * grid), color=THEORY_COLOR if len(series) == 1 else color,
+                    linewidth=1.3, linestyle=(0, (4, 3)), zorder=4,
+                    label=rf"fit $\log T_2 = a + b\beta$, $b = {b:+.3g}$" + ("" if len(series) == 1 else f" (d = {d})"))
+    if any_censored:
+        ax.scatter([], [], s=26, marker="^", facecolor="none", edgecolor="0.3", linewidth=0.9,
+                   label="still on the plateau at " + (r"$t_1$" if t1 is None else rf"$t_1 = {_fmt_number(t1)}$"))
+    ax.set_yscale("log")
+    _plain_log_ticks(ax.yaxis)
+    finite = np.concatenate([a[np.isfinite(a)] for _, a in series])
+    if finite.size:
+        ax.set_ylim(float(finite.min()) / 1.6, float(finite.max()) * 4.0)
+    ax.set_xlabel(BETA_LABEL)
+    ax.set_ylabel(r"lifetime $T_2$ (time of the first merge)")
+    ax.set_title(_title("Lifetime of the first metastable state", title, n=n))
+    ax.legend(loc="upper right", frameon=False, borderaxespad=0.3)
     _despine(ax)
     return _finish(fig, path)
 

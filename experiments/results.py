@@ -49,7 +49,7 @@ def execute(config) -> runner.RunResult:
 
 def figures(result: runner.RunResult, experiment: builtin.Experiment, kinds=None) -> dict:
     """The experiment's figure writers, each wrapped to close its figure after saving."""
-    writers = experiment.figures(result)
+    writers = {**experiment.figures(result), **builtin.statistics_figures(result)}
     if kinds:
         def stem(name):
             return name.removesuffix(".png").removesuffix(".gif")
@@ -61,9 +61,13 @@ def figures(result: runner.RunResult, experiment: builtin.Experiment, kinds=None
     return writers
 
 
-def save(out: Path, result: runner.RunResult, experiment: builtin.Experiment, *, plot: bool = True) -> dict:
-    """Write the run directory (atomically) and return its summary."""
+def save(out: Path, result: runner.RunResult, experiment: builtin.Experiment, *, plot: bool = True,
+         error: str | None = None) -> dict:
+    """Write the run directory (atomically) and return its summary; ``error`` (a run that stopped
+    early, e.g. on non-finite values) is recorded in the summary as ``"error"``."""
     summary = runner.summarize(result)
+    if error is not None:
+        summary["error"] = error
     arrays, dims = runner.arrays(result)
     store.write_run(out, runner.config_toml(result), summary, arrays, figures(result, experiment) if plot else None,
                     dims=dims)
@@ -143,8 +147,13 @@ def replot(path: Path, kinds=None) -> list[Path]:
         runs = [path]
     else:
         raise ValueError(f"{str(path)!r} is not a run or sweep directory")
+    from . import hist
+
     written = []
     for run_dir in runs:
+        if hist.is_hist_run(run_dir):  # written by attnflow hist
+            written += hist.replot(run_dir, kinds)
+            continue
         result, experiment = load_result(run_dir)
         written += write_figures(run_dir, figures(result, experiment, kinds))
     if not written:

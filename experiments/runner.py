@@ -20,10 +20,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import particles
-from ..particles import observables
+from ..particles import attention_stats, observables
 from ..particles.energy import energy, normalized_energy
 from ..solvers import NonFiniteError, simulate
 from . import models  # also registers the variant keys (heads, mask, norm, weights, ...)
+from . import preflight
 from .config import Config, to_toml
 
 from .config import FIXED_STEP_SOLVERS as FIXED
@@ -107,27 +108,39 @@ GROUPS = {
     "pairs": ("mean_inner_product", "min_inner_product", "max_inner_product", "clustered_fraction"),
     "clusters": ("n_clusters", "cluster_level"),
     "energy": ("energy", "normalized_energy", "log_energy"),
+    # plus "attention_matrix" itself when it is small (``_keep_attention``)
+    "attention": ("spectral_gap", "stationary_distribution", "attention_entropy", "effective_tokens"),
 }
 
 
 @functools.lru_cache(maxsize=None)
 def statistics(delta: float, bins: int, keep_states: bool = False,
-               groups: tuple[str, ...] = ("pairs", "clusters", "energy")):
+               groups: tuple[str, ...] = ("pairs", "clusters", "energy"), keep_attention: bool = False):
     """The on-the-fly statistics of a run (one cached function per (δ, bins, groups), so runs reuse compilations).
 
     Per member and save time, by group: "pairs": mean/min/max of ⟨x_i,x_j⟩ over i ≠ j and the
     fraction of pairs with ⟨x_i,x_j⟩ ≥ 1 − δ; "clusters": the number of clusters at threshold δ
     and Σ_q m_q²/n² over their sizes; "energy": E_β, its normalized form and the log-energy of
-    the field's kernel. With ``bins`` > 0, the histogram of pairwise inner products; with
+    the field's kernel; "attention": the spectral gap 1 − |λ₂|, the stationary distribution (n
+    values), the mean row entropy and the mean effective number of attended tokens of the
+    attention matrix A(t) (``particles.attention_stats``), and with ``keep_attention`` A(t) itself.
+    With ``bins`` > 0, the histogram of pairwise inner products; with
     ``keep_states`` the configuration itself. The pair statistics share one pass over the pairs
     (``observables.pair_summary``).
     """
     groups = tuple(groups)
 
     def stats(t, x, field):
+        if "attention" in groups:
+            # the matrix the field itself forms, from the tokens as it sees them (angles, norms off the sphere)
+            A = attention_stats.attention_matrix(field, x, t)
+            out = attention_stats.attention_summary(A)
+            if keep_attention:
+                out["attention_matrix"] = A
+        else:
+            out = {}
         # tokens off the sphere (Pre-LN, no layer norm, angles) are measured and kept by direction
         x = field.directions(x)
-        out = {}
         if "pairs" in groups or "clusters" in groups:
             summary = observables.pair_summary(x, delta, clusters="clusters" in groups)
             out.update({k: v for k, v in summary.items() if any(k in GROUPS[g] for g in groups)})
@@ -181,6 +194,8 @@ def _chunk_size(config: Config, d: int, members: int, n_times: int, keep_states:
     n = config.n
     itemsize = 4 if config.dtype == "float32" else 8
     per_member = itemsize * (16 * n * d + 6 * n * n + n_times * (8 + config.histogram_bins))
+    if "attention" in statistics_groups(config):  # the stationary law per save, and A(t), its powers and spectrum
+        per_member += itemsize * (n_times * (n + 4) + 4 * n * n)
     if config.weights != "identity":
         layers = max(1, int(math.ceil(config.t1 / config.layer_tau))) if config.layer_tau > 0 else 1
         per_member += itemsize * 3 * d * d * layers
@@ -204,15 +219,32 @@ def _keep_states(config: Config, members_per_d: int, n_times: int) -> bool:
     return members_per_d * n_times * config.n * config.d[0] <= 20_000_000
 
 
+ATTENTION_MATRIX_LIMIT = 4_000_000
+"""Numbers (members × save times × n²) up to which a run with the "attention" statistics also keeps
+A(t) itself (32 MiB in float64); beyond, only its summaries (gap, stationary law, entropies)."""
+
+
+def _keep_attention(config: Config, members_per_d: int, n_times: int) -> bool:
+    return len(config.d) * members_per_d * n_times * config.n ** 2 <= ATTENTION_MATRIX_LIMIT
+
+
 def run(config: Config, *, progress: bool | None = None) -> RunResult:
     """Simulate every member of ``config`` and return its statistics (and states when small)."""
+    from .builtin import EXPERIMENTS  # experiments import this module
+
+    own = getattr(EXPERIMENTS.get(config.experiment), "run", None)
+    if own is not None:  # e.g. meanfield-circle, which evolves a density
+        return own(config, progress=progress)
+    preflight.check(config)  # its files and its memory, before anything is computed
     show = config.progress if progress is None else progress
     ts = save_times(config)
     betas = np.asarray(config.beta, dtype=float)
     nb, seeds, nd = len(betas), config.seeds, len(config.d)
     members_per_d = nb * seeds
     keep = _keep_states(config, members_per_d, len(ts))
-    stats_fn = statistics(float(config.delta), int(config.histogram_bins), keep, statistics_groups(config))
+    groups = statistics_groups(config)
+    stats_fn = statistics(float(config.delta), int(config.histogram_bins), keep, groups,
+                          keep_attention="attention" in groups and _keep_attention(config, members_per_d, len(ts)))
     start = time.perf_counter()
 
     per_d_stats, states, steps, events = [], None, [], []
@@ -278,6 +310,11 @@ def _non_finite(result: RunResult, failed: list) -> NonFiniteError:
 
 
 STAT_DIMS = ("d", "beta", "seed", "time")
+# the trailing dimensions of statistics with more than one value per member and time
+_EXTRA_DIMS = {"histogram": ["bin"], "stationary_distribution": ["particle"],
+               "attention_matrix": ["particle", "attended"]}
+# all the dimensions of statistics that are not (d, beta, seed, time, ...), registered by the experiments that save them
+STAT_DIMENSIONS: dict[str, list[str]] = {}
 
 
 def versions() -> dict[str, str]:
@@ -346,7 +383,7 @@ def arrays(result: RunResult) -> tuple[dict[str, np.ndarray], dict[str, list[str
             "t_clustered": ["d", "beta", "seed"]}
     for name, value in result.stats.items():
         out[name] = value
-        dims[name] = list(STAT_DIMS) + (["bin"] if name == "histogram" else [])
+        dims[name] = list(STAT_DIMENSIONS.get(name) or list(STAT_DIMS) + _EXTRA_DIMS.get(name, []))
     if result.xs is not None:
         out["xs"] = result.xs
         dims["xs"] = ["beta", "seed", "time", "particle", "coord"]

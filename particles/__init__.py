@@ -1,6 +1,14 @@
 """What moves: sphere geometry, attention vector fields, energies, initial conditions, observables."""
 
 from . import init
+from .attention_stats import (
+    attention_matrix,
+    attention_spectrum,
+    effective_tokens,
+    row_entropy,
+    second_eigenvalue,
+    stationary_distribution,
+)
 from .circle import Circle, from_angles, to_angles
 from .energy import energy, log_energy, normalized_energy
 from .equiangular_ode import equiangular, equiangular_rhs, gamma_curve, hitting_time, wendel_probability
@@ -9,6 +17,8 @@ from .fields import SA, USA, Attention, Field, Sum
 from .hardmax import Hardmax
 from .layernorm import NGPT, NoLN, PeriLN, PostLN, PreLN, RescaledNoLN
 from .layerwise import LayerWise
+from .linear import LeastSquaresAttention, LinearAttention
+from .modes import fastest_mode, mode_growth_rates
 from .multihead import MultiHead
 from .noise import Noisy
 from .observables import (

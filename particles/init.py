@@ -170,6 +170,26 @@ def clusters(
     return _batched(sample, key, batch, dtype)
 
 
+def open_npy(path, label: str | None = None):
+    """The array of a ``.npy`` file, memory-mapped and never unpickled (or the NpzFile of an ``.npz``
+    archive found under that name, for the caller to refuse).
+
+    Memory-mapping reads only the header: dtype and shape can be checked before any data is read,
+    and a header that claims more data than the file holds is an error, not an allocation. A
+    missing file raises FileNotFoundError; any other failure (pickled objects, garbage, a
+    directory) a one-line ValueError starting with ``label`` (default: the path).
+    """
+    label = repr(os.fspath(path)) if label is None else label
+    try:
+        return np.load(path, allow_pickle=False, mmap_mode="r")
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError) as err:  # numpy's advice to allow pickles does not apply
+        pickled = "pickle" in str(err) or "Python objects" in str(err)
+        why = "it holds pickled Python objects, which are never loaded" if pickled else str(err)
+        raise ValueError(f"{label} is not a plain numeric .npy array ({why})") from None
+
+
 def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:
     """A given configuration (array or path to a ``.npy`` file) of shape (n, d) or (batch, n, d).
 
@@ -182,14 +202,9 @@ def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:
         if not path.endswith(".npy"):
             raise ValueError(f"from_array reads .npy files; got {path!r}")
         try:
-            # memory-mapped first: a header that claims more data than the file holds is an error, not an allocation
-            a = np.load(path, allow_pickle=False, mmap_mode="r")
+            a = open_npy(path)
         except FileNotFoundError:
             raise ValueError(f"initial-condition file {path!r} does not exist") from None
-        except (ValueError, OSError, EOFError) as err:  # numpy's advice to allow pickles does not apply
-            pickled = "pickle" in str(err) or "Python objects" in str(err)
-            why = "it holds pickled Python objects, which are never loaded" if pickled else str(err)
-            raise ValueError(f"{path!r} is not a plain numeric .npy array ({why})") from None
         if not isinstance(a, np.ndarray):
             a.close()
             raise ValueError(f"{path!r} is an .npz archive; from_array reads one array saved with numpy.save")

@@ -224,3 +224,26 @@ def test_the_same_config_and_seeds_give_identical_results(tiny, tmp_path, capsys
     with np.load(outs[0] / store.RESULTS_FILE) as xa, np.load(outs[1] / store.RESULTS_FILE) as xb:
         for k in xa.files:
             np.testing.assert_array_equal(xa[k], xb[k], err_msg=k)
+
+
+# -- non-finite values ------------------------------------------------------------------------------
+
+
+def test_a_run_that_becomes_non_finite_keeps_what_came_before(tiny, tmp_path, capsys):
+    """USA in [GLPR]'s time at β = 70 overflows float32 within the first steps: exit status 1, one line
+    naming the member, the time and the cause, and the statistics before the failure on disk."""
+    out = tmp_path / "run"
+    rc = main(["run", str(tiny), "--set", "model=usa", "--set", "beta=[1.0, 70.0]", "--set", "dtype=float32",
+               "--set", "t1=2.0", "--set", "n_save=5", "--out", str(out), "--quiet"])
+    err = _one_line(capsys.readouterr().err)
+    assert rc == 1
+    assert "β = 70" in err and "seed = 0" in err and "became non-finite after t = " in err
+    assert "float32" in err and "dtype=float64" in err and str(out) in err
+    summary = json.loads((out / store.SUMMARY_FILE).read_text())
+    assert summary["error"] in err
+    ds = af.load(out)
+    mean = ds["mean_inner_product"].sel(beta=1.0).values  # the β = 1 member is complete
+    assert np.all(np.isfinite(mean))
+    bad = ds["mean_inner_product"].sel(beta=70.0).values
+    assert np.isfinite(bad[..., 0]).all() and np.isnan(bad[..., -1]).all()  # finite at t = 0, then gone
+    assert not list(out.glob("*.png"))

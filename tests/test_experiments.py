@@ -60,7 +60,8 @@ def test_list_shows_exactly_the_registry():
     assert rc == 0
     assert [line.split()[0] for line in out.splitlines()] == NAMES
     assert set(NAMES) == {"fig3-phase-diagram", "fig4-circle", "highdim-histogram", "orthogonal-ode",
-                          "sphere-movie", "staircase", "metastability", "fig5-random-matrices"}
+                          "sphere-movie", "staircase", "metastability", "fig5-random-matrices", "meanfield-circle",
+                          "metastable-count"}
 
 
 @pytest.mark.parametrize("name", SINGLE)
@@ -237,6 +238,22 @@ def test_metastability_log_time_grid_and_energy(runs, tmp_path):
     assert rc == 0, err
     assert out.splitlines() == [str(copy / "cluster_counts.png")]
     assert (copy / "cluster_counts.png").read_bytes() == original
+
+
+def test_meanfield_density_grows_at_the_bessel_rates_and_forms_three_clusters(runs):
+    from scipy import special
+
+    r = runs("meanfield-circle")
+    c, s = r.result.config, r.result.stats
+    k = np.arange(1, 6)
+    # MODEL.md §3, SA: mode k of the uniform density grows at k² I_k(β)/(β I_0(β))
+    theory = k**2 * special.iv(k, 5.0) / (5.0 * special.iv(0, 5.0))
+    np.testing.assert_allclose(s["growth_rate"][0, 0], np.broadcast_to(theory, (c.seeds, 5)), rtol=0.01)
+    density = s["density"][0, 0]  # (seeds, T, 2·modes)
+    assert density.shape == (c.seeds, c.n_save, 2 * c.modes)
+    np.testing.assert_allclose(density.sum(-1) * np.pi / c.modes, 1.0, atol=1e-12)  # mass
+    assert np.all(s["n_clusters"][0, 0, :, -1] == 3)
+    assert np.all(np.diff(s["w1"][0, 0].mean(axis=0)) < 0)  # more particles, closer to the density
 
 
 def test_member_labelled_seed_s_is_the_run_with_seed_s():

@@ -128,6 +128,12 @@ def workdir(tmp_path, monkeypatch):
     with zipfile.ZipFile(tmp_path / "lying_weights.npz", "w") as zf:
         zf.writestr("Q.npy", _lying_npy((10**12, 3, 3)))
     _evil_npz(tmp_path / "evil_weights.npz", sentinel, "Q")
+    states = np.stack([good, good[::-1], good])  # token states (layers, tokens, d) for attnflow hist
+    np.savez(tmp_path / "states.npz", x=states)
+    np.savez(tmp_path / "states_two.npz", a=states, b=states)
+    np.savez(tmp_path / "states_int.npz", x=(10 * states).astype(np.int64))
+    np.savez(tmp_path / "states_nan.npz", x=np.where(np.arange(3)[:, None, None] == 2, np.nan, states))
+    np.savez(tmp_path / "states_zero.npz", x=states * (np.arange(6) != 4)[:, None])
     _fake_run(tmp_path, "evilrun", sentinel=sentinel)
     buf = io.BytesIO()
     np.savez(buf, steps=np.zeros((1, 2, 2)), t_clustered=np.zeros((1, 2, 2)))
@@ -208,6 +214,14 @@ def small(*sets):
 
 def sweep(*args):
     return ("sweep", "small.toml", *args, "--out", "OUT")
+
+
+def hist(path, *args):
+    return ("hist", path, *args, "--out", "OUT")
+
+
+def hist_sim(*args):
+    return hist("states.npz", "--simulate-from", "0", "--beta", "1", *args)
 
 
 def X0():
@@ -353,6 +367,44 @@ CASES = {
     "plot/summary-without-times": Cli(("plot", "notimesrun"), ("notimesrun", "summary.json: times")),
     "plot/malformed-manifest": Cli(("plot", "badsweep"), ("badsweep", "manifest.json")),
     "plot/manifest-escaping-the-sweep": Cli(("plot", "escsweep"), ("escsweep", "'../../etc'")),
+    # ---- hist: token states from a user's model, never unpickled -------------------------------------
+    "hist/missing-file": Cli(hist("nowhere.npz"), ("states file 'nowhere.npz'", "does not exist")),
+    "hist/directory": Cli(hist("folder.npy"), ("folder.npy", "is a directory")),
+    "hist/pickled-npz": Cli(hist("evil_weights.npz"), ("evil_weights.npz", "pickled", "never loaded")),
+    "hist/pickled-npy": Cli(hist("evil.npy"), ("evil.npy", "pickled")),
+    "hist/raw-pickle": Cli(hist("rawpickle.npy"), ("rawpickle.npy", "pickle", "never loaded")),
+    "hist/garbage": Cli(hist("garbage.npy"), ("garbage.npy", "neither an .npz archive nor an .npy array")),
+    "hist/empty-file": Cli(hist("empty.npy"), ("empty.npy", "it is empty")),
+    "hist/text-file": Cli(hist("x.txt"), ("x.txt", "neither an .npz archive nor an .npy array")),
+    "hist/header-lies-npz": Cli(hist("lying_weights.npz"), ("lying_weights.npz", "corrupt", "header claims")),
+    "hist/header-lies-npy": Cli(hist("lying.npy"), ("lying.npy", "not a plain numeric .npy array")),
+    "hist/complex": Cli(hist("complex.npy"), ("complex.npy", "complex128", "floating-point")),
+    "hist/integers": Cli(hist("states_int.npz"), ("states_int.npz", "int64", "floating-point")),
+    "hist/strings": Cli(hist("strings.npy"), ("strings.npy", "<U1")),
+    "hist/two-dimensional": Cli(hist("good.npy"), ("good.npy", "(6, 3)", "(layers, tokens, d)")),
+    "hist/nan": Cli(hist("states_nan.npz"), ("states_nan.npz", "non-finite", "layer 2, token 0")),
+    "hist/zero-token": Cli(hist("states_zero.npz"), ("states_zero.npz", "layer 0, token 4", "zero vector")),
+    "hist/several-arrays": Cli(hist("states_two.npz"), ("2 arrays (a, b)", "--key")),
+    "hist/unknown-key": Cli(hist("states_two.npz", "--key", "c"), ("no array 'c'", "a, b")),
+    "hist/key-on-npy": Cli(hist("batch3.npy", "--key", "x"), ("--key", ".npy")),
+    "hist/layers-out-of-range": Cli(hist("states.npz", "--layers", "0,5"), ("--layers", "layer 5 is out of range",
+                                                                          "3 layers")),
+    "hist/layers-not-numbers": Cli(hist("states.npz", "--layers", "first"), ("--layers", "'first'")),
+    "hist/bins-zero": Cli(hist("states.npz", "--bins", "0"), ("--bins", "positive integer")),
+    "hist/bins-huge": Cli(hist("states.npz", "--bins", "10000000000"), ("--bins", "at most")),
+    "hist/simulate-from-out-of-range": Cli(hist("states.npz", "--simulate-from", "3", "--beta", "1"),
+                                           ("--simulate-from 3", "out of range")),
+    "hist/simulate-from-last-layer": Cli(hist("states.npz", "--simulate-from", "2", "--beta", "1"),
+                                         ("--simulate-from 2", "no layer after it")),
+    "hist/simulate-without-beta": Cli(hist("states.npz", "--simulate-from", "0"), ("--simulate-from needs --beta",)),
+    "hist/beta-without-simulate": Cli(hist("states.npz", "--beta", "1"), ("--beta", "--simulate-from")),
+    "hist/beta-negative": Cli(hist("states.npz", "--simulate-from", "0", "--beta", "1,-2"), ("--beta", "got -2")),
+    "hist/layer-time-nan": Cli(hist_sim("--layer-time", "nan"), ("--layer-time", "'nan'")),
+    "hist/set-fixed-key": Cli(hist_sim("--set", "n=5"), ("--set n=5", "from the states")),
+    "hist/set-unknown-key": Cli(hist_sim("--set", "solvr=rk4"), ("unknown key 'solvr'", "did you mean 'solver'")),
+    "hist/set-rk4-without-dt": Cli(hist_sim("--set", "solver=rk4"), ("dt must be > 0", "'rk4'")),
+    "hist/out-is-a-file": Cli(("hist", "states.npz", "--out", "afile"), ("--out", "afile", "is a file")),
+    "hist/out-foreign-directory": Cli(("hist", "states.npz", "--out", "foreign"), ("foreign", "not an attnflow run")),
     # ---- sizes beyond the machine, refused up front ------------------------------------------------
     "memory/trajectories": Cli(fig4("n=1000000000", "save_states=yes"), ("needs about", "memory",
                                                                           "save_states = 'no'")),

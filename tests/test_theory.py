@@ -1,6 +1,5 @@
 """The paper's exact results, reproduced by simulation ([GLPR] §4–§6, MODEL.md §2)."""
 
-import math
 
 import jax.numpy as jnp
 import numpy as np
