@@ -46,6 +46,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles.modes import mode_growth_rates
+
 __all__ = [
     "MeanFieldError",
     "MeanFieldSolution",
@@ -117,17 +119,13 @@ def growth_rates(k, beta, model: str = "sa") -> np.ndarray:
     """Linear growth rates at the uniform density of the Fourier modes k (MODEL.md §3):
     k² I_k(β)/β (USA), k² I_k(β)/(β I_0(β)) (SA), k² e^{−β} I_k(β)/β ("usa-rescaled").
 
-    k and β broadcast against each other.
+    k and β broadcast against each other; the circle's case of ``particles.modes.mode_growth_rates``.
     """
     _check_model(model)
     k, beta = np.broadcast_arrays(np.asarray(k, dtype=int), np.asarray(beta, dtype=float))
-    ive = np.asarray(scaled_bessel(beta.ravel(), max(int(k.max()) + 1, 1)))
-    ik = ive[np.arange(k.size), k.ravel()].reshape(k.shape)
-    if model == "sa":
-        return k**2 * ik / (beta * ive[:, 0].reshape(k.shape))
-    with np.errstate(over="ignore"):
-        scale = np.exp(beta) if model == "usa" else 1.0
-    return k**2 * ik * scale / beta
+    _, rates = mode_growth_rates(beta.ravel(), 2, model=model, kmax=max(int(k.max()), 1))
+    rates = np.concatenate([np.zeros((k.size, 1)), np.asarray(rates)], axis=1)  # the mass (k = 0) does not grow
+    return rates[np.arange(k.size), k.ravel()].reshape(k.shape)
 
 
 def _check_model(model: str) -> None:
