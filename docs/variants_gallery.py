@@ -40,6 +40,8 @@ panels = {
         "Sinkhorn": af.Sinkhorn(BETA),
         "hardmax": af.Hardmax(),
         "SA + feed-forward": af.SA(BETA) + af.FeedForward(A, B, W, activation="tanh"),
+        "linear attention": af.LinearAttention(),
+        "least squares, α = 1": af.LeastSquaresAttention(1.0),
     },
     "normalization, weights, noise": {
         "Post-LN (SA)": af.SA(BETA),
