@@ -31,6 +31,7 @@ from .particles import (  # noqa: E402
     MultiHead,
     NoLN,
     Noisy,
+    Coalesced,
     PeriLN,
     PostLN,
     PreLN,

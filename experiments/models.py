@@ -40,6 +40,8 @@ for _key in (
     Key("ff_scale", "float", 1.0, "scale of the feed-forward output weights w", minimum=0.0),
     Key("noise", "float", 0.0, "noise strength σ of dX = … dt + σ P_X ∘ dW (κ = 2/σ²); needs a fixed-step solver",
         minimum=0.0),
+    Key("coalesce", "float", 0.0, "tokens within ½‖x_i − x_j‖² ≤ coalesce of an earlier token move with it "
+        "(particles/coalesce.py): removes the stiff contraction of collapsed clusters; 0 = off", minimum=0.0),
     Key("circle", "bool", False, "integrate d = 2 runs of SA/USA in angles θ (n, 1): the circle fast path"),
     Key("sinkhorn_tol", "float", 1e-9, "tolerance of the Sinkhorn normalization (model = 'sinkhorn')",
         minimum=0.0, strict_min=True),
@@ -83,13 +85,16 @@ def _check_combinations(c: Config) -> None:
         raise ConfigError(f"norm = {c.norm!r} moves tokens in R^d; solver {c.solver!r} only rotates on the sphere")
     if c.circle:
         changed = [k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
-                   if c[k] != KEYS[k].default] + (["noise"] if c.noise > 0 else [])
+                   if c[k] != KEYS[k].default] + [k for k in ("noise", "coalesce") if c[k] > 0]
         if tuple(c.d) != (2,) or c.model not in ("sa", "usa", "usa-rescaled") or changed:
             raise ConfigError("circle = true is the angle form of plain SA/USA on the circle: it needs d = 2, "
                               "model sa/usa/usa-rescaled and no other variant key"
                               + (f" (got {', '.join(changed)})" if changed else ""))
         if c.solver in ("lie_euler", "cg3"):
             raise ConfigError(f"circle = true integrates angles in R; solver {c.solver!r} rotates on the sphere")
+    if c.coalesce > 0 and c.norm in ("pre", "peri", "none"):
+        raise ConfigError(f"coalesce moves tokens on the sphere together; norm = {c.norm!r} leaves the sphere "
+                          "(use norm = 'post' or 'ngpt', or coalesce = 0)")
     if c.ff_width and c.model == "hardmax":
         raise ConfigError("a feed-forward term needs a smooth attention model (sa, usa, sinkhorn), not hardmax")
     if c.model in _UNNORMALIZED:
@@ -186,6 +191,10 @@ def build_field(config: Config, beta, seeds: np.ndarray, d: int):
         wrap = {"pre": layernorm.PreLN, "peri": layernorm.PeriLN, "none": layernorm.NoLN}
         field = (layernorm.NGPT(field, alpha=config.ngpt_alpha) if config.norm == "ngpt"
                  else wrap[config.norm](field))
+    if config.coalesce > 0:
+        from ..particles.coalesce import Coalesced
+
+        field = Coalesced(field, config.coalesce)
     if config.noise > 0:
         from ..particles.noise import Noisy
 

@@ -21,6 +21,7 @@ from .linear import LeastSquaresAttention, LinearAttention
 from .modes import fastest_mode, mode_growth_rates
 from .multihead import MultiHead
 from .noise import Noisy
+from .coalesce import Coalesced
 from .observables import (
     Clusters,
     cluster_labels,

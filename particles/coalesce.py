@@ -1,0 +1,77 @@
+"""Coalesced clusters: tokens that have come together move as one.
+
+Inside a tight cluster of m tokens the attention field contracts the cluster at a rate of order
+e^{β} m/n (USA in [GLPR]'s time) or β-independent O(1) (SA). For USA at large β this rate, not the
+motion of the clusters themselves, bounds the step of every explicit method: at β = 9, n = 32 an
+adaptive Runge–Kutta method takes ~40 000 steps over t ≤ 30 to hold a cluster that is already a
+point to rounding. ``Coalesced`` removes that mode: each token i is represented by the first token
+r(i) within ½‖x_i − x_r‖² ≤ ε of it, the field is evaluated with every token placed at its
+representative, and every token moves with its representative's (projected) velocity:
+
+    ẋ_i = P_{x_r(i)}( drift(t, X_r)_{r(i)} ),   X_r = (x_r(1), …, x_r(n)).
+
+The field jumps (by O(e^β √ε m/n)) when a token joins; a pair whose rounding keeps it at the
+threshold can make an adaptive method reject steps there (2 members in 576 of the USA phase
+diagram at ε = 10⁻¹²): measured, not hidden (benchmarks/README.md).
+
+A coalesced cluster is then one particle of mass m; its contraction, exactly zero for a point, is
+gone from the Jacobian. Tokens farther apart than √(2ε) see the unchanged field, so the change is
+confined to pairs that the exact flow would bring closer still: each keeps the offset (≤ √(2ε)) it
+had when it joined. Statistics at thresholds δ ≫ ε are unaffected by construction.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from ._checks import check_real
+from .fields import Field
+from .sphere import project
+
+__all__ = ["Coalesced", "representatives"]
+
+
+def representatives(x: Float[Array, "n d"], eps) -> Int[Array, " n"]:
+    """r(i) = min{j : ½‖x_i − x_j‖² ≤ ε} (i itself when no earlier token is that close)."""
+    gap = 0.5 * jnp.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)
+    return jnp.argmax(gap <= eps, axis=1)
+
+
+class Coalesced(Field):
+    """Tokens within ½‖x_i − x_j‖² ≤ ``eps`` of an earlier token move with it (module docstring).
+
+    ``inner`` is any field on the sphere (SA, USA, sums, masks, weights...). β, validation and
+    ensembles come from ``inner``.
+    """
+
+    inner: Field
+    eps: float = eqx.field(static=True)
+
+    def __init__(self, inner: Field, eps: float = 1e-12):
+        if not isinstance(inner, Field):
+            raise ValueError(f"Coalesced wraps an attnflow field such as af.USA(beta), got {type(inner).__name__}")
+        if inner.geometry != "sphere":
+            raise ValueError(f"Coalesced needs tokens on the sphere; {type(inner).__name__} lives in R^d")
+        self.inner = inner
+        self.eps = check_real("eps", eps, 0.0, strict_min=True)
+
+    @property
+    def beta(self):
+        """β of the inner field."""
+        return self.inner.beta
+
+    def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        rep = representatives(x, self.eps)
+        return self.inner.drift(t, x[rep])[rep]
+
+    def __call__(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        # projected at the representative: a token a little off its representative would
+        # otherwise be pulled onto it at the stiff rate this wrapper exists to remove
+        rep = representatives(x, self.eps)
+        xr = x[rep]
+        return project(xr, self.inner.drift(t, xr))[rep]
+
+    def check(self, n, d, dtype):
+        self.inner.check(n, d, dtype)
