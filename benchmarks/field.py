@@ -16,7 +16,6 @@ memory agrees: see ``rss_check``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -267,11 +266,7 @@ def run(quick: bool = False) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="n up to 10⁴ and fewer repeats (under a minute)")
-    args = p.parse_args(argv)
-    run(quick=args.quick)
-    return 0
+    return _machine.script_main(run, __doc__, "n up to 10⁴ and fewer repeats (under a minute)", argv)
 
 
 if __name__ == "__main__":

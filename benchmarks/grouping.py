@@ -13,7 +13,6 @@ process, after compiling.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -25,6 +24,8 @@ import numpy as np
 import attnflow as af
 from attnflow.particles.fields import ensemble_axes
 from attnflow.solvers import simulation
+
+import machine as _machine
 
 
 def timed(fn, repeat: int) -> tuple[object, float]:
@@ -82,10 +83,7 @@ def run(quick: bool = False) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="a smaller ensemble, fewer timings")
-    run(quick=p.parse_args(argv).quick)
-    return 0
+    return _machine.script_main(run, __doc__, "a smaller ensemble, fewer timings", argv)
 
 
 if __name__ == "__main__":

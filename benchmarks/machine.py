@@ -24,3 +24,13 @@ def describe() -> str:
 
     dev = jax.devices()[0]
     return f"{cpu()}; jax {jax.__version__} on {dev.platform} ({getattr(dev, 'device_kind', dev.platform)})"
+
+
+def script_main(run, doc: str, quick_help: str, argv=None) -> int:
+    """The command line of a benchmark part: ``--quick`` or not, then ``run(quick=...)``."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    run(quick=p.parse_args(argv).quick)
+    return 0

@@ -13,7 +13,6 @@ from the cache.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -102,10 +101,7 @@ def run(quick: bool = False) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="first and repeated run only")
-    run(quick=p.parse_args(argv).quick)
-    return 0
+    return _machine.script_main(run, __doc__, "first and repeated run only", argv)
 
 
 if __name__ == "__main__":

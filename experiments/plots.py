@@ -1299,19 +1299,25 @@ def cluster_count_vs_time(
 # The attention matrix as a random walk
 
 
+def _keyed_2d(name: str, value, key: str, convert, shape: str, axis: int, size: int, size_name: str) -> list:
+    """A non-empty mapping {key: 2-D array of ``shape``} as (convert(key), array) pairs sorted by key;
+    the array's ``axis`` must have ``size`` entries, and a 1-D array gains the other axis."""
+    if not isinstance(value, Mapping) or len(value) == 0:
+        raise ValueError(f"{name} must be a non-empty mapping {{{key}: array {shape}}}")
+    out = []
+    for k in sorted(value, key=convert):
+        arr = _array(f"{name}[{k!r}]", value[k], shape)
+        if arr.ndim == 1:
+            arr = np.expand_dims(arr, 1 - axis)
+        if arr.ndim != 2 or arr.shape[axis] != size:
+            raise ValueError(f"{name}[{k!r}] must have shape {shape} with {size_name} = {size}; got {arr.shape}")
+        out.append((convert(k), arr.astype(float)))
+    return out
+
+
 def _by_beta(name: str, value, ts: np.ndarray) -> list[tuple[float, np.ndarray]]:
     """A mapping {β: array (members, T)} as a list sorted by β, each array 2-D."""
-    if not isinstance(value, Mapping) or len(value) == 0:
-        raise ValueError(f"{name} must be a non-empty mapping {{beta: array (members, T)}}")
-    out = []
-    for key in sorted(value, key=float):
-        arr = _array(f"{name}[{key!r}]", value[key], "(members, T)")
-        arr = arr[None] if arr.ndim == 1 else arr
-        if arr.ndim != 2 or arr.shape[1] != ts.size:
-            raise ValueError(f"{name}[{key!r}] must have shape (members, T) with T = len(ts) = {ts.size}; "
-                             f"got {arr.shape}")
-        out.append((float(key), arr))
-    return out
+    return _keyed_2d(name, value, "beta", float, "(members, T)", 1, ts.size, "T = len(ts)")
 
 
 def _mean_band(ax, ts, series, colors, lo, hi) -> None:
@@ -1414,18 +1420,8 @@ D_COLORS = {2: DATA_COLOR, 3: "#35b779"}  # viridis blue and green
 
 
 def _counts_by_d(name: str, value, betas: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    if not isinstance(value, Mapping) or len(value) == 0:
-        raise ValueError(f"{name} must be a non-empty mapping {{d: array (len(betas), members)}}")
-    out = []
-    for d in sorted(value, key=int):
-        arr = _array(f"{name}[{d!r}]", value[d], "(len(betas), members)")
-        if arr.ndim == 1:
-            arr = arr[:, None]
-        if arr.ndim != 2 or arr.shape[0] != betas.size:
-            raise ValueError(f"{name}[{d!r}] must have shape (len(betas), members) with len(betas) = {betas.size}; "
-                             f"got {arr.shape}")
-        out.append((int(d), arr.astype(float)))
-    return out
+    """A mapping {d: array (len(betas), members)} as a list sorted by d, each array 2-D."""
+    return _keyed_2d(name, value, "d", int, "(len(betas), members)", 0, betas.size, "len(betas)")
 
 
 def _nan_quantiles(arr: np.ndarray, qs) -> np.ndarray:

@@ -9,7 +9,6 @@ or one of two others, so the module costs a few compilations and validate --quic
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from attnflow.experiments import builtin, runner, store, validate
 from attnflow.experiments.builtin import Check
 from attnflow.experiments.cli import main
 from attnflow.experiments.config import KEYS, load_config
+from cli_helpers import cli, tree
 
 SMALL = """\
 model = "sa"
@@ -44,28 +44,6 @@ CONTRACT_KEYS = {"config", "times", "mean_inner_product", "min_inner_product", "
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-def cli(argv) -> tuple[int, str, str]:
-    """Run the command line in-process: (exit status, stdout, stderr). argparse's own exits count too."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:  # --version / --help exit through argparse
-            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def tree(root: Path) -> dict[str, tuple]:
-    """Every path under root with its kind, size and modification time: a snapshot to compare."""
-    snap = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            snap[str(p.relative_to(root))] = (p.is_dir(), st.st_size, st.st_mtime_ns, st.st_ino)
-    return snap
 
 
 def write_small(path: Path, extra: str = "") -> Path:

@@ -7,8 +7,6 @@ their compilations within one pytest session.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import shutil
 from types import SimpleNamespace
@@ -18,23 +16,13 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments import builtin, plots, runner
-from attnflow.experiments.cli import main
 from attnflow.experiments.config import load_config
 from attnflow.experiments.results import load_result
 from attnflow.particles import observables
+from cli_helpers import cli
 
 NAMES = list(builtin.EXPERIMENTS)
 SINGLE = [n for n in NAMES if not builtin.EXPERIMENTS[n].grid]  # experiments that are one run
-
-
-def cli(argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = exc.code if isinstance(exc.code, int) else 1
-    return rc, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ Nothing here simulates: every refusal happens before the first step.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -29,9 +28,9 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments import builtin, memory, runner
-from attnflow.experiments.cli import main
 from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid
 from attnflow.particles import LayerWise
+from cli_helpers import cli, tree
 
 SENTINEL = "UNPICKLED"  # created in the working directory if anything ever unpickles our files
 
@@ -148,28 +147,6 @@ def workdir(tmp_path, monkeypatch):
          "runs": [{"name": "../../etc", "point": {"beta": 1.0}, "status": "done"}]}), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def tree(root: Path) -> dict[str, tuple]:
-    """Every path under root with its kind, size and modification time: a snapshot to compare."""
-    snap = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            snap[str(p.relative_to(root))] = (p.is_dir(), st.st_size, st.st_mtime_ns)
-    return snap
-
-
-def cli(argv) -> tuple[int, str, str]:
-    """Run the command line in-process: (exit status, stdout, stderr); argparse's own exits count too."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return rc, out.getvalue(), err.getvalue()
 
 
 # -- the table ------------------------------------------------------------------------------------
