@@ -26,7 +26,7 @@ import baseline  # noqa: E402
 import machine as _machine  # noqa: E402
 
 # the USA phase diagram's method: adaptive steps (grouped by stiffness), members stopping at consensus
-USA_METHOD = ("solver=tsit5", "rtol=1e-6", "atol=1e-9", "dtype=float64", "stop_when_clustered=true", "coalesce=1e-12")
+USA_METHOD = ("solver=tsit5", "rtol=1e-6", "atol=1e-9", "dtype=float64", "stop_when_clustered=true", "coalesce=1e-10")
 
 
 def machine() -> str:

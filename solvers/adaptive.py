@@ -7,6 +7,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import optimistix as optx
 
+from ..particles.coalesce import settle
 from ..particles.sphere import normalize
 
 
@@ -20,6 +21,7 @@ class OnSphere(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
     """
 
     solver: diffrax.AbstractAdaptiveSolver
+    coalesce: float | None = eqx.field(static=True, default=None)
 
     @property
     def term_structure(self):
@@ -53,7 +55,10 @@ class OnSphere(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
-        return normalize(y1), y_error, dense_info, solver_state, result
+        y1 = normalize(y1)
+        if self.coalesce is not None:
+            y1 = settle(y1, self.coalesce)
+        return y1, y_error, dense_info, solver_state, result
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)

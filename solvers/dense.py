@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles import coalesce as _coalesce
 from ..particles.sphere import normalize, within
 from . import progress as _progress
 
@@ -62,6 +63,7 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
     stop = delta is not None
     dtype = x0.dtype
     h = jnp.asarray(h, dtype)
+    settle = _coalesce.settler(field)
 
     def step(state):
         """One RK4 step from (x_b, f_b) at the end of the current interval; returns the shifted state."""
@@ -71,7 +73,7 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         k2 = vfield(field, t + 0.5 * h, xb + (0.5 * h) * k1)
         k3 = vfield(field, t + 0.5 * h, xb + (0.5 * h) * k2)
         k4 = vfield(field, t + h, xb + h * k3)
-        xn = finish(xb + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4))
+        xn = settle(finish(xb + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)))
         fn = vfield(field, t + h, xn)
         # the velocity counts too: the interpolant at the new step end uses it
         ok = finite(xn, fn)

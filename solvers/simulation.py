@@ -14,6 +14,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from ..particles._checks import check_choice, check_real
+from ..particles import coalesce as _coalesce
 from ..particles.init import from_array
 from ..particles.sphere import normalize, within
 from . import dense as _dense
@@ -459,6 +460,7 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
         step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None))
     save_all = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
     finite = jax.vmap(lambda a: jnp.all(jnp.isfinite(a)))
+    settle = _coalesce.settler(field)
     stop = delta is not None
     t_start = knots[0]
     if stop:
@@ -481,6 +483,7 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
                 x_new = step_all(f, t, x, h, step_keys(member_keys, count))
             else:
                 x_new = step_all(f, t, x, h)
+            x_new = settle(x_new)
             ok = finite(x_new)
             t_fail = jnp.where(active & ~ok, t, t_fail)
             active = active & ok
@@ -670,7 +673,7 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
     controller = FiniteSteps(controller, adaptive=bool(adaptive))
 
     sphere = field.geometry == "sphere"
-    solver = OnSphere(method) if sphere else method
+    solver = OnSphere(method, coalesce=getattr(field, "coalesce_eps", None)) if sphere else method
     finish = normalize if sphere else _identity_state
 
     def one(f, x0_m):
