@@ -531,6 +531,10 @@ def _jump_times(field, t0: float, t1: float) -> np.ndarray:
     return np.unique([t for t in found if t0 < t < t1])
 
 
+STATES_AFTER_LOOP_BYTES = 64 * 2**20
+"""Adaptive solves whose states at all save times take at most this many bytes keep them and
+compute the statistics afterwards, vectorized over members and times."""
+
 _AUTO_GROUP = 64  # group_size=None never groups this many members or fewer
 # cost of one iteration of a vmapped solve's loop beyond its members' arithmetic, in members
 # (measured on CPU: 0.36 ms against 7.9 µs per member for n = 32, d = 2)
@@ -675,12 +679,17 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
     sphere = field.geometry == "sphere"
     solver = OnSphere(method, coalesce=getattr(field, "coalesce_eps", None)) if sphere else method
     finish = normalize if sphere else _identity_state
+    # small runs save their states and compute the statistics after the loop, all saves of all
+    # members at once: inside diffrax's loop each save is an iteration of its own
+    after_loop = x0.size * len(ts) * x0.dtype.itemsize <= STATES_AFTER_LOOP_BYTES
 
     def one(f, x0_m):
         term = diffrax.ODETerm(lambda t, y, args: f(t, y))
 
         # diffrax fills saves past the end with inf, so integer statistics travel as floats
         def save_at(t, y, args):
+            if after_loop:
+                return finish(y)
             return jax.tree_util.tree_map(_as_float, save_fn(t, finish(y), f))
 
         out_types = jax.eval_shape(lambda y: save_fn(t0, y, f), x0_m)
@@ -704,7 +713,8 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
         status = jnp.where(done, 0, jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1,
                                               jnp.where(sol.result == NON_FINITE, 3, 2)))
         saved, (x_end,) = sol.ys[0], sol.ys[1]
-        saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
+        if not after_loop:
+            saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
         x_end = finish(x_end)
         t_end = sol.ts[1][0]
         if delta is not None:
@@ -712,7 +722,7 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
             already = within(x0_m, delta)
             t_event = jnp.where(already, t0, jnp.where(stopped, t_end, jnp.inf))
             # saves after the event hold the state where the member stopped
-            held = save_fn(t_end, x_end, f)
+            held = x_end if after_loop else save_fn(t_end, x_end, f)
             after = ts > t_end
             saved = jax.tree_util.tree_map(
                 lambda s, h: jnp.where(after.reshape((-1,) + (1,) * h.ndim), h[None], s), saved, held
@@ -724,5 +734,19 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
 
     solve = jax.vmap(one, in_axes=(axes, 0))
     if not grouped:
-        return solve(field, x0)
-    return _in_groups(solve, field, axes, x0, group_size, order, report=(t0, t1) if progress else None)
+        out = solve(field, x0)
+    else:
+        out = _in_groups(solve, field, axes, x0, group_size, order, report=(t0, t1) if progress else None)
+    if not after_loop:
+        return out
+
+    def statistics(f, t, x):
+        values = save_fn(t, x, f)
+        # saves past the end of a failed solve hold inf, as diffrax leaves them
+        ok = jnp.all(jnp.isfinite(x))
+        return jax.tree_util.tree_map(lambda a: jnp.where(ok, _as_float(a), jnp.inf).astype(a.dtype), values)
+
+    # one save time of all members per iteration: batches of the size of the members' (cache-sized) arrays
+    by_time = jax.lax.map(lambda k: jax.vmap(statistics, in_axes=(axes, None, 0))(field, ts[k], out[0][:, k]),
+                          jnp.arange(len(ts)))
+    return (jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), by_time),) + tuple(out[1:])
