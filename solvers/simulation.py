@@ -700,9 +700,12 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
             # a continuous condition lets diffrax locate the crossing inside the step by root finding
             def gap(t, y, args, **kw):
                 y = normalize(y)  # clustering is about directions, also off the sphere
-                return jnp.min(y @ y.T) - (1.0 - delta)
+                # in the default float dtype: diffrax's root find pairs it with a Python 0.0 (float64 under x64)
+                return (jnp.min(y @ y.T) - (1.0 - delta)).astype(jnp.result_type(float))
 
-            event = diffrax.Event(gap, root_finder=optx.Newton(rtol=1e-10, atol=1e-12))
+            # the crossing to ~100 ulps of the state's precision (float32 times cannot do 1e-10)
+            tol = 100.0 * float(jnp.finfo(x0_m.dtype).eps)
+            event = diffrax.Event(gap, root_finder=optx.Newton(rtol=max(tol, 1e-10), atol=max(tol, 1e-12)))
         sol = diffrax.diffeqsolve(
             term, solver, t0, t1, dt0, x0_m, saveat=saveat, stepsize_controller=controller,
             max_steps=max_steps, event=event, throw=False,

@@ -187,3 +187,14 @@ def test_simulate_is_usable_inside_jax_transformations_of_beta():
     run = jax.jit(lambda b: af.simulate(af.SA(b), X0, 1.0, solver="rk4", dt=0.1).x_final)
     np.testing.assert_allclose(run(2.0), af.simulate(af.SA(2.0), X0, 1.0, solver="rk4", dt=0.1).x_final,
                                atol=1e-14)
+
+
+def test_float32_adaptive_runs_stop_at_consensus_like_float64():
+    """The event's root find works in float32 (its value in the default float dtype, its tolerance
+    at float32's precision): the consensus times agree with float64 to float32 accuracy."""
+    x0 = af.init.uniform(0, 8, 2, batch=2, dtype=jnp.float64)
+    kw = dict(solver="tsit5", stop_when_clustered=1e-3, ts=np.linspace(0.0, 30.0, 5))
+    t64 = np.asarray(af.simulate(af.SA(jnp.asarray([1.0, 2.0])), x0, 30.0, dtype="float64", **kw).t_event)
+    t32 = np.asarray(af.simulate(af.SA(jnp.asarray([1.0, 2.0])), x0, 30.0, dtype="float32", **kw).t_event)
+    assert np.isfinite(t64).all()
+    np.testing.assert_allclose(t32, t64, rtol=1e-4)
