@@ -115,7 +115,9 @@ def simulate(
                their order, or to compare with the fixed-step methods at equal cost).
     save       optional function (t, x) -> PyTree of arrays, or (t, x, field) -> PyTree when it
                needs the member's field (its β, say), computed per member at the save times
-               instead of storing states, so a long run never holds its trajectory.
+               instead of storing states, so a long run never holds its trajectory (adaptive
+               solves whose saved states fit in ``STATES_AFTER_LOOP_BYTES`` keep them and apply
+               ``save`` after the loop, all members at once: the same values, faster).
     stop_when_clustered
                δ: a member stops once every pair has ⟨x_i, x_j⟩ ≥ 1 − δ; its later saves hold
                the state where it stopped and ``t_event`` records when (located by root
