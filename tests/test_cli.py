@@ -558,7 +558,17 @@ def test_plot_a_sweep_redraws_every_run(beta_sweep, tmp_path):
 # -- 6. validate ------------------------------------------------------------------------------------
 
 
-def test_validate_quick_passes_every_check(capsys):
+@pytest.mark.parametrize("everything", [
+    # by default two of the checks: the experiments' own checks run in test_experiments.py, the
+    # energy's in test_theory.py and Wendel's in test_equiangular_ode.py
+    False,
+    pytest.param(True, marks=pytest.mark.slow),
+])
+def test_validate_quick_passes_every_check(capsys, monkeypatch, everything):
+    if not everything:
+        monkeypatch.setattr(validate, "CHECKS", [(label, fn) for label, fn in validate.CHECKS
+                                                 if label in ("tanh", "equiangular USA")])
+        assert len(validate.CHECKS) == 2
     rc = main(["validate", "--quick"])
     out, err = capsys.readouterr()
     assert rc == 0, out
