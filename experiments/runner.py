@@ -141,6 +141,10 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
             out = {}
         # tokens off the sphere (Pre-LN, no layer norm, angles) are measured and kept by direction
         x = field.directions(x)
+        if field.geometry != "sphere":
+            # materialize the points (from angles or norms): XLA would otherwise recompute the
+            # conversion inside every pair of the n × n statistics (4 trigonometric calls per pair)
+            x = jax.lax.optimization_barrier(x)
         if "pairs" in groups or "clusters" in groups:
             summary = observables.pair_summary(x, delta, clusters="clusters" in groups)
             out.update({k: v for k, v in summary.items() if any(k in GROUPS[g] for g in groups)})
