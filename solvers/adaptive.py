@@ -17,7 +17,9 @@ class OnSphere(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
     An embedded Runge–Kutta step leaves the sphere by O(h^{p+1}), the size of its local error;
     the projection removes that drift without changing the order, so particles stay on the
     sphere to rounding error over arbitrarily long runs. The error estimate is the wrapped
-    solver's, so step-size control is unchanged.
+    solver's, so step-size control is unchanged. With ``coalesce`` = ε (the field is
+    ``Coalesced``), the end point's merged tokens are also placed at their representatives, so
+    merges are kept from step to step.
     """
 
     solver: diffrax.AbstractAdaptiveSolver
