@@ -33,7 +33,7 @@ from jaxtyping import Array, Float, Int
 
 from ._checks import check_real
 from .fields import Field
-from .sphere import pairwise_gaps, project
+from .sphere import project, small_d_gaps
 
 __all__ = ["Coalesced", "representatives", "settle"]
 
@@ -41,17 +41,8 @@ __all__ = ["Coalesced", "representatives", "settle"]
 def representatives(x: Float[Array, "n d"], eps) -> Int[Array, " n"]:
     """r(i) = min{j : ½‖x_i − x_j‖² ≤ ε} (i itself when no earlier token is that close)."""
     n = x.shape[-2]
-    if x.shape[-1] <= 8:  # coordinate by coordinate: vectorizes along j
-        gap = 0.0
-        for k in range(x.shape[-1]):
-            diff = x[..., :, None, k] - x[..., None, :, k]
-            gap = gap + diff * diff
-        gap = 0.5 * gap
-    else:
-        gap = pairwise_gaps(x)
     # the first index as a min over j (an argmax is a two-operand reduction, ~20× slower on CPU)
-    index = jnp.arange(n)
-    return jnp.min(jnp.where(gap <= eps, index, n), axis=-1)
+    return jnp.min(jnp.where(small_d_gaps(x) <= eps, jnp.arange(n), n), axis=-1)
 
 
 def settle(x: Float[Array, "n d"], eps) -> Float[Array, "n d"]:

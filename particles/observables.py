@@ -19,7 +19,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ._checks import check_int, check_real
-from .sphere import inner_products, pairwise_gaps
+from .sphere import inner_products, pairwise_gaps, small_d_gaps
 
 __all__ = [
     "cluster_labels",
@@ -213,7 +213,7 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
     x = _check_config(x)
     delta = _check_delta(delta)
     n = x.shape[-2]
-    gaps = _gaps(x)
+    gaps = small_d_gaps(x)
     # reductions written without selects (the diagonal gaps are exactly 0): XLA fuses them
     # into one vectorized pass over the pairs
     adj = gaps <= delta
@@ -235,18 +235,6 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
         clustered_fraction=(jnp.sum(adj, axis=(-2, -1), dtype=jnp.int32) - n).astype(gaps.dtype) / pairs,
     )
     return out
-
-
-def _gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
-    """``pairwise_gaps``, summed coordinate by coordinate when d is small (vectorizes along j)."""
-    if x.shape[-1] > 8:
-        return pairwise_gaps(x)
-    acc = 0.0
-    for k in range(x.shape[-1]):
-        c = x[..., k]
-        diff = c[..., :, None] - c[..., None, :]
-        acc = acc + diff * diff
-    return 0.5 * acc
 
 
 def histogram_edges(bins: int = 64) -> Float[Array, " bins+1"]:

@@ -76,6 +76,19 @@ def pairwise_gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
     return 0.5 * jnp.sum(diff * diff, axis=-1)
 
 
+def small_d_gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
+    """``pairwise_gaps``, summed coordinate by coordinate when d ≤ 8: each term is a broadcast
+    difference that XLA vectorizes along j, instead of an (n, n, d) array reduced over its last axis."""
+    if x.shape[-1] > 8:
+        return pairwise_gaps(x)
+    acc = 0.0
+    for k in range(x.shape[-1]):
+        c = x[..., k]
+        diff = c[..., :, None] - c[..., None, :]
+        acc = acc + diff * diff
+    return 0.5 * acc
+
+
 def within(x: Float[Array, "n d"], delta) -> Array:
     """Whether every pair of directions x_i/‖x_i‖ has ⟨x_i, x_j⟩ ≥ 1 − δ (one cluster at threshold δ).
 
