@@ -198,3 +198,32 @@ def test_float32_adaptive_runs_stop_at_consensus_like_float64():
     t32 = np.asarray(af.simulate(af.SA(jnp.asarray([1.0, 2.0])), x0, 30.0, dtype="float32", **kw).t_event)
     assert np.isfinite(t64).all()
     np.testing.assert_allclose(t32, t64, rtol=1e-4)
+
+
+def test_statistics_after_the_loop_equal_those_inside_it(monkeypatch):
+    """Small adaptive solves apply ``save`` after the loop (simulation.STATES_AFTER_LOOP_BYTES);
+    forcing the in-loop path gives the same values, for members stopped at consensus (their later
+    saves hold the stopped state), for integer statistics, and for grouped ensembles."""
+    from attnflow.solvers import simulation
+
+    betas = jnp.array([1.0, 2.0, 6.0, 8.0])
+    x0 = jnp.stack([af.init.cap(k, 8, 3, angle=0.4 + 0.3 * k) for k in range(4)])
+    ts = np.linspace(0.0, 30.0, 16)
+
+    def stat(t, x, field):
+        g = x @ x.T
+        return {"energy": af.energy(x, field.beta), "close": jnp.sum(g >= 1 - 1e-3)}
+
+    kw = dict(ts=ts, solver="tsit5", save=stat, stop_when_clustered=1e-3)
+    runs = {}
+    for where, limit in (("after", simulation.STATES_AFTER_LOOP_BYTES), ("inside", 0)):
+        monkeypatch.setattr(simulation, "STATES_AFTER_LOOP_BYTES", limit)
+        runs[where] = [af.simulate(af.SA(betas), x0, 30.0, **kw),
+                       af.simulate(af.SA(betas), x0, 30.0, group_size=2, **kw)]
+    for after, inside in zip(runs["after"], runs["inside"]):
+        t_event = np.asarray(after.t_event)
+        assert np.isfinite(t_event).sum() >= 2  # some members stop and hold their state
+        np.testing.assert_array_equal(t_event, np.asarray(inside.t_event))
+        np.testing.assert_allclose(after.stats["energy"], inside.stats["energy"], rtol=1e-13)
+        assert after.stats["close"].dtype == inside.stats["close"].dtype
+        np.testing.assert_array_equal(after.stats["close"], inside.stats["close"])
