@@ -113,6 +113,19 @@ GROUPS = {
 }
 
 
+def _materialized(t, x: jax.Array) -> jax.Array:
+    """``x`` written to memory before the statistics read it.
+
+    XLA fuses cheap elementwise producers into their consumers, so the n × n pair statistics
+    would recompute whatever produced the points (the dense interpolant and its normalization,
+    the conversion from angles or norms) inside every pair, and the CPU backend drops
+    ``lax.optimization_barrier`` before fusing. A conditional is a boundary fusion does not
+    cross. Its predicate is the save time, shared by the members (vmap would turn a predicate
+    that differs between members into a select, which fuses), and both branches return x.
+    """
+    return jax.lax.cond(jnp.isfinite(t), lambda y: y, lambda y: y * 1.0, x)
+
+
 @functools.lru_cache(maxsize=None)
 def statistics(delta: float, bins: int, keep_states: bool = False,
                groups: tuple[str, ...] = ("pairs", "clusters", "energy"), keep_attention: bool = False):
@@ -140,11 +153,7 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
         else:
             out = {}
         # tokens off the sphere (Pre-LN, no layer norm, angles) are measured and kept by direction
-        x = field.directions(x)
-        if field.geometry != "sphere":
-            # materialize the points (from angles or norms): XLA would otherwise recompute the
-            # conversion inside every pair of the n × n statistics (4 trigonometric calls per pair)
-            x = jax.lax.optimization_barrier(x)
+        x = _materialized(t, field.directions(x))
         if "pairs" in groups or "clusters" in groups:
             summary = observables.pair_summary(x, delta, clusters="clusters" in groups)
             out.update({k: v for k, v in summary.items() if any(k in GROUPS[g] for g in groups)})
