@@ -100,3 +100,18 @@ def test_circle_validates():
         to_angles(jnp.ones((4, 3)))
     with pytest.raises(ValueError, match=r"\(\.\.\., n, 1\)"):
         from_angles(jnp.ones((4, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("span", [4.0, 1e3])
+def test_sincos_is_within_one_ulp(dtype, span):
+    from attnflow.particles.circle import sincos
+
+    theta = np.random.default_rng(0).uniform(-span, span, 200_000).astype(dtype)
+    theta = np.concatenate([theta, (np.arange(-8, 9) * np.pi / 2).astype(dtype), [dtype(0.0), dtype(-0.0)]])
+    s, c = sincos(jnp.asarray(theta))
+    assert s.dtype == c.dtype == dtype
+    exact = theta.astype(np.float64)  # the rounded input's exact sine and cosine (to float64)
+    eps = np.finfo(dtype).eps
+    assert np.max(np.abs(np.asarray(s, np.float64) - np.sin(exact))) <= 1.0 * eps
+    assert np.max(np.abs(np.asarray(c, np.float64) - np.cos(exact))) <= 1.0 * eps

@@ -136,3 +136,27 @@ def test_weights_must_match_the_particle_dimension():
 def test_unknown_usa_time_convention():
     with pytest.raises(ValueError, match="time must be one of 'glpr', 'rescaled'"):
         af.USA(1.0, time="paper")
+
+
+@pytest.mark.parametrize("n", [1, 5, 32, 64])
+@pytest.mark.parametrize("beta", [0.0, 3.0, 1e4])
+def test_sa_on_the_circle_written_out_matches_the_batched_products(n, beta):
+    # d = 2, plain weights, n ≤ 64: SA.__call__ sums over j term by term (ω_i x_i^⊥); it must give
+    # P_x(drift) of the general path to rounding, also off the sphere (Runge–Kutta stages) and at β = 10⁴
+    from attnflow.particles.fields import UNROLLED_N
+    from attnflow.particles.sphere import project
+
+    assert n <= UNROLLED_N
+    x = af.init.uniform(n, n, 2)
+    x = x * (1.0 + 0.2 * jax.random.uniform(jax.random.key(1), (n, 1)))  # norms in [1, 1.2]
+    field = af.SA(beta)
+    fast, general = field(0.0, x), project(x, field.drift(0.0, x))
+    assert bool(jnp.all(jnp.isfinite(fast)))
+    scale = 1.0 + float(jnp.max(jnp.abs(general)))
+    np.testing.assert_allclose(fast, general, atol=1e-13 * scale * max(1.0, beta * 1e-2))
+    # tangent at every (off-sphere) point
+    np.testing.assert_allclose(jnp.sum(fast * x, -1), 0.0, atol=1e-14 * scale)
+    x32 = x.astype(jnp.float32)
+    v32 = field(0.0, x32)
+    assert v32.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(v32)))
+    np.testing.assert_allclose(v32, general, atol=2e-6 * scale * max(1.0, beta * 1e-2))

@@ -75,3 +75,15 @@ def test_within_is_the_one_cluster_test_at_threshold_delta():
     x = jnp.array([[1.0, 0.0], [np.cos(a), np.sin(a)], [np.cos(2 * a), np.sin(2 * a)]]) * jnp.array([[1.0], [3.0], [0.5]])
     gap = 1.0 - np.cos(2 * a)
     assert bool(sphere.within(x, gap * 1.001)) and not bool(sphere.within(x, gap * 0.999))
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 8, 9, 16])
+def test_row_dot_written_out_equals_the_reduction(d):
+    # d ≤ SMALL_D sums slices; beyond, jnp.sum: the same inner products to rounding
+    x = jax.random.normal(jax.random.key(d), (5, 7, d))
+    y = jax.random.normal(jax.random.key(d + 100), (5, 7, d))
+    dot = sphere.row_dot(x, y)
+    assert dot.shape == (5, 7, 1)
+    np.testing.assert_allclose(dot[..., 0], np.einsum("...k,...k->...", np.asarray(x), np.asarray(y)), rtol=1e-13,
+                               atol=1e-14 * d)
+    np.testing.assert_allclose(np.linalg.norm(sphere.normalize(x), axis=-1), 1.0, atol=1e-15)
