@@ -18,14 +18,11 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._checks import check_choice
-from .fields import Field, _as_beta
+from .fields import UNROLLED_N, Field, _as_beta
 
 __all__ = ["Circle", "to_angles", "from_angles", "sincos"]
 
 _MODELS = ("sa", "usa", "usa-rescaled")
-
-UNROLLED_N = 64
-"""Up to this many particles the sum over j is written out term by term (see ``Circle``)."""
 
 # minimax coefficients of sin r = r + r³ S(r²) and cos r = 1 − r²/2 + r⁴ C(r²) on |r| ≤ π/4 (fdlibm's)
 _SIN = (-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,

@@ -32,7 +32,8 @@ _TIMES = ("glpr", "rescaled")
 _MASKS = ("none", "causal")
 
 UNROLLED_N = 64
-"""Up to this many tokens, SA on the circle (d = 2) sums over j term by term (``SA.__call__``)."""
+"""Up to this many tokens, SA on the circle (d = 2) and ``Circle`` sum over j term by term: the loop over j
+runs once, when the function is traced, and yields n elementwise terms vectorized over the ensemble."""
 
 
 def _circle_velocity(beta: Float[Array, ""], x: Float[Array, "n 2"]) -> Float[Array, "n 2"]:
