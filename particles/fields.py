@@ -313,6 +313,8 @@ class SA(Attention):
         return jax.nn.softmax(self.logits(x), axis=-1)
 
     def __call__(self, t, x):
+        """The projected velocity; on the circle (d = 2, plain weights, no mask, n ≤ ``UNROLLED_N``)
+        from ``_circle_velocity``, elsewhere P_x of ``drift``."""
         n, d = x.shape
         plain = (self.Q is None and self.K is None and self.V is None and self.mask == "none"
                  and type(self).drift is SA.drift and self.geometry == "sphere")
