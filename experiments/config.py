@@ -399,9 +399,10 @@ for _key in (
     Key("memory_gb", "float", 2.0, "memory budget of one compiled batch; larger ensembles run in chunks",
         minimum=0.0, strict_min=True),
     Key("statistics", "str_list", ("pairs", "clusters", "energy"),
-        "statistics saved per time: pairs (inner products, clustered fraction), clusters (counts, levels), energy, "
+        "statistics saved per time: pairs (inner products, clustered fraction), clustered (the clustered fraction "
+        "alone, cheapest), clusters (counts, levels), energy, "
         "attention (spectral gap, stationary law, entropy of the attention matrix)",
-        choices=("pairs", "clusters", "energy", "attention")),
+        choices=("pairs", "clustered", "clusters", "energy", "attention")),
     Key("progress", "bool", True, "show progress on stderr"),
     Key("stop_when_clustered", "bool", False, "stop a member once all its pairs are within δ/2 (one cluster)"),
     Key("modes", "int", 256, "meanfield-circle: Fourier modes |k| < modes of the density (a grid of 2·modes angles)",

@@ -32,7 +32,7 @@ STATE_COPIES = {"euler": 3, "rk4": 7, "lie_euler": 4, "cg3": 7, "lie_trotter": 7
 """State-sized arrays one step holds per member: the stages, the start and end points, the error
 estimate and the dense-output coefficients."""
 
-STAT_VALUES = {"pairs": 4, "clusters": 2, "energy": 3, "attention": 3}
+STAT_VALUES = {"pairs": 4, "clustered": 1, "clusters": 2, "energy": 3, "attention": 3}
 """Numbers saved per member and save time by each group of statistics (``runner.GROUPS``)."""
 
 ATTENTION_COPIES = 3

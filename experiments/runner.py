@@ -23,6 +23,7 @@ from .. import particles
 from ..particles import attention_stats, observables
 from ..particles.energy import energy, normalized_energy
 from ..solvers import NonFiniteError, simulate
+from ..solvers.fusion import materialized
 from . import models  # also registers the variant keys (heads, mask, norm, weights, ...)
 from . import preflight
 from .config import Config, to_toml
@@ -106,24 +107,14 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
 
 GROUPS = {
     "pairs": ("mean_inner_product", "min_inner_product", "max_inner_product", "clustered_fraction"),
+    # the fraction alone: one integer count over the pairs, ≈ 5× cheaper than the pair summary
+    # (n = 32, d = 2), for runs that read nothing else (the phase diagram)
+    "clustered": ("clustered_fraction",),
     "clusters": ("n_clusters", "cluster_level"),
     "energy": ("energy", "normalized_energy", "log_energy"),
     # plus "attention_matrix" itself when it is small (``_keep_attention``)
     "attention": ("spectral_gap", "stationary_distribution", "attention_entropy", "effective_tokens"),
 }
-
-
-def _materialized(t, x: jax.Array) -> jax.Array:
-    """``x`` written to memory before the statistics read it.
-
-    XLA fuses cheap elementwise producers into their consumers, so the n × n pair statistics
-    would recompute whatever produced the points (the dense interpolant and its normalization,
-    the conversion from angles or norms) inside every pair, and the CPU backend drops
-    ``lax.optimization_barrier`` before fusing. A conditional is a boundary fusion does not
-    cross. Its predicate is the save time, shared by the members (vmap would turn a predicate
-    that differs between members into a select, which fuses), and both branches return x.
-    """
-    return jax.lax.cond(jnp.isfinite(t), lambda y: y, lambda y: y * 1.0, x)
 
 
 @functools.lru_cache(maxsize=None)
@@ -132,7 +123,7 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
     """The on-the-fly statistics of a run (one cached function per (δ, bins, groups), so runs reuse compilations).
 
     Per member and save time, by group: "pairs": mean/min/max of ⟨x_i,x_j⟩ over i ≠ j and the
-    fraction of pairs with ⟨x_i,x_j⟩ ≥ 1 − δ; "clusters": the number of clusters at threshold δ
+    fraction of pairs with ⟨x_i,x_j⟩ ≥ 1 − δ; "clustered": that fraction alone; "clusters": the number of clusters at threshold δ
     and Σ_q m_q²/n² over their sizes; "energy": E_β, its normalized form and the log-energy of
     the field's kernel; "attention": the spectral gap 1 − |λ₂|, the stationary distribution (n
     values), the mean row entropy and the mean effective number of attended tokens of the
@@ -153,10 +144,13 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
         else:
             out = {}
         # tokens off the sphere (Pre-LN, no layer norm, angles) are measured and kept by direction
-        x = _materialized(t, field.directions(x))
+        # read n × n times by the pair statistics: written first (``solvers.fusion``)
+        x = materialized(t, field.directions(x))
         if "pairs" in groups or "clusters" in groups:
             summary = observables.pair_summary(x, delta, clusters="clusters" in groups)
             out.update({k: v for k, v in summary.items() if any(k in GROUPS[g] for g in groups)})
+        if "clustered" in groups and "clustered_fraction" not in out:
+            out["clustered_fraction"] = observables.clustered_fraction(x, delta)
         if "energy" in groups:
             out["normalized_energy"] = normalized_energy(x, _beta_of(field))
             out["energy"] = energy(x, _beta_of(field))
@@ -348,10 +342,14 @@ def _finite_or_none(values) -> list:
 
 def t_clustered(result: RunResult) -> np.ndarray:
     """Per member (d, β, seed order): the first save time at which every pair is within δ, NaN if never
-    (NaN throughout when the run did not save the "pairs" statistics)."""
-    if "min_inner_product" not in result.stats:
+    (NaN throughout when the run saved neither the "pairs" nor the "clustered" statistics)."""
+    if "min_inner_product" in result.stats:
+        together = result.member("min_inner_product") >= 1.0 - result.config.delta
+    elif "clustered_fraction" in result.stats:
+        # every pair within δ: the count of close pairs is n(n − 1), the fraction exactly 1
+        together = result.member("clustered_fraction") >= 1.0
+    else:
         return np.full(result.steps.size, np.nan)
-    together = result.member("min_inner_product") >= 1.0 - result.config.delta
     first = np.argmax(together, axis=1)
     return np.where(together.any(axis=1), result.ts[first], np.nan)
 

@@ -165,8 +165,31 @@ def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, "..."]
     n = x.shape[-2]
     if n == 1:
         return jnp.ones(x.shape[:-2])
-    close = (pairwise_gaps(x) <= delta) & ~jnp.eye(n, dtype=bool)
-    return jnp.sum(close, axis=(-2, -1)) / (n * (n - 1))
+    return _clustered_fraction(x, _close(small_d_gaps(x), delta))
+
+
+def _close(gaps, delta):
+    """gaps ≤ δ, compared in the gaps' own precision: a Python δ would otherwise promote float32
+    gaps to float64 (with x64 enabled), halving the width of the vectorized pass over the pairs."""
+    return gaps <= jnp.asarray(delta, gaps.dtype)
+
+
+def _clustered_fraction(x, adj):
+    """The fraction from the adjacency ``gaps <= δ``, diagonal included, counted without a select.
+
+    A diagonal gap is exactly 0 when its row is finite, so it counts once per finite row:
+    subtracting that count (O(n)) instead of masking the n × n diagonal keeps the count one
+    integer reduction that XLA vectorizes, about 5× cheaper than the pair summary's float
+    reductions at n = 32, d = 2.
+    """
+    n = x.shape[-2]
+    dtype = jnp.result_type(x.dtype, jnp.float32)
+    # counted in floating point while n² is exact there (n ≤ 4096 in float32): XLA's CPU backend
+    # reduces floats over the pairs 1.3× faster than int64 and 3× faster than int32
+    acc = dtype if n * n <= 2 ** (jnp.finfo(dtype).nmant + 1) else jnp.int64
+    finite_rows = jnp.sum(jnp.all(jnp.isfinite(x), axis=-1), axis=-1, dtype=acc)
+    count = jnp.sum(jnp.sum(adj, axis=-1, dtype=acc), axis=-1, dtype=acc) - finite_rows
+    return count.astype(dtype) / (n * (n - 1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,7 +239,7 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
     gaps = small_d_gaps(x)
     # reductions written without selects (the diagonal gaps are exactly 0): XLA fuses them
     # into one vectorized pass over the pairs
-    adj = gaps <= delta
+    adj = _close(gaps, delta)
     out = {}
     if clusters:
         labels = _components(adj)
@@ -234,7 +257,7 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
         mean_inner_product=1.0 - jnp.sum(jnp.sum(gaps, axis=-1), axis=-1) / pairs,
         min_inner_product=1.0 - jnp.max(jnp.max(gaps, axis=-1), axis=-1),
         max_inner_product=1.0 - jnp.min(jnp.min(gaps + off, axis=-1), axis=-1),
-        clustered_fraction=(jnp.sum(jnp.sum(adj, axis=-1, dtype=jnp.int32), axis=-1) - n).astype(gaps.dtype) / pairs,
+        clustered_fraction=_clustered_fraction(x, adj),
     )
     return out
 

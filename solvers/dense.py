@@ -25,6 +25,7 @@ import numpy as np
 from ..particles import coalesce as _coalesce
 from ..particles.sphere import normalize, within
 from . import progress as _progress
+from .fusion import materialized
 
 
 def _hermite(x0, f0, x1, f1, theta, h):
@@ -73,7 +74,8 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         k2 = vfield(field, t + 0.5 * h, xb + (0.5 * h) * k1)
         k3 = vfield(field, t + 0.5 * h, xb + (0.5 * h) * k2)
         k4 = vfield(field, t + h, xb + h * k3)
-        xn = settle(finish(xb + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)))
+        # the update written before it is normalized: fused, the two ran 3× slower (``fusion``)
+        xn = settle(finish(materialized(t, xb + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4))))
         fn = vfield(field, t + h, xn)
         # the velocity counts too: the interpolant at the new step end uses it
         ok = finite(xn, fn)
@@ -106,7 +108,7 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         state = jax.lax.while_loop(lambda s: (s[0] < target) & jnp.any(s[5]), step, state)
         _, xa, fa, xb, fb = state[:5]
         at = jnp.where(state[0] < target, 1.0, theta[k]).astype(dtype)
-        x = finish(_hermite(xa, fa, xb, fb, at, h))
+        x = finish(materialized(at, _hermite(xa, fa, xb, fb, at, h)))
         if progress:
             jax.debug.callback(_progress.report, -1, times[k])
         return state, save_all(field, times[k], x)

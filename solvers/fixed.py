@@ -12,6 +12,7 @@ import equinox as eqx
 
 from ..particles.fields import Sum
 from ..particles.sphere import normalize, rotate
+from .fusion import materialized
 
 
 class FixedStep(eqx.Module):
@@ -24,9 +25,12 @@ class FixedStep(eqx.Module):
         raise NotImplementedError
 
 
-def _retract(field, x):
-    """Back onto the sphere for fields that live there; fields in R^d are left alone."""
-    return normalize(x) if field.geometry == "sphere" else x
+def _retract(field, t, x):
+    """Back onto the sphere for fields that live there; fields in R^d are left alone.
+
+    The update is written to memory first: fused with the sums that produce it, the
+    normalization ran 3× slower at d = 2 on CPU (``fusion.materialized``)."""
+    return normalize(materialized(t, x)) if field.geometry == "sphere" else x
 
 
 class Euler(FixedStep):
@@ -39,7 +43,7 @@ class Euler(FixedStep):
     name: ClassVar[str] = "euler"
 
     def step(self, field, t, x, h):
-        return _retract(field, x + h * field(t, x))
+        return _retract(field, t, x + h * field(t, x))
 
 
 class RK4(FixedStep):
@@ -57,7 +61,7 @@ class RK4(FixedStep):
         k2 = field(t + 0.5 * h, x + 0.5 * h * k1)
         k3 = field(t + 0.5 * h, x + 0.5 * h * k2)
         k4 = field(t + h, x + h * k3)
-        return _retract(field, x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4))
+        return _retract(field, t, x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4))
 
 
 class LieEuler(FixedStep):

@@ -107,6 +107,21 @@ def test_delta_edge_cases():
     assert float(clustered_fraction(x[:1], 0.0)) == 1.0
 
 
+def test_clustered_fraction_counts_exactly_in_float32_and_ignores_non_finite_rows():
+    # 40 of 64 points in one tight cap: 40·39 ordered pairs close, counted without rounding in float32
+    rng = np.random.default_rng(3)
+    theta = np.concatenate([rng.uniform(0, 1e-3, 40), np.linspace(1.0, 6.0, 24)])
+    x = np.stack([np.cos(theta), np.sin(theta)], -1)
+    f32 = clustered_fraction(jnp.asarray(x, jnp.float32), 1e-3)
+    assert f32.dtype == jnp.float32 and float(f32) == np.float32(40 * 39) / np.float32(64 * 63)
+    assert float(clustered_fraction(x, 1e-3)) == pytest.approx(40 * 39 / (64 * 63), abs=1e-15)
+    # a non-finite particle is close to nothing, its own diagonal included: the others' count stands
+    bad = x.copy()
+    bad[0] = np.nan
+    bad[1, 0] = np.inf
+    assert float(clustered_fraction(bad, 1e-3)) == pytest.approx(38 * 37 / (64 * 63), abs=1e-15)
+
+
 def test_batch_axes_match_members():
     rng = np.random.default_rng(2)
     partitions = ([2, 2, 2, 2], [5, 3], [8], [1, 1, 3, 3], [4, 4], [6, 2])

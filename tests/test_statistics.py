@@ -85,15 +85,28 @@ def test_statistics_key_selects_groups_and_the_summary_says_null():
     assert all(v is None for v in runner.summarize(energy_only)["t_clustered"])
 
 
+def test_the_clustered_group_is_the_pairs_fraction_alone_and_still_gives_t_clustered():
+    full = _run("statistics=pairs", "seeds=4", "t1=12")
+    alone = _run("statistics=clustered", "seeds=4", "t1=12")
+    assert set(alone.stats) == {"clustered_fraction"}
+    assert np.array_equal(alone.stats["clustered_fraction"], full.stats["clustered_fraction"])
+    # "every pair within δ" read from the fraction (exactly 1) agrees with the minimum inner product
+    t_full, t_alone = runner.t_clustered(full), runner.t_clustered(alone)
+    assert np.isfinite(t_full).any() and not np.isfinite(t_full).all()
+    assert np.array_equal(t_full, t_alone, equal_nan=True)
+    summary = runner.summarize(alone)
+    assert summary["min_inner_product"] == [None] * 9 and summary["clustered_fraction"] == runner.summarize(full)["clustered_fraction"]
+
+
 def test_experiments_compute_what_their_figures_read():
     # fig4-circle draws cluster counts: asking for pairs only still computes them
     config = load_config(None, ["statistics=pairs", "seeds=2", "t1=2", "n_save=5", "progress=false"],
                          base=EXPERIMENTS["fig4-circle"].defaults)
     assert runner.statistics_groups(config) == ("pairs", "clusters", "energy")
     fig3 = load_config(None, [], base=EXPERIMENTS["fig3-phase-diagram"].defaults)
-    assert runner.statistics_groups(fig3) == ("pairs",)
+    assert runner.statistics_groups(fig3) == ("clustered",)
     one_beta = load_config(None, ["beta=2"], base=EXPERIMENTS["fig3-phase-diagram"].defaults)
-    assert runner.statistics_groups(one_beta) == ("pairs", "clusters")
+    assert runner.statistics_groups(one_beta) == ("clustered", "clusters")
 
 
 def test_dense_key_runs_rk4_on_the_grid_and_is_refused_elsewhere():
