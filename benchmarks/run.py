@@ -62,7 +62,7 @@ def phase_diagram_cell(seeds: int, n_betas: int, baseline_betas: int, n: int = 3
     base_total = base_per_beta * n_betas
     pair_steps = seeds * n_betas * n * n * 300 / base_total  # the baseline's 300 Euler steps
 
-    # fig3's defaults: rk4 dt = 0.75 with dense output, float32, the pair statistics at 200 times
+    # fig3's defaults: rk4 dt = 0.75 with dense output, float32, the clustered fraction at 200 times
     ours, compile_s, result = _time_run(_fig3_config(seeds, n_betas, n, t1))
     # every statistic of the summary contract (cluster counts, energies), float64, on at most 256 × 18
     # members; the baseline's cost scales with the number of members
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
         print(f"  baseline (authors' scheme, NumPy f64, Euler dt = 0.1): {cell['baseline_s']:.1f} s "
               f"({cell['baseline_per_beta_s']:.2f} s per β, {cell['baseline_pair_steps']:.2e} pair-steps/s;"
               f" the authors' code: 5.4e7 on 2 cores)")
-        print(f"  attnflow fig3 defaults (rk4 dt = 0.75, dense output, f32, pair statistics): {cell['ours_s']:.2f} s "
+        print(f"  attnflow fig3 defaults (rk4 dt = 0.75, dense output, f32, clustered fraction): {cell['ours_s']:.2f} s "
               f"+ {cell['compile_s']:.1f} s compile, {cell['steps']:.0f} steps per member")
         print(f"  speed-up over the baseline: {cell['ratio']:.1f}×")
         print(f"  with every statistic of the summary contract (cluster counts, energies) in float64, "
