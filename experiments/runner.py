@@ -107,7 +107,7 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
 
 GROUPS = {
     "pairs": ("mean_inner_product", "min_inner_product", "max_inner_product", "clustered_fraction"),
-    # the fraction alone: one integer count over the pairs, ≈ 5× cheaper than the pair summary
+    # the fraction alone: one count over the pairs, ≈ 3–4× cheaper than the pair summary
     # (n = 32, d = 2), for runs that read nothing else (the phase diagram)
     "clustered": ("clustered_fraction",),
     "clusters": ("n_clusters", "cluster_level"),
@@ -123,8 +123,8 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
     """The on-the-fly statistics of a run (one cached function per (δ, bins, groups), so runs reuse compilations).
 
     Per member and save time, by group: "pairs": mean/min/max of ⟨x_i,x_j⟩ over i ≠ j and the
-    fraction of pairs with ⟨x_i,x_j⟩ ≥ 1 − δ; "clustered": that fraction alone; "clusters": the number of clusters at threshold δ
-    and Σ_q m_q²/n² over their sizes; "energy": E_β, its normalized form and the log-energy of
+    fraction of pairs with ⟨x_i,x_j⟩ ≥ 1 − δ; "clustered": that fraction alone; "clusters": the
+    number of clusters at threshold δ and Σ_q m_q²/n² over their sizes; "energy": E_β, its normalized form and the log-energy of
     the field's kernel; "attention": the spectral gap 1 − |λ₂|, the stationary distribution (n
     values), the mean row entropy and the mean effective number of attended tokens of the
     attention matrix A(t) (``particles.attention_stats``), and with ``keep_attention`` A(t) itself.
