@@ -101,9 +101,9 @@ def pairwise_gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
 
 
 def small_d_gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
-    """``pairwise_gaps``, summed coordinate by coordinate when d ≤ 8: each term is a broadcast
+    """``pairwise_gaps``, summed coordinate by coordinate when d ≤ ``SMALL_D``: each term is a broadcast
     difference that XLA vectorizes along j, instead of an (n, n, d) array reduced over its last axis."""
-    if x.shape[-1] > 8:
+    if x.shape[-1] > SMALL_D:
         return pairwise_gaps(x)
     acc = 0.0
     for k in range(x.shape[-1]):
