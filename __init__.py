@@ -42,6 +42,7 @@ from .particles import (  # noqa: E402
     attention_spectrum,
     cluster_labels,
     clustered_fraction,
+    clustered_fraction_of_angles,
     clusters,
     effective_tokens,
     energy,

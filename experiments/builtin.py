@@ -525,7 +525,7 @@ _register(Experiment(
     "[GLPR] Fig. 3",
     dict(experiment="fig3-phase-diagram", model="sa", n=32, d=[2, 8, 32, 128, 512, 1024], beta="0.1:9:90",
          seeds=1024, init="uniform", t1=30.0, n_save=201, delta=1e-3, solver="rk4", dt=0.75, dense=True,
-         dtype="float32", statistics=["clustered"], save_states="no"),
+         dtype="float32", statistics=["clustered"], save_states="no", circle="auto"),
     dict(d=[2, 32], beta="0.5:6:12", seeds=8, n_save=61),
     _fig3_figures, _fig3_checks,
     # one β draws cluster counts instead of a phase diagram

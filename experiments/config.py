@@ -214,6 +214,9 @@ def _coerce_scalar(key: Key, element: str, label: str, value: Any) -> Any:
             raise ConfigError(f"{label} must be {allowed}, got {_show(value)}")
         return value
     if element == "str":
+        if (key.choices is not None and {"yes", "no"} <= set(key.choices)
+                and (isinstance(value, bool) or value in ("true", "false"))):
+            value = "yes" if value in (True, "true") else "no"  # the yes/no/auto keys also take true and false
         if not isinstance(value, str):
             raise ConfigError(f"{label} must be {allowed}, got {_show(value)}")
         try:

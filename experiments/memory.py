@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterable
 
 from .config import Config, ConfigError
+from .models import in_angles
 
 __all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all"]
 
@@ -46,7 +47,7 @@ def _attention_words(config: Config, n: int, d: int, block) -> tuple[int, bool]:
     from ..particles import blocked
 
     heads = config.heads
-    if config.model in _DENSE_ONLY or heads > 1 or config.circle:
+    if config.model in _DENSE_ONLY or heads > 1 or in_angles(config, d):
         return ATTENTION_COPIES * heads * n * n, True
     tile = blocked.resolve_block(block, n, config.dtype)
     if tile is None:
@@ -174,9 +175,9 @@ def check_fits(config: Config, *, block="auto") -> None:
     largest = max(parts, key=parts.get)
     remedies = []
     if largest == "attention" and dense:
-        if config.model in _DENSE_ONLY or config.heads > 1 or config.circle:
+        if config.model in _DENSE_ONLY or config.heads > 1 or any(in_angles(config, d) for d in config.d):
             why = (f"model = {config.model!r}" if config.model in _DENSE_ONLY
-                   else f"heads = {config.heads}" if config.heads > 1 else "circle = true")
+                   else f"heads = {config.heads}" if config.heads > 1 else "the angle form (circle)")
             remedies.append(f"fewer particles (n; {why} evaluates the full n×n attention)")
         else:
             remedies.append("the blocked evaluation (block = 'auto', memory O(n·d))")

@@ -42,7 +42,8 @@ for _key in (
         minimum=0.0),
     Key("coalesce", "float", 0.0, "tokens within ½‖x_i − x_j‖² ≤ coalesce of an earlier token move with it "
         "(particles/coalesce.py): removes the stiff contraction of collapsed clusters; 0 = off", minimum=0.0),
-    Key("circle", "bool", False, "integrate d = 2 runs of SA/USA in angles θ (n, 1): the circle fast path"),
+    Key("circle", "str", "no", "integrate d = 2 runs of plain SA/USA in angles θ (n, 1), the circle fast path: "
+        "yes, no, or auto (where the run allows it)", choices=("auto", "yes", "no")),
     Key("sinkhorn_tol", "float", 1e-9, "tolerance of the Sinkhorn normalization (model = 'sinkhorn')",
         minimum=0.0, strict_min=True),
     Key("alpha", "float", 1.0, "ridge regularization α of least-squares attention Q(KᵀK + αI)⁻¹KᵀV "
@@ -83,15 +84,15 @@ def _check_combinations(c: Config) -> None:
                           "or layer_tau > 0 (weights switching during the run); set dense = false")
     if c.norm in ("pre", "peri", "none") and c.solver in ("lie_euler", "cg3"):
         raise ConfigError(f"norm = {c.norm!r} moves tokens in R^d; solver {c.solver!r} only rotates on the sphere")
-    if c.circle:
-        changed = [k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
-                   if c[k] != KEYS[k].default] + [k for k in ("noise", "coalesce") if c[k] > 0]
-        if tuple(c.d) != (2,) or c.model not in ("sa", "usa", "usa-rescaled") or changed:
-            raise ConfigError("circle = true is the angle form of plain SA/USA on the circle: it needs d = 2, "
+    if c.circle == "yes":
+        changed = _not_plain(c)
+        if tuple(c.d) != (2,) or c.model not in _CIRCLE_MODELS or changed:
+            raise ConfigError("circle = 'yes' is the angle form of plain SA/USA on the circle: it needs d = 2, "
                               "model sa/usa/usa-rescaled and no other variant key"
-                              + (f" (got {', '.join(changed)})" if changed else ""))
-        if c.solver in ("lie_euler", "cg3"):
-            raise ConfigError(f"circle = true integrates angles in R; solver {c.solver!r} rotates on the sphere")
+                              + (f" (got {', '.join(changed)})" if changed else "")
+                              + "; circle = 'auto' uses it only where it applies")
+        if c.solver in _ROTATING:
+            raise ConfigError(f"circle = 'yes' integrates angles in R; solver {c.solver!r} rotates on the sphere")
     if c.coalesce > 0 and c.norm in ("pre", "peri", "none"):
         raise ConfigError(f"coalesce moves tokens on the sphere together; norm = {c.norm!r} leaves the sphere "
                           "(use norm = 'post' or 'ngpt', or coalesce = 0)")
@@ -168,9 +169,28 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
     return inner
 
 
+_CIRCLE_MODELS = ("sa", "usa", "usa-rescaled")
+_ROTATING = ("lie_euler", "cg3")
+
+
+def _not_plain(c: Config) -> list[str]:
+    """The variant keys of ``c`` that take a run off plain SA/USA (which the angle form cannot express)."""
+    return ([k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
+             if c[k] != KEYS[k].default] + [k for k in ("noise", "coalesce") if c[k] > 0])
+
+
+def in_angles(config: Config, d: int) -> bool:
+    """Whether the members of dimension ``d`` run in angles (``Circle``): circle = 'yes' (validated to
+    apply), or 'auto' for d = 2 with plain SA/USA and a solver that does not rotate on the sphere."""
+    if config.circle == "yes":
+        return True
+    return (config.circle == "auto" and d == 2 and config.model in _CIRCLE_MODELS and not _not_plain(config)
+            and config.solver not in _ROTATING)
+
+
 def build_field(config: Config, beta, seeds: np.ndarray, d: int):
     """The whole field of a configuration for members with inverse temperatures ``beta`` and ``seeds``."""
-    if config.circle:
+    if in_angles(config, d):
         from ..particles.circle import Circle
 
         return Circle(beta, model=config.model)

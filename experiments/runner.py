@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import particles
 from ..particles import attention_stats, observables
+from ..particles.circle import Circle
 from ..particles.energy import energy, normalized_energy
 from ..solvers import NonFiniteError, simulate
 from ..solvers.fusion import materialized
@@ -143,6 +144,9 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
                 out["attention_matrix"] = A
         else:
             out = {}
+        if "clustered" in groups and not {"pairs", "clusters"} & set(groups) and isinstance(field, Circle):
+            # from the angles themselves: no sine and cosine per particle and save
+            out["clustered_fraction"] = observables.clustered_fraction_of_angles(materialized(t, x), delta)
         # tokens off the sphere (Pre-LN, no layer norm, angles) are measured and kept by direction
         # read n × n times by the pair statistics: written first (``solvers.fusion``)
         x = materialized(t, field.directions(x))
@@ -258,7 +262,7 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
     failed = []  # (d, member within d, last finite time, cause) of members that became non-finite
     for d in config.d:
         x0 = initial_conditions(config, d)  # (seeds, n, d)
-        if config.circle:
+        if models.in_angles(config, d):
             x0 = particles.to_angles(x0)  # the field moves angles; statistics see their points on the circle
         beta_members = np.repeat(betas, seeds)
         seed_members = np.tile(config.seed + np.arange(seeds), nb)

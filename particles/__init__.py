@@ -27,6 +27,7 @@ from .observables import (
     cluster_labels,
     cluster_sizes,
     clustered_fraction,
+    clustered_fraction_of_angles,
     clusters,
     histogram_edges,
     inner_product_histogram,

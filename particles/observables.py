@@ -27,6 +27,7 @@ __all__ = [
     "cluster_sizes",
     "n_clusters_multi",
     "clustered_fraction",
+    "clustered_fraction_of_angles",
     "pair_statistics",
     "pair_summary",
     "inner_product_histogram",
@@ -166,6 +167,31 @@ def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, "..."]
     if n == 1:
         return jnp.ones(x.shape[:-2])
     return _clustered_fraction(x, _close(small_d_gaps(x), delta))
+
+
+def clustered_fraction_of_angles(theta: Float[Array, "... n 1"], delta) -> Float[Array, "..."]:
+    """``clustered_fraction`` of the points (cos θ_i, sin θ_i) of the circle, from their angles.
+
+    On the circle 1 − cos(θ_i − θ_j) ≤ δ exactly when θ_i − θ_j is within α = 2 arcsin √(δ/2) of
+    a multiple of 2π. With the angles reduced to [0, 2π) once per configuration, that is
+    ||θ_i − θ_j| − π| ≥ π − α: four operations per pair and no sine or cosine, where the points
+    cost a sine and a cosine per particle (``circle.from_angles``) before the same count. The
+    angular threshold is as accurate as the chord's: ~1e-7 absolute in float32 against α ≈ 0.045
+    at δ = 1e-3. Non-finite angles belong to no pair.
+    """
+    theta = _check_config(theta)
+    delta = _check_delta(delta)
+    if theta.shape[-1] != 1:
+        raise ValueError(f"theta must hold one angle per particle, shape (..., n, 1), got {theta.shape}")
+    n = theta.shape[-2]
+    if n == 1:
+        return jnp.ones(theta.shape[:-2])
+    alpha = 2.0 * jnp.arcsin(jnp.sqrt(jnp.minimum(delta, 2.0) / 2.0))
+    two_pi = 2.0 * np.pi
+    a = theta[..., 0]
+    a = a - two_pi * jnp.floor(a * (1.0 / two_pi))
+    far = jnp.abs(jnp.abs(a[..., :, None] - a[..., None, :]) - jnp.asarray(np.pi, a.dtype))
+    return _clustered_fraction(theta, far >= (np.pi - alpha).astype(a.dtype))
 
 
 def _close(gaps, delta):

@@ -18,6 +18,7 @@ from scipy.sparse.csgraph import connected_components
 import attnflow as af  # noqa: F401  (enables float64)
 from attnflow.particles.energy import normalized_energy
 from attnflow.particles.observables import (
+    clustered_fraction_of_angles,
     cluster_labels,
     cluster_sizes,
     clustered_fraction,
@@ -120,6 +121,42 @@ def test_clustered_fraction_counts_exactly_in_float32_and_ignores_non_finite_row
     bad[0] = np.nan
     bad[1, 0] = np.inf
     assert float(clustered_fraction(bad, 1e-3)) == pytest.approx(38 * 37 / (64 * 63), abs=1e-15)
+
+
+def test_clustered_fraction_of_angles_is_the_fraction_of_their_points():
+    # 1 − cos(θ_i − θ_j) ≤ δ ⟺ θ_i − θ_j within α = 2 arcsin √(δ/2) of a multiple of 2π
+    delta = 1e-3
+    alpha = 2.0 * math.asin(math.sqrt(delta / 2.0))
+    # across the cut at ±π, 2π and 6π apart, and just inside / just outside α: pairs (0, 1), (2, 3), (4, 5)
+    # are close, (6, 7) is not; every other pair is far
+    theta = np.array([np.pi - alpha / 3, -np.pi + alpha / 3, 1.0, 1.0 + 2 * np.pi + alpha * (1 - 1e-6),
+                      -2.0, -2.0 + 6 * np.pi - alpha * (1 - 1e-6), 0.3, 0.3 + alpha * (1 + 1e-6)])[:, None]
+    expected = 3 * 2 / (8 * 7)
+    assert float(clustered_fraction_of_angles(theta, delta)) == pytest.approx(expected, abs=1e-15)
+    points = np.concatenate([np.cos(theta), np.sin(theta)], axis=-1)
+    assert float(clustered_fraction(points, delta)) == pytest.approx(expected, abs=1e-15)
+    # random angles over several turns, in float64 and float32, batched: the points' fraction at each δ
+    rng = np.random.default_rng(5)
+    centers = rng.uniform(-10.0, 10.0, (6, 1, 1))
+    theta = centers + rng.normal(0.0, 0.05, (6, 40, 1)) + 2 * np.pi * rng.integers(-2, 3, (6, 40, 1))
+    points = np.concatenate([np.cos(theta), np.sin(theta)], axis=-1)
+    for d in (1e-3, 3e-3, 0.5, 2.0):
+        want = np.asarray(clustered_fraction(points, d))
+        assert np.all((want > 0) & (want < 1)) if d < 0.01 else np.all(want == 1.0)  # α ≈ the spread, or far above
+        np.testing.assert_array_equal(clustered_fraction_of_angles(theta, d), want)
+        f32 = clustered_fraction_of_angles(jnp.asarray(theta, jnp.float32), d)
+        assert f32.dtype == jnp.float32
+        np.testing.assert_allclose(f32, want, atol=2 / (40 * 39))  # a pair within float32 rounding of α may flip
+    # a non-finite angle is close to nothing, its own diagonal included
+    bad = theta[0].copy()
+    bad[0] = np.nan
+    bad[1] = np.inf
+    keep = np.ones(40, bool)
+    keep[:2] = False
+    close = np.asarray(clustered_fraction(points[0][keep], 1e-3)) * 38 * 37
+    assert float(clustered_fraction_of_angles(bad, 1e-3)) == pytest.approx(close / (40 * 39), abs=1e-15)
+    with pytest.raises(ValueError, match="one angle per particle"):
+        clustered_fraction_of_angles(points, 1e-3)
 
 
 def test_batch_axes_match_members():
