@@ -147,6 +147,8 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
         if "clustered" in groups and not {"pairs", "clusters"} & set(groups) and isinstance(field, Circle):
             # from the angles themselves: no sine and cosine per particle and save
             out["clustered_fraction"] = observables.clustered_fraction_of_angles(materialized(t, x), delta)
+            if not ({"energy"} & set(groups) or bins or keep_states):
+                return out  # nothing reads the points
         # tokens off the sphere (Pre-LN, no layer norm, angles) are measured and kept by direction
         # read n × n times by the pair statistics: written first (``solvers.fusion``)
         x = materialized(t, field.directions(x))
