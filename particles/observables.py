@@ -174,7 +174,7 @@ def clustered_fraction_of_angles(theta: Float[Array, "... n 1"], delta) -> Float
 
     On the circle 1 − cos(θ_i − θ_j) ≤ δ exactly when θ_i − θ_j is within α = 2 arcsin √(δ/2) of
     a multiple of 2π. With the angles reduced to [0, 2π) once per configuration, that is
-    ||θ_i − θ_j| − π| ≥ π − α: four operations per pair and no sine or cosine, where the points
+    ||θ_i − θ_j| − π| ≥ π − α: five operations per pair and no sine or cosine, where the points
     cost a sine and a cosine per particle (``circle.from_angles``) before the same count. The
     angular threshold is as accurate as the chord's: ~1e-7 absolute in float32 against α ≈ 0.045
     at δ = 1e-3. Non-finite angles belong to no pair.
