@@ -128,9 +128,10 @@ class Circle(Field):
             total = jnp.sum(w, axis=-1)
         elif th.shape[0] <= UNROLLED_N:
             s, c = sincos(th)
+            bc, bs = beta * c, beta * s  # three operations per exponent instead of four
             total = ws = wc = 0.0
             for j in range(th.shape[0]):
-                w_j = jnp.exp(beta * (c * c[j] + s * s[j] - 1.0))
+                w_j = jnp.exp(bc * c[j] + bs * s[j] - beta)
                 total, wc, ws = total + w_j, wc + w_j * c[j], ws + w_j * s[j]
             pull = s * wc - c * ws
         else:
