@@ -59,7 +59,8 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
     finish = normalize if sphere else (lambda y: y)
     vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(axes, None, 0))
     save_all = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
-    clustered = jax.vmap(within, in_axes=(0, None))
+    # on the tokens' directions: a field may move other coordinates (``Circle``: angles)
+    clustered = jax.vmap(lambda f, x: within(f.directions(x), delta), in_axes=(axes, 0))
     finite = jax.vmap(lambda a, b: jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(b)))
     stop = delta is not None
     dtype = x0.dtype
@@ -88,14 +89,14 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         fb = jnp.where(live, fb, 0.0)
         steps = steps + active
         if stop:
-            hit = active & clustered(xn, delta)
+            hit = active & clustered(field, xn)
             t_event = jnp.where(hit, t + h, t_event)
             active = active & ~hit
         return j + 1, xb, fb, xn, fn, active, t_event, t_fail, steps
 
     # start as if at the end of an interval ending at t0 (j = −1); one step gives [t0, t0 + h]
     fa0 = vfield(field, t0, x0)
-    active0 = ~clustered(x0, delta) if stop else jnp.ones(members, bool)
+    active0 = ~clustered(field, x0) if stop else jnp.ones(members, bool)
     t_event0 = jnp.where(active0, jnp.inf, t0).astype(dtype)
     first = (jnp.asarray(-1), x0, fa0, x0, fa0, active0, t_event0, jnp.full(members, jnp.inf, dtype),
              jnp.zeros(members, jnp.int32))

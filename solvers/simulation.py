@@ -465,8 +465,10 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
     settle = _coalesce.settler(field)
     stop = delta is not None
     t_start = knots[0]
+    # on the tokens' directions: a field may move other coordinates (``Circle``: angles)
+    clustered = jax.vmap(lambda f, x: within(f.directions(x), delta), in_axes=(axes, 0))
     if stop:
-        active0 = ~jax.vmap(within, in_axes=(0, None))(x0, delta)
+        active0 = ~clustered(field, x0)
         t_event0 = jnp.where(active0, jnp.inf, t_start)
     else:
         active0 = jnp.ones(members, bool)
@@ -492,7 +494,7 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
             x_new = jnp.where(active[:, None, None], x_new, x)
             steps = steps + active
             if stop:
-                hit = active & jax.vmap(within, in_axes=(0, None))(x_new, delta)
+                hit = active & clustered(field, x_new)
                 t_event = jnp.where(hit, t + h, t_event)
                 active = active & ~hit
             return j + 1, x_new, active, t_event, t_fail, steps, count + 1
@@ -701,7 +703,7 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
         if delta is not None:
             # a continuous condition lets diffrax locate the crossing inside the step by root finding
             def gap(t, y, args, **kw):
-                y = normalize(y)  # clustering is about directions, also off the sphere
+                y = normalize(f.directions(y))  # clustering is about directions, also off the sphere
                 # in the default float dtype: diffrax's root find pairs it with a Python 0.0 (float64 under x64)
                 return (jnp.min(y @ y.T) - (1.0 - delta)).astype(jnp.result_type(float))
 
@@ -724,7 +726,7 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
         t_end = sol.ts[1][0]
         if delta is not None:
             stopped = sol.event_mask if sol.event_mask is not None else False
-            already = within(x0_m, delta)
+            already = within(f.directions(x0_m), delta)
             t_event = jnp.where(already, t0, jnp.where(stopped, t_end, jnp.inf))
             # saves after the event hold the state where the member stopped
             held = x_end if after_loop else save_fn(t_end, x_end, f)

@@ -115,3 +115,18 @@ def test_sincos_is_within_one_ulp(dtype, span):
     eps = np.finfo(dtype).eps
     assert np.max(np.abs(np.asarray(s, np.float64) - np.sin(exact))) <= 1.0 * eps
     assert np.max(np.abs(np.asarray(c, np.float64) - np.cos(exact))) <= 1.0 * eps
+
+
+@pytest.mark.parametrize("method", [dict(solver="rk4", dt=0.05), dict(solver="rk4", dt=0.05, dense=True),
+                                    dict(solver="tsit5", rtol=1e-10, atol=1e-12)])
+def test_stopping_at_consensus_in_angles_is_stopping_in_the_plane(method):
+    # the consensus test reads the tokens' directions (cos θ, sin θ), not the angles as vectors in R¹
+    x0 = af.init.uniform(0, N, 2, batch=4)
+    plane = af.simulate(af.SA(1.0), x0, 20.0, stop_when_clustered=1e-3, **method)
+    angles = af.simulate(Circle(1.0), to_angles(x0), 20.0, stop_when_clustered=1e-3, **method)
+    t_plane = np.asarray(plane.t_event)
+    assert np.all(np.isfinite(t_plane)) and np.all(t_plane > 1.0)  # every member gathers, none at the start
+    # fixed steps stop at the same step; the adaptive event is located to the solvers' tolerance
+    np.testing.assert_allclose(np.asarray(angles.t_event), t_plane, atol=1e-12 if "dt" in method else 1e-4)
+    already = af.simulate(Circle(1.0), jnp.zeros((N, 1)), 1.0, stop_when_clustered=1e-3, **method)
+    assert float(already.t_event) == 0.0
