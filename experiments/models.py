@@ -176,7 +176,7 @@ _ROTATING = ("lie_euler", "cg3")
 def _not_plain(c: Config) -> list[str]:
     """The variant keys of ``c`` that take a run off plain SA/USA (which the angle form cannot express)."""
     return ([k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
-             if c[k] != KEYS[k].default] + [k for k in ("noise", "coalesce") if c[k] > 0])
+             if c[k] != KEYS[k].default] + [k for k in ("noise",) if c[k] > 0])
 
 
 def in_angles(config: Config, d: int) -> bool:
@@ -193,7 +193,12 @@ def build_field(config: Config, beta, seeds: np.ndarray, d: int):
     if in_angles(config, d):
         from ..particles.circle import Circle
 
-        return Circle(beta, model=config.model)
+        field = Circle(beta, model=config.model)
+        if config.coalesce > 0:
+            from ..particles.coalesce import Coalesced
+
+            field = Coalesced(field, config.coalesce)
+        return field
     field = attention_field(config, beta, seeds, d)
     if config.ff_width:
         from ..particles.feedforward import FeedForward

@@ -144,7 +144,8 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
                 out["attention_matrix"] = A
         else:
             out = {}
-        if "clustered" in groups and not {"pairs", "clusters"} & set(groups) and isinstance(field, Circle):
+        in_angles = isinstance(getattr(field, "inner", field), Circle)  # also Coalesced(Circle)
+        if "clustered" in groups and not {"pairs", "clusters"} & set(groups) and in_angles:
             # from the angles themselves: no sine and cosine per particle and save
             out["clustered_fraction"] = observables.clustered_fraction_of_angles(materialized(t, x), delta)
             if not ({"energy"} & set(groups) or bins or keep_states):

@@ -54,19 +54,22 @@ def settler(field):
     """For the solvers: the map settling every member of a batch (members, n, d) after a step.
 
     The identity unless ``field`` is ``Coalesced``; then merged tokens are placed at their
-    representatives, so that a merge is kept from step to step (``Coalesced``).
+    representatives (found on the tokens' directions: points of the sphere, or angles of
+    ``Circle`` seen as points of the circle), so that a merge is kept from step to step.
     """
     eps = getattr(field, "coalesce_eps", None)
     if eps is None:
         return lambda x: x
-    return jax.vmap(lambda y: settle(y, eps))
+    return jax.vmap(lambda y: y[representatives(field.directions(y), eps)])
 
 
 class Coalesced(Field):
     """Tokens within ½‖x_i − x_j‖² ≤ ``eps`` of an earlier token move with it (module docstring).
 
-    ``inner`` is any field on the sphere (SA, USA, sums, masks, weights...). β, validation and
-    ensembles come from ``inner``.
+    ``inner`` is any field on the sphere (SA, USA, sums, masks, weights...), or ``Circle`` (SA/USA
+    in angles: tokens merge when 1 − cos(θ_i − θ_j) ≤ ε, the same ½‖x_i − x_j‖² of their points,
+    and a merged token takes its representative's angle). β, validation and ensembles come from
+    ``inner``.
     """
 
     inner: Field
@@ -75,8 +78,11 @@ class Coalesced(Field):
     def __init__(self, inner: Field, eps: float = 1e-10):
         if not isinstance(inner, Field):
             raise ValueError(f"Coalesced wraps an attnflow field such as af.USA(beta), got {type(inner).__name__}")
-        if inner.geometry != "sphere":
-            raise ValueError(f"Coalesced needs tokens on the sphere; {type(inner).__name__} lives in R^d")
+        from .circle import Circle
+
+        if inner.geometry != "sphere" and not isinstance(inner, Circle):
+            raise ValueError(f"Coalesced needs tokens on the sphere (or Circle's angles); "
+                             f"{type(inner).__name__} lives in R^d")
         self.inner = inner
         self.eps = check_real("eps", eps, 0.0, strict_min=True)
 
@@ -86,20 +92,29 @@ class Coalesced(Field):
         return self.inner.beta
 
     @property
+    def geometry(self) -> str:  # type: ignore[override]
+        """The inner field's: "sphere", or "euclidean" for ``Circle``'s angles."""
+        return self.inner.geometry
+
+    def directions(self, x):
+        return self.inner.directions(x)
+
+    @property
     def coalesce_eps(self) -> float:
         """ε, read by the solvers, which also settle merged tokens onto their representatives after each step."""
         return self.eps
 
     def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
-        rep = representatives(x, self.eps)
+        rep = representatives(self.inner.directions(x), self.eps)
         return self.inner.drift(t, x[rep])[rep]
 
     def __call__(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         # projected at the representative: a token a little off its representative would
         # otherwise be pulled onto it at the stiff rate this wrapper exists to remove
-        rep = representatives(x, self.eps)
+        rep = representatives(self.inner.directions(x), self.eps)
         xr = x[rep]
-        return project(xr, self.inner.drift(t, xr))[rep]
+        velocity = self.inner.drift(t, xr)
+        return (project(xr, velocity) if self.inner.geometry == "sphere" else velocity)[rep]
 
     def check(self, n, d, dtype):
         self.inner.check(n, d, dtype)

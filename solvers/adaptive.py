@@ -7,7 +7,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import optimistix as optx
 
-from ..particles.coalesce import settle
+from ..particles.circle import from_angles
+from ..particles.coalesce import representatives
 from ..particles.sphere import normalize
 
 
@@ -19,11 +20,13 @@ class OnSphere(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
     sphere to rounding error over arbitrarily long runs. The error estimate is the wrapped
     solver's, so step-size control is unchanged. With ``coalesce`` = ε (the field is
     ``Coalesced``), the end point's merged tokens are also placed at their representatives, so
-    merges are kept from step to step.
+    merges are kept from step to step. ``sphere=False``: the states are ``Circle``'s angles,
+    which are neither normalized nor compared as vectors (their points are).
     """
 
     solver: diffrax.AbstractAdaptiveSolver
     coalesce: float | None = eqx.field(static=True, default=None)
+    sphere: bool = eqx.field(static=True, default=True)
 
     @property
     def term_structure(self):
@@ -57,9 +60,10 @@ class OnSphere(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
-        y1 = normalize(y1)
+        if self.sphere:
+            y1 = normalize(y1)
         if self.coalesce is not None:
-            y1 = settle(y1, self.coalesce)
+            y1 = y1[representatives(y1 if self.sphere else from_angles(y1), self.coalesce)]
         return y1, y_error, dense_info, solver_state, result
 
     def func(self, terms, t0, y0, args):

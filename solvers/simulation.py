@@ -19,6 +19,7 @@ from ..particles.init import from_array
 from ..particles.sphere import normalize, within
 from . import dense as _dense
 from . import progress as _progress
+from . import queue as _queue
 from . import sharding as _sharding
 from ..particles.fields import USA, Attention, ensemble_axes
 from ..particles.noise import noise_sigma
@@ -129,10 +130,14 @@ def simulate(
                finite-difference Lipschitz constant of the field at x0, two evaluations)
                before grouping; results come back in the original order, each member's the same
                as ungrouped (steps equal; states to rounding, up to the tolerance for members
-               so stiff that rounding changes their step sizes). None (default): automatic, one
-               group up to 64 members or on GPUs, else groups of about 32, 64 or 128 where the
-               estimates predict saving at least 30% of the work. 0 or ≥ the number of members:
-               one group. Progress then advances group by group. Fixed-step solvers ignore it.
+               so stiff that rounding changes their step sizes). None (default): on one CPU
+               device, ensembles of more than 64 members with tsit5 or dopri5 (and no layer
+               switches) run as a queue instead (``solvers/queue.py``: 64 slots refilled as
+               members finish, hardest first; results within the tolerance of the grouped
+               solve); otherwise automatic, one group up to 64 members or on GPUs, else groups
+               of about 32, 64 or 128 where the estimates predict saving at least 30% of the
+               work. 0 or ≥ the number of members: one group. Progress then advances group by
+               group (queue: member by member). Fixed-step solvers ignore it.
     progress   True (or a label to print) shows simulated time against t1 on stderr.
     dtype      "float32" or "float64"; default: x0's dtype (float64 for attnflow's samplers).
     key        noisy fields (``particles.noise.Noisy``) only: the jax.random key (or int seed;
@@ -248,7 +253,11 @@ def simulate(
         if noisy:
             args.update(method=Strang(args["method"]), key=as_key(key))
     else:
-        group, order = _grouping(group_size, field, axes, x0_b, t0)
+        slots = _queue_slots(solver, adaptive, jumps, group_size, members, shard)
+        if slots:
+            group, order = None, jnp.asarray(np.argsort(-np.asarray(_hardness(field, axes, x0_b, t0)), kind="stable"))
+        else:
+            group, order = _grouping(group_size, field, axes, x0_b, t0)
         runner = _solve_adaptive
         # save times a rounding error outside [t0, t1] are clipped: diffrax's own check of them is
         # compiled without a callback when the command line runs (solvers/compilation_cache.py)
@@ -256,7 +265,7 @@ def simulate(
         args = dict(method=make_method(solver, rtol, atol), t0=t0, t1=t1, ts=ts_in, dt0=dt,
                     rtol=rtol, atol=atol, max_steps=int(max_steps), adaptive=bool(adaptive),
                     jumps=jnp.asarray(jumps, dtype) if len(jumps) else None,
-                    group_size=group, order=order)
+                    group_size=group, order=order, slots=slots)
 
     # under an outer trace the caller's jit decides the layout
     traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((field, x0_b)))
@@ -584,14 +593,33 @@ def _grouping(group_size, field, axes, x0, t0) -> tuple[int | None, Any]:
     return size, jnp.asarray(order)
 
 
-def _solve_adaptive(*, max_steps, t1, **kwargs):
-    """``_run_adaptive``, with members whose solve failed other than by non-finite values reported as an error.
+def _queue_slots(solver, adaptive, jumps, group_size, members, shard) -> int | None:
+    """Slots of the queue (``solvers/queue.py``) for an adaptive ensemble, None where it does not run.
+
+    It runs ensembles of more than 64 members on one CPU device with an FSAL method (tsit5,
+    dopri5), without layer switches, unless ``group_size`` asks for diffrax's grouped solve.
+    """
+    if (group_size is None and adaptive and solver in _queue.QUEUE_METHODS and not len(jumps)
+            and members > _AUTO_GROUP and jax.default_backend() == "cpu"
+            and (shard is False or len(jax.local_devices()) == 1)):
+        return _queue.SLOTS
+    return None
+
+
+def _solve_adaptive(*, max_steps, t1, slots=None, **kwargs):
+    """``_run_adaptive`` (or the queue, with ``slots``), with members whose solve failed other than by
+    non-finite values reported as an error.
 
     The solves do not raise from inside the compiled loop (that would need a host callback, and
     JAX never writes programs with host callbacks to its persistent compilation cache); they
     return a status per member, checked here.
     """
-    saved, x_final, steps, t_event, t_fail, status = _run_adaptive(max_steps=max_steps, t1=t1, **kwargs)
+    if slots:
+        kwargs.pop("adaptive"), kwargs.pop("jumps"), kwargs.pop("group_size")
+        saved, x_final, steps, t_event, t_fail, status = _run_queue(max_steps=max_steps, t1=t1, slots=slots,
+                                                                    **kwargs)
+    else:
+        saved, x_final, steps, t_event, t_fail, status = _run_adaptive(max_steps=max_steps, t1=t1, **kwargs)
     if not isinstance(status, jax.core.Tracer):
         status = np.asarray(status)
         # members that became non-finite (status 3) are reported by simulate, with the partial solution
@@ -681,7 +709,8 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
     controller = FiniteSteps(controller, adaptive=bool(adaptive))
 
     sphere = field.geometry == "sphere"
-    solver = OnSphere(method, coalesce=getattr(field, "coalesce_eps", None)) if sphere else method
+    merge = getattr(field, "coalesce_eps", None)
+    solver = OnSphere(method, coalesce=merge, sphere=sphere) if sphere or merge is not None else method
     finish = normalize if sphere else _identity_state
     # small runs save their states and compute the statistics after the loop, all saves of all
     # members at once: inside diffrax's loop each save is an iteration of its own
@@ -746,6 +775,11 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
         out = _in_groups(solve, field, axes, x0, group_size, order, report=(t0, t1) if progress else None)
     if not after_loop:
         return out
+    return (_statistics_of(field, axes, save_fn, ts, out[0]),) + tuple(out[1:])
+
+
+def _statistics_of(field, axes, save_fn, ts, states):
+    """``save_fn`` at every save of every member, from the saved states (members, T, n, d)."""
 
     def statistics(f, t, x):
         values = save_fn(t, x, f)
@@ -754,6 +788,16 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
         return jax.tree_util.tree_map(lambda a: jnp.where(ok, _as_float(a), jnp.inf).astype(a.dtype), values)
 
     # one save time of all members per iteration: batches of the size of the members' (cache-sized) arrays
-    by_time = jax.lax.map(lambda k: jax.vmap(statistics, in_axes=(axes, None, 0))(field, ts[k], out[0][:, k]),
+    by_time = jax.lax.map(lambda k: jax.vmap(statistics, in_axes=(axes, None, 0))(field, ts[k], states[:, k]),
                           jnp.arange(len(ts)))
-    return (jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), by_time),) + tuple(out[1:])
+    return jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), by_time)
+
+
+@eqx.filter_jit
+def _run_queue(*, field, axes, x0, save_fn, ts, **kwargs):
+    """The queue's solves (``solvers/queue.py``), with the statistics from saved states where they fit."""
+    after_loop = x0.size * len(ts) * x0.dtype.itemsize <= STATES_AFTER_LOOP_BYTES
+    out = _queue.run_queue(field=field, axes=axes, x0=x0, save_fn=save_fn, ts=ts, after_loop=after_loop, **kwargs)
+    if not after_loop:
+        return out
+    return (_statistics_of(field, axes, save_fn, ts, out[0]),) + tuple(out[1:])

@@ -1,0 +1,335 @@
+"""Adaptive ensembles as a queue: members step in slots that are refilled as they finish.
+
+A vmapped adaptive solve (diffrax under ``jax.vmap``) is one while loop over the whole batch:
+every iteration steps every member, masked once it is done, so the batch takes as many
+iterations as its slowest member, and every iteration carries diffrax's per-step machinery
+(save buffers, controller, event and progress state) for every member. Here a fixed number of
+slots step together, each holding one member with its own time, step size and error control;
+a slot whose member reaches t1 (or stops at consensus, or fails) takes the next member of the
+queue. An ensemble then costs about Σ_m steps_m / slots iterations instead of max_m steps_m,
+whatever the spread of stiffness, and an iteration is the method's field evaluations plus a
+few elementwise operations per slot.
+
+The method is an explicit embedded Runge–Kutta pair whose last stage is the next step's first
+(FSAL: tsit5, dopri5; diffrax's Butcher tableaus):
+
+* error control: the RMS over all coordinates of err / (atol + rtol·max(|y0|, |y1|)), a step
+  accepted when it is ≤ 1, the next step h·clip(0.9·err^(−1/p), 0.2, 10) (p: the method's order);
+* on the sphere the end point is renormalized row by row, as ``adaptive.OnSphere`` does; with a
+  ``Coalesced`` field merged tokens are placed at their representatives after every step
+  (``particles/coalesce.py``). Every step then starts from a settled state, so the inner field
+  is evaluated directly: tokens that are equal stay equal through the stages;
+* saves: the method's own continuous extension (diffrax's ``interpolation_cls``: for tsit5 a
+  fourth-order polynomial in the stages), at every save time the step passes, up to 4 per pass;
+* stopping at consensus (``stop_when_clustered``): after a step that ends clustered, the
+  crossing is located on the interpolant by 16 iterations of regula falsi (Illinois); the
+  member's later saves hold its state there;
+* a candidate end point that is not finite is rejected and the step cut to a fifth; after 40
+  such steps in a row, or one within a few ulps of its start, the member stops at its last
+  finite state (status 3, as ``adaptive.FiniteSteps``). Status 1: ``max_steps`` attempts before
+  t1; status 2: the step size underflowed.
+
+A fresh member enters its slot with a step of length zero: its stages are all f(t0, x0), so the
+next step finds its first stage in place, and the first real step is 1% of |x0| / |f(t0, x0)|
+in the error norm (or ``dt0``). Members are taken hardest first (the order given), so the queue
+ends on quick ones.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ..particles import coalesce as _coalesce
+from ..particles.sphere import normalize, small_d_gaps
+from . import progress as _progress
+
+__all__ = ["QUEUE_METHODS", "SLOTS", "run_queue"]
+
+QUEUE_METHODS = {"tsit5": (diffrax.Tsit5, 5), "dopri5": (diffrax.Dopri5, 5)}
+"""The FSAL pairs the queue runs: solver name → (diffrax class, order)."""
+
+SLOTS = 64
+"""Members stepping together on CPU (n = 32, d = 2: 64 slots ≈ 128 and 256 per member-step, and the
+queue's last iterations, when members run out, are shorter)."""
+
+_GIVE_UP = 40  # consecutive non-finite candidates before a member stops (adaptive.FiniteSteps)
+_REFINEMENTS = 16  # regula falsi iterations locating a consensus inside a step
+_PER_PASS = 4  # saves written per pass of the saves' loop
+
+
+def _tableau(method):
+    """(a, b, b_error, c, order) of a diffrax solver instance of ``QUEUE_METHODS``."""
+    (cls, order), = [v for v in QUEUE_METHODS.values() if type(method) is v[0]]
+    tab = cls.tableau
+    a = [[float(v) for v in row] for row in tab.a_lower]
+    b = [float(v) for v in tab.b_sol]
+    e = [float(v) for v in tab.b_error]
+    c = [0.0] + [float(v) for v in tab.c]
+    return a, b, e, c, order
+
+
+def _written(t, tree):
+    """``tree`` written to memory before whatever reads it (``fusion.materialized``, for any pytree;
+    ``t`` must be traced, or the conditional folds away)."""
+    return jax.lax.cond(jnp.isfinite(t), lambda v: v,
+                        lambda v: jax.tree_util.tree_map(lambda a: a * jnp.ones((), a.dtype), v), tree)
+
+
+def _combine(y, h, coefficients, ks):
+    acc = None
+    for w, k in zip(coefficients, ks):
+        if w != 0.0:
+            acc = w * k if acc is None else acc + w * k
+    return y if acc is None else y + h * acc
+
+
+@eqx.filter_jit
+def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
+              order, slots, after_loop):
+    """Adaptive solves of every member through ``slots`` slots: (saves, final states, steps, event
+    times, last finite times, status), as ``simulation._run_adaptive`` returns them.
+
+    ``order``: the members in the order they enter the queue (hardest first). ``after_loop``: save
+    the states and leave the statistics to the caller; else ``save_fn`` is applied in the loop.
+    """
+    members, n, d = x0.shape
+    dtype = x0.dtype
+    slots = min(int(slots), members)
+    a, b, e, c, p = _tableau(method)
+    interpolation = type(method).interpolation_cls
+    sphere = field.geometry == "sphere"
+    finish = normalize if sphere else (lambda y: y)
+    eps_merge = getattr(field, "coalesce_eps", None)
+    settle = _coalesce.settler(field)
+    # every step starts settled, so a Coalesced field's own work (representatives per evaluation) is not needed
+    inner_axes = axes.inner if eps_merge is not None else axes
+    vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(inner_axes, 0, 0))
+    directions = jax.vmap(lambda x: field.directions(x))
+    # save_fn for (slots, k) save times and states
+    saves = jax.vmap(lambda f, t, x: jax.vmap(lambda tk, xk: save_fn(tk, xk, f))(t, x), in_axes=(axes, 0, 0))
+    ts = jnp.asarray(ts, dtype)
+    n_save = ts.shape[0]
+    t0 = jnp.asarray(t0, dtype)
+    t1 = jnp.asarray(t1, dtype)
+    tiny = 8.0 * jnp.finfo(dtype).eps
+    order = jnp.asarray(order, jnp.int32)
+
+    # the field's per-member leaves, in the queue's order
+    leaves, treedef = jax.tree_util.tree_flatten(field)
+    batched = [ax == 0 for ax in treedef.flatten_up_to(axes)]
+    queued = [leaf[order] if bt else leaf for leaf, bt in zip(leaves, batched)]
+    x_queue = x0[order]
+
+    def slot_field(parts):
+        return treedef.unflatten([p if bt else leaf for leaf, p, bt in zip(leaves, parts, batched)])
+
+    def take(q, ids):  # rows of the queue for slots (empty slots repeat its last member)
+        return q[jnp.minimum(ids, members - 1)]
+
+    if after_loop:
+        out_saves = jnp.zeros((members, n_save, n, d), dtype)
+    else:
+        spec = jax.eval_shape(saves, slot_field([take(q, jnp.arange(slots)) if bt else None
+                                                 for q, bt in zip(queued, batched)]),
+                              jnp.zeros((slots, 1), dtype), jnp.zeros((slots, 1, n, d), dtype))
+        out_saves = jax.tree_util.tree_map(lambda s: jnp.zeros((members, n_save) + s.shape[2:], s.dtype), spec)
+
+    ids0 = jnp.arange(slots, dtype=jnp.int32)
+    carry = dict(
+        ids=ids0, t=jnp.full((slots,), t0), h=jnp.zeros((slots,), dtype), fresh=jnp.ones((slots,), bool),
+        y=settle(take(x_queue, ids0)), k1=jnp.zeros((slots, n, d), dtype),
+        parts=[take(q, ids0) if bt else None for q, bt in zip(queued, batched)],
+        steps=jnp.zeros((slots,), jnp.int32), tries=jnp.zeros((slots,), jnp.int32),
+        bad=jnp.zeros((slots,), jnp.int32), ks=jnp.zeros((slots,), jnp.int32),
+        next=jnp.asarray(slots, jnp.int32), finished=jnp.asarray(0, jnp.int32),
+        saves=out_saves, x_final=jnp.zeros((members, n, d), dtype), t_end=jnp.full((members,), t1),
+        n_steps=jnp.zeros((members,), jnp.int32),
+        t_event=jnp.full((members,), jnp.inf, dtype), t_fail=jnp.full((members,), jnp.inf, dtype),
+        status=jnp.zeros((members,), jnp.int8),
+    )
+
+    def rms(v):
+        return jnp.sqrt(jnp.mean(jnp.reshape(v * v, (v.shape[0], -1)), axis=-1))
+
+    def body(s):
+        ids, t, y, k1, fresh = s["ids"], s["t"], s["y"], s["k1"], s["fresh"]
+        live = ids < members
+        f = slot_field(s["parts"])
+        fe = f.inner if eps_merge is not None else f
+        h = jnp.where(fresh, 0.0, jnp.minimum(s["h"], t1 - t))
+        hb = h[:, None, None]
+        ks = [k1]
+        for i in range(1, len(b)):
+            # each stage written to memory: its elementwise sums were fused into all its readers
+            # (the later stages, the end point, the error), recomputing the field in each (2× slower)
+            ks.append(_written(t[0], vfield(fe, t + c[i] * h, _combine(y, hb, a[i - 1], ks))))
+        # FSAL: the last stage was evaluated at the end point y + h Σ b_j k_j
+        y1 = _combine(y, hb, b, ks)
+        increments = h[:, None, None, None] * jnp.stack(ks, axis=1)  # diffrax's k: h·f at each stage
+        y1_raw = y1
+
+        def dense(theta):
+            """The step's continuous extension at fractions θ (slots, K) of it, on the sphere."""
+            def one(t_, h_, y_, y1_, k_, th):
+                span = jnp.where(h_ > 0, h_, 1.0)  # a fresh member's step of length zero: its start
+                poly = interpolation(t0=t_, t1=t_ + span, y0=y_, y1=y1_, k=k_)
+                return jax.vmap(lambda u: poly.evaluate(t_ + u * span))(jnp.where(h_ > 0, th, 0.0))
+
+            return finish(jax.vmap(one)(t, h, y, y1_raw, increments, theta))
+
+        err = _combine(jnp.zeros_like(y), hb, e, ks)
+        f1 = ks[-1]
+        y1 = finish(y1)
+        scale = atol + rtol * jnp.maximum(jnp.abs(y), jnp.abs(y1))
+        error = rms(err / scale)
+        finite = (jnp.all(jnp.isfinite(y1), axis=(1, 2)) & jnp.all(jnp.isfinite(f1), axis=(1, 2))
+                  & jnp.isfinite(error))
+        if eps_merge is not None:
+            # written to memory first: fused into the gathers below (and into the saves' interpolant,
+            # read in a loop) the n² search ran once per element, 20× slower in angles
+            rep = _written(t[0], jax.vmap(lambda x: _coalesce.representatives(field.directions(x), eps_merge))(y1))
+            y1, f1 = _written(t[0], (jnp.take_along_axis(y1, rep[..., None], axis=1),
+                                   jnp.take_along_axis(f1, rep[..., None], axis=1)))
+        ok = live & finite & (error <= 1.0)
+        reach = ok & (s["h"] >= t1 - t) & ~fresh
+        t_new = jnp.where(reach, t1, jnp.where(ok, t + h, t))
+        tries = s["tries"] + (live & ~fresh)
+        steps = s["steps"] + (ok & ~fresh)
+
+        # the next step: grown or cut by the error; a fresh member's first step from its velocity
+        factor = jnp.clip(0.9 * jnp.maximum(error, 1e-10) ** (-1.0 / p), 0.2, 10.0)
+        if dt0 is None:
+            scale0 = atol + rtol * jnp.abs(y)
+            d0, d1 = rms(y / scale0), rms(f1 / scale0)
+            first = jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / jnp.maximum(d1, 1e-300))
+        else:
+            first = jnp.full((slots,), dt0, dtype)
+        first = jnp.minimum(first, t1 - t0)
+        h_next = jnp.where(fresh, first, jnp.where(finite, h * factor, 0.2 * h))
+        bad = jnp.where(live & ~finite, s["bad"] + 1, 0)
+        span = jnp.maximum(jnp.abs(t), jnp.abs(t1))
+        gave_up = live & ~finite & ((bad >= _GIVE_UP) | (h <= tiny * span) | fresh)
+        underflow = live & finite & ~ok & (h_next <= tiny * span)
+        exhausted = live & ~reach & ~gave_up & ~underflow & (tries >= max_steps)
+
+        # consensus: the crossing inside the step, by bisection on the interpolant
+        if delta is not None:
+            def gap(x):  # ≥ 0 when every pair has ⟨u_i, u_j⟩ ≥ 1 − δ, i.e. ½‖u_i − u_j‖² ≤ δ
+                return delta - jnp.max(small_d_gaps(normalize(directions(x))), axis=(1, 2))
+
+            hit = ok & (gap(y1) >= 0.0)
+
+            def locate(_):
+                # regula falsi, Illinois variant: the bracket [lo, hi] with gap(lo) < 0 ≤ gap(hi) shrinks
+                # superlinearly; the end on the clustered side is returned
+                def at(theta):
+                    return gap(dense(theta[:, None])[:, 0])
+
+                def refine(_, state):
+                    lo, hi, g_lo, g_hi, side = state
+                    theta = jnp.clip((lo * g_hi - hi * g_lo) / jnp.where(g_hi > g_lo, g_hi - g_lo, 1.0), lo, hi)
+                    theta = jnp.where((theta <= lo) | (theta >= hi), 0.5 * (lo + hi), theta)
+                    g = at(theta)
+                    inside = g >= 0.0
+                    g_lo = jnp.where(~inside, g, jnp.where(side > 0, 0.5 * g_lo, g_lo))
+                    g_hi = jnp.where(inside, g, jnp.where(side < 0, 0.5 * g_hi, g_hi))
+                    return (jnp.where(inside, lo, theta), jnp.where(inside, theta, hi), g_lo, g_hi,
+                            jnp.where(inside, 1, -1).astype(side.dtype))
+
+                zero, one = jnp.zeros_like(t), jnp.ones_like(t)
+                g0 = at(zero)
+                _, hi, _, _, _ = jax.lax.fori_loop(0, _REFINEMENTS, refine,
+                                                   (zero, one, jnp.minimum(g0, -1e-300), gap(y1), jnp.zeros_like(ids)))
+                return jnp.where(fresh | (h <= 0), 0.0, hi)
+
+            frac = jax.lax.cond(jnp.any(hit), locate, lambda _: jnp.ones_like(t), None)
+            t_hit = t + frac * h
+            x_hit = dense(frac[:, None])[:, 0]
+        else:
+            hit = jnp.zeros_like(ok)
+            t_hit, x_hit = t_new, y1
+        done = reach | hit | gave_up | underflow | exhausted
+        x_end = jnp.where(hit[:, None, None], x_hit, jnp.where(ok[:, None, None], y1, y))
+        t_end = jnp.where(hit, t_hit, jnp.where(ok, t_new, t))
+        # the saves this step passes, up to t_lim, from its interpolant, _PER_PASS at a time (the
+        # saves after a member stops are filled after the loop)
+        t_lim = jnp.where(hit, t_hit, jnp.where(ok, t_new, -jnp.inf))
+        lanes = jnp.arange(_PER_PASS, dtype=jnp.int32)
+
+        def pending(ks_):
+            return live & (ks_ < n_save) & (ts[jnp.minimum(ks_, n_save - 1)] <= t_lim)
+
+        def save_more(state):
+            ks_, out = state
+            cols = ks_[:, None] + lanes
+            at = ts[jnp.minimum(cols, n_save - 1)]
+            want = live[:, None] & (cols < n_save) & (at <= t_lim[:, None])
+            theta = jnp.clip(jnp.where(h[:, None] > 0, (at - t[:, None]) / jnp.where(h > 0, h, 1.0)[:, None], 1.0),
+                             0.0, 1.0)
+            value = dense(theta)
+            rows = jnp.where(want, ids[:, None], members)
+            cols = jnp.minimum(cols, n_save - 1)
+            if after_loop:
+                out = out.at[rows, cols].set(value, mode="drop")
+            else:
+                out = jax.tree_util.tree_map(lambda o, v: o.at[rows, cols].set(v.astype(o.dtype), mode="drop"),
+                                             out, saves(f, at, value))
+            return ks_ + jnp.sum(want, axis=1, dtype=jnp.int32), out
+
+        ks_new, out = jax.lax.while_loop(lambda st: jnp.any(pending(st[0])), save_more, (s["ks"], s["saves"]))
+
+        # finished members: their results, and the next members of the queue into their slots
+        row = jnp.where(done, ids, members)
+        status = jnp.where(gave_up, 3, jnp.where(exhausted, 1, jnp.where(underflow, 2, 0))).astype(jnp.int8)
+        results = dict(
+            x_final=s["x_final"].at[row].set(x_end, mode="drop"),
+            t_end=s["t_end"].at[row].set(t_end, mode="drop"),
+            n_steps=s["n_steps"].at[row].set(steps, mode="drop"),
+            t_event=s["t_event"].at[row].set(jnp.where(hit, t_hit, jnp.inf), mode="drop"),
+            t_fail=s["t_fail"].at[row].set(jnp.where(gave_up, t, jnp.inf), mode="drop"),
+            status=s["status"].at[row].set(status, mode="drop"),
+        )
+        rank = jnp.cumsum(done, dtype=jnp.int32) - 1
+        new_ids = jnp.where(done, jnp.minimum(s["next"] + rank, members), ids)
+        new_ids = jnp.where(new_ids >= members, members, new_ids)
+        count = jnp.sum(done, dtype=jnp.int32)
+        sel = done[:, None, None]
+        y_next = jnp.where(ok[:, None, None], y1, y)
+
+        def refill(operands):
+            y_, parts_ = operands
+            y_ = jnp.where(sel, settle(take(x_queue, new_ids)), y_)
+            return y_, [jnp.where(done.reshape((-1,) + (1,) * (q.ndim - 1)), take(q, new_ids), old) if bt else None
+                        for q, old, bt in zip(queued, parts_, batched)]
+
+        # most iterations finish no member
+        y_next, parts = jax.lax.cond(count > 0, refill, lambda operands: operands, (y_next, s["parts"]))
+        finished = s["finished"] + count
+        if progress:
+            jax.lax.cond(count > 0, lambda: jax.debug.callback(
+                _progress.report, -1, t0 + (t1 - t0) * finished / members), lambda: None)
+        return dict(
+            ids=new_ids, t=jnp.where(done, t0, t_new), h=jnp.where(done, 0.0, h_next), fresh=done,
+            y=y_next, k1=jnp.where(sel, 0.0, jnp.where(ok[:, None, None], f1, k1)), parts=parts,
+            steps=jnp.where(done, 0, steps), tries=jnp.where(done, 0, tries), bad=jnp.where(done, 0, bad),
+            ks=jnp.where(done, 0, ks_new), next=s["next"] + count, finished=finished, saves=out, **results,
+        )
+
+    s = jax.lax.while_loop(lambda s: jnp.any(s["ids"] < members), body, carry)
+    # saves after a member stopped (at consensus, or failing) hold its last state
+    late = ts[None, :] > s["t_end"][:, None]
+    if after_loop:
+        held = s["x_final"][:, None]
+    else:
+        whole = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, 0, 0))
+        held = jax.tree_util.tree_map(lambda v: v[:, None], whole(slot_field(queued), s["t_end"], s["x_final"]))
+    s["saves"] = jax.tree_util.tree_map(
+        lambda o, v: jnp.where(late.reshape(late.shape + (1,) * (o.ndim - 2)), v.astype(o.dtype), o), s["saves"], held)
+    # back to the members' own order
+    position = jnp.argsort(order)
+    out = tuple(jax.tree_util.tree_map(lambda v: v[position], s[k])
+                for k in ("saves", "x_final", "n_steps", "t_event", "t_fail", "status"))
+    return out
