@@ -54,7 +54,7 @@ __all__ = [
 
 TYPES = ("int", "float", "str", "bool", "float_list", "int_list", "str_list", "table")
 _LIST_ELEMENT = {"float_list": "float", "int_list": "int", "str_list": "str"}
-FIXED_STEP_SOLVERS = ("euler", "rk4", "lie_euler", "cg3", "lie_trotter")
+FIXED_STEP_SOLVERS = ("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4")
 MAX_GRID_POINTS = 100_000
 _BARE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -376,11 +376,12 @@ for _key in (
         "str",
         "tsit5",
         "time integrator",
-        choices=("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "tsit5", "dopri5", "dopri8", "kvaerno5"),
+        choices=("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4", "tsit5", "dopri5", "dopri8", "kvaerno5"),
     ),
-    Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3, lie_trotter)", minimum=0.0),
+    Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3, lie_trotter, ab4)",
+        minimum=0.0),
     Key("dense", "bool", False,
-        "rk4: uniform steps of dt, saves interpolated between them (adaptive solvers always interpolate)"),
+        "rk4: uniform steps of dt, saves interpolated between them (ab4 and the adaptive solvers always interpolate)"),
     Key("rtol", "float", 1e-6, "relative tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("atol", "float", 1e-9, "absolute tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("dtype", "str", "float64", "floating-point precision", choices=("float32", "float64")),
@@ -546,10 +547,10 @@ def validate(config: Config | Mapping[str, Any]) -> Config:
             f"dt must be > 0 for the fixed-step solver {c['solver']!r} (dt = 0 means unset); "
             f"set dt, or pick an adaptive solver (tsit5, dopri5, dopri8)"
         )
-    if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] != "rk4":
-        raise ConfigError(f"dense = true interpolates between rk4 steps; the fixed-step solver {c['solver']!r} has "
-                          f"no interpolant: set solver = 'rk4' (or an adaptive solver, which always interpolates) "
-                          f"or dense = false")
+    if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] not in ("rk4", "ab4"):
+        raise ConfigError(f"dense = true interpolates between rk4 or ab4 steps; the fixed-step solver "
+                          f"{c['solver']!r} has no interpolant: set solver = 'rk4' or 'ab4' (or an adaptive solver, "
+                          f"which always interpolates) or dense = false")
     times = c["save_times"]
     for i in range(1, len(times)):
         if not times[i] > times[i - 1]:

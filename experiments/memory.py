@@ -28,7 +28,7 @@ from .models import in_angles
 
 __all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all"]
 
-STATE_COPIES = {"euler": 3, "rk4": 7, "lie_euler": 4, "cg3": 7, "lie_trotter": 7,
+STATE_COPIES = {"euler": 3, "rk4": 7, "ab4": 8, "lie_euler": 4, "cg3": 7, "lie_trotter": 7,
                 "tsit5": 12, "dopri5": 12, "dopri8": 18, "kvaerno5": 14}
 """State-sized arrays one step holds per member: the stages, the start and end points, the error
 estimate and the dense-output coefficients."""

@@ -76,9 +76,13 @@ def _check_combinations(c: Config) -> None:
         raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
     if (c.weights_file or (c.layer_tau > 0 and c.weights != "identity")) and c.layer_tau <= 0:
         raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
-    if c.noise > 0 and c.solver not in FIXED_STEP_SOLVERS:
+    if c.noise > 0 and (c.solver not in FIXED_STEP_SOLVERS or c.solver == "ab4"):
         raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
-                          f"{', '.join(FIXED_STEP_SOLVERS)} and dt (got solver = {c.solver!r})")
+                          f"{', '.join(s for s in FIXED_STEP_SOLVERS if s != 'ab4')} and dt "
+                          f"(got solver = {c.solver!r})")
+    if c.solver == "ab4" and c.layer_tau > 0:
+        raise ConfigError("solver = 'ab4' steps a smooth path on a uniform grid: it does not combine with "
+                          "layer_tau > 0 (weights switching during the run); use solver = 'rk4'")
     if c.dense and c.solver in FIXED_STEP_SOLVERS and (c.noise > 0 or c.layer_tau > 0):
         raise ConfigError("dense = true interpolates a smooth deterministic path: it does not combine with noise > 0 "
                           "or layer_tau > 0 (weights switching during the run); set dense = false")

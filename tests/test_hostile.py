@@ -46,7 +46,7 @@ solver = "rk4"
 dt = 0.05
 """
 
-SOLVER_CHOICES = "'euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5'"
+SOLVER_CHOICES = "'euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5'"
 INIT_CHOICES = "'uniform', 'orthogonal', 'equiangular', 'cap', 'clusters', 'file', 'angles'"
 MODEL_CHOICES = "'sa', 'usa', 'usa-rescaled', 'sinkhorn', 'hardmax'"
 
