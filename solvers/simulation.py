@@ -208,7 +208,7 @@ def simulate(
     sphere = getattr(field, "geometry", "sphere") == "sphere"
     if not sphere and solver in ("lie_euler", "cg3"):
         raise ValueError(f"solver {solver!r} moves particles by rotations of the sphere; the field "
-                         f"{type(field).__name__} lives in R^d: use euler, rk4, tsit5, dopri5, dopri8 or kvaerno5")
+                         f"{type(field).__name__} lives in R^d: use euler, rk4, ab4, tsit5, dopri5, dopri8 or kvaerno5")
     x0 = from_array(x0, dtype=dtype, unit=sphere)
     n, d = x0.shape[-2:]
 
