@@ -39,6 +39,7 @@ __all__ = [
     "KEYS",
     "TYPES",
     "FIXED_STEP_SOLVERS",
+    "GRID_ONLY_SOLVERS",
     "MAX_GRID_POINTS",
     "Config",
     "register",
@@ -55,6 +56,7 @@ __all__ = [
 TYPES = ("int", "float", "str", "bool", "float_list", "int_list", "str_list", "table")
 _LIST_ELEMENT = {"float_list": "float", "int_list": "int", "str_list": "str"}
 FIXED_STEP_SOLVERS = ("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4")
+GRID_ONLY_SOLVERS = ("ab4",)  # fixed-step solvers that always step on the uniform grid and interpolate their saves
 MAX_GRID_POINTS = 100_000
 _BARE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -547,7 +549,7 @@ def validate(config: Config | Mapping[str, Any]) -> Config:
             f"dt must be > 0 for the fixed-step solver {c['solver']!r} (dt = 0 means unset); "
             f"set dt, or pick an adaptive solver (tsit5, dopri5, dopri8)"
         )
-    if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] not in ("rk4", "ab4"):
+    if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] not in ("rk4",) + GRID_ONLY_SOLVERS:
         raise ConfigError(f"dense = true interpolates between rk4 or ab4 steps; the fixed-step solver "
                           f"{c['solver']!r} has no interpolant: set solver = 'rk4' or 'ab4' (or an adaptive solver, "
                           f"which always interpolates) or dense = false")

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles import fields
-from .config import FIXED_STEP_SOLVERS, KEYS, Config, ConfigError, Key, register, register_check
+from .config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, Config, ConfigError, Key, register, register_check
 
 MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax", "linear", "least_squares")
 _UNNORMALIZED = ("linear", "least_squares")  # no softmax, no β
@@ -76,16 +76,16 @@ def _check_combinations(c: Config) -> None:
         raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
     if (c.weights_file or (c.layer_tau > 0 and c.weights != "identity")) and c.layer_tau <= 0:
         raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
-    if c.noise > 0 and (c.solver not in FIXED_STEP_SOLVERS or c.solver == "ab4"):
+    one_step = [s for s in FIXED_STEP_SOLVERS if s not in GRID_ONLY_SOLVERS]  # what a Strang splitting wraps
+    if c.noise > 0 and c.solver not in one_step:
         raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
-                          f"{', '.join(s for s in FIXED_STEP_SOLVERS if s != 'ab4')} and dt "
-                          f"(got solver = {c.solver!r})")
-    if c.solver == "ab4" and c.layer_tau > 0:
-        raise ConfigError("solver = 'ab4' steps a smooth path on a uniform grid: it does not combine with "
-                          "layer_tau > 0 (weights switching during the run); use solver = 'rk4'")
-    if c.dense and c.solver in FIXED_STEP_SOLVERS and (c.noise > 0 or c.layer_tau > 0):
-        raise ConfigError("dense = true interpolates a smooth deterministic path: it does not combine with noise > 0 "
-                          "or layer_tau > 0 (weights switching during the run); set dense = false")
+                          f"{', '.join(one_step)} and dt (got solver = {c.solver!r})")
+    grid_only = c.solver in GRID_ONLY_SOLVERS
+    if (grid_only or (c.dense and c.solver in FIXED_STEP_SOLVERS)) and (c.noise > 0 or c.layer_tau > 0):
+        what, fix = (f"solver = {c.solver!r}", "use solver = 'rk4'") if grid_only else ("dense = true",
+                                                                                          "set dense = false")
+        raise ConfigError(f"{what} interpolates a smooth deterministic path: it does not combine with noise > 0 "
+                          f"or layer_tau > 0 (weights switching during the run); {fix}")
     if c.norm in ("pre", "peri", "none") and c.solver in ("lie_euler", "cg3"):
         raise ConfigError(f"norm = {c.norm!r} moves tokens in R^d; solver {c.solver!r} only rotates on the sphere")
     if c.circle == "yes":
