@@ -20,7 +20,7 @@ from jaxtyping import Array, Float
 from ._checks import check_choice
 from .fields import UNROLLED_N, Field, _as_beta
 
-__all__ = ["Circle", "to_angles", "from_angles", "sincos"]
+__all__ = ["Circle", "to_angles", "from_angles", "sincos", "spread"]
 
 _MODELS = ("sa", "usa", "usa-rescaled")
 
@@ -79,6 +79,23 @@ def from_angles(theta: Float[Array, "... n 1"]) -> Float[Array, "... n 2"]:
         raise ValueError(f"from_angles needs angles of shape (..., n, 1), got {theta.shape}")
     sin, cos = sincos(theta)
     return jnp.concatenate([cos, sin], axis=-1)
+
+
+def spread(theta: Float[Array, "... n 1"]) -> Float[Array, "..."]:
+    """max_ij (1 − cos(θ_i − θ_j)), the largest ½‖x_i − x_j‖² of the points, in O(n): exact whenever it is < 1.
+
+    With r_i = θ_i − θ_1 wrapped to [−π, π], tokens whose range R = max r − min r is at most π lie
+    on an arc of length R, and their farthest pair is R apart: the spread is 2 sin²(R/2). When
+    R > π, the token farthest from θ_1 is more than π/2 from it, so the spread is ≥ 1; 2 is returned.
+    A test "spread ≤ δ" with δ < 1 (consensus at threshold δ) is therefore exact, without the n²
+    pairs.
+    """
+    theta = jnp.asarray(theta)
+    th = theta[..., 0]
+    r = th - th[..., :1]
+    r = r - (2.0 * math.pi) * jnp.round(r * (0.5 / math.pi))
+    width = jnp.max(r, axis=-1) - jnp.min(r, axis=-1)
+    return jnp.where(width <= math.pi, 2.0 * jnp.sin(0.5 * jnp.minimum(width, math.pi)) ** 2, 2.0).astype(th.dtype)
 
 
 class Circle(Field):

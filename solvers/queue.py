@@ -42,7 +42,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+import numpy as np
+
 from ..particles import coalesce as _coalesce
+from ..particles.circle import Circle, spread
 from ..particles.sphere import normalize, small_d_gaps
 from . import progress as _progress
 
@@ -78,6 +81,31 @@ def _written(t, tree):
                         lambda v: jax.tree_util.tree_map(lambda a: a * jnp.ones((), a.dtype), v), tree)
 
 
+def _interpolant(method, stages: int) -> np.ndarray:
+    """P (powers, stages): the method's continuous extension over a step as
+    y(θ) = y0 + Σ_m θ^m Σ_i P[m−1, i] k_i (k_i = h·f_i, diffrax's increments).
+
+    Read off diffrax's own ``interpolation_cls`` (for tsit5 a polynomial of degree 4 in θ, linear in
+    the stages) at six fractions, so that a save costs a Horner evaluation of coefficients formed
+    once per step instead of a product of the stages with their weights at every save time (a
+    small batched dot, slow on XLA's CPU backend).
+    """
+    with jax.ensure_compile_time_eval():
+        a, b, e, c, p = _tableau(method)
+        k = jnp.eye(stages, dtype=jnp.float64)  # attnflow enables float64 on import
+        poly = type(method).interpolation_cls(t0=0.0, t1=1.0, y0=jnp.zeros(stages, k.dtype),
+                                              y1=jnp.asarray(b, k.dtype), k=k)
+        theta = np.linspace(0.0, 1.0, 6)
+        weights = np.stack([np.asarray(poly.evaluate(float(u))) for u in theta])  # (6, stages)
+    vander = np.vander(theta, 6, increasing=True)
+    coeffs = np.linalg.solve(vander, weights)  # (6 powers, stages)
+    if np.max(np.abs(coeffs[0])) > 1e-6:
+        raise AssertionError(f"{type(method).__name__}'s interpolant does not start at y0")
+    coeffs[np.abs(coeffs) < 1e-9] = 0.0  # the fit's rounding where diffrax's weight has no such term
+    last = max(m for m in range(1, 6) if np.max(np.abs(coeffs[m])) > 0.0)
+    return coeffs[1:last + 1]
+
+
 def _combine(y, h, coefficients, ks):
     acc = None
     for w, k in zip(coefficients, ks):
@@ -99,11 +127,14 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     dtype = x0.dtype
     slots = min(int(slots), members)
     a, b, e, c, p = _tableau(method)
-    interpolation = type(method).interpolation_cls
+    dense_rows = [tuple(float(v) for v in row) for row in _interpolant(method, len(b))]
     sphere = field.geometry == "sphere"
     finish = normalize if sphere else (lambda y: y)
     eps_merge = getattr(field, "coalesce_eps", None)
     settle = _coalesce.settler(field)
+    # consensus of angles from their range (``circle.spread``), exact for thresholds δ < 1
+    fast_spread = (isinstance(field.inner if eps_merge is not None else field, Circle)
+                   and isinstance(delta, (int, float)) and delta < 1.0)
     # every step starts settled, so a Coalesced field's own work (representatives per evaluation) is not needed
     inner_axes = axes.inner if eps_merge is not None else axes
     vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(inner_axes, 0, 0))
@@ -168,17 +199,18 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
             ks.append(_written(t[0], vfield(fe, t + c[i] * h, _combine(y, hb, a[i - 1], ks))))
         # FSAL: the last stage was evaluated at the end point y + h Σ b_j k_j
         y1 = _combine(y, hb, b, ks)
-        increments = h[:, None, None, None] * jnp.stack(ks, axis=1)  # diffrax's k: h·f at each stage
-        y1_raw = y1
+
+        # the continuous extension y + Σ_m θ^m C_m, its coefficients formed once per step (read by
+        # every save and by the consensus search)
+        coefficients = _written(t[0], [_combine(jnp.zeros_like(y), hb, row, ks) for row in dense_rows])
 
         def dense(theta):
             """The step's continuous extension at fractions θ (slots, K) of it, on the sphere."""
-            def one(t_, h_, y_, y1_, k_, th):
-                span = jnp.where(h_ > 0, h_, 1.0)  # a fresh member's step of length zero: its start
-                poly = interpolation(t0=t_, t1=t_ + span, y0=y_, y1=y1_, k=k_)
-                return jax.vmap(lambda u: poly.evaluate(t_ + u * span))(jnp.where(h_ > 0, th, 0.0))
-
-            return finish(jax.vmap(one)(t, h, y, y1_raw, increments, theta))
+            u = theta.reshape(theta.shape + (1,) * (y.ndim - 1))
+            acc = coefficients[-1][:, None]
+            for cm in coefficients[-2::-1]:
+                acc = cm[:, None] + u * acc
+            return finish(y[:, None] + u * acc)
 
         err = _combine(jnp.zeros_like(y), hb, e, ks)
         f1 = ks[-1]
@@ -218,6 +250,8 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
         # consensus: the crossing inside the step, by bisection on the interpolant
         if delta is not None:
             def gap(x):  # ≥ 0 when every pair has ⟨u_i, u_j⟩ ≥ 1 − δ, i.e. ½‖u_i − u_j‖² ≤ δ
+                if fast_spread:
+                    return delta - spread(x)  # exact below 1, in O(n)
                 return delta - jnp.max(small_d_gaps(normalize(directions(x))), axis=(1, 2))
 
             hit = ok & (gap(y1) >= 0.0)

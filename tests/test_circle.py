@@ -130,3 +130,39 @@ def test_stopping_at_consensus_in_angles_is_stopping_in_the_plane(method):
     np.testing.assert_allclose(np.asarray(angles.t_event), t_plane, atol=1e-12 if "dt" in method else 1e-4)
     already = af.simulate(Circle(1.0), jnp.zeros((N, 1)), 1.0, stop_when_clustered=1e-3, **method)
     assert float(already.t_event) == 0.0
+
+
+def test_spread_is_the_largest_pair_gap_whenever_below_one():
+    from attnflow.particles.circle import spread
+
+    rng = np.random.default_rng(1)
+    # clusters of every width around centres far from 0 (the range is taken from the first angle, wrapped)
+    widths = rng.choice([1e-9, 1e-5, 1e-2, 0.5, 1.5, 3.0, 7.0], 4000)
+    theta = rng.uniform(-30.0, 30.0, (4000, 1)) + widths[:, None] * rng.uniform(-1.0, 1.0, (4000, 7))
+    exact = np.max(2.0 * np.sin(0.5 * (theta[:, :, None] - theta[:, None, :])) ** 2, axis=(1, 2))
+    got = np.asarray(spread(jnp.asarray(theta[..., None])))
+    below = exact < 1.0
+    assert 1000 < below.sum() < 3900  # both sides tested
+    np.testing.assert_allclose(got[below], exact[below], rtol=1e-12, atol=0)
+    assert np.all(got[~below] >= 1.0)  # so a test spread ≤ δ < 1 is exact
+    # three tokens pairwise 2π/3 apart: no half circle holds them, their spread is 1.5
+    assert float(spread(jnp.asarray([[0.0], [2.0 * np.pi / 3], [-2.0 * np.pi / 3]]))) >= 1.0
+
+
+def test_queue_in_angles_gives_diffrax_events_and_saves():
+    # the queue (more than 64 members) against diffrax's vmapped solve: its consensus test from the
+    # angles' range and its saves from the interpolant's Horner form
+    members = 80
+    beta = np.linspace(0.5, 4.0, members)
+    x0 = np.asarray(to_angles(af.init.uniform(2, N, 2, batch=members)))
+    common = dict(ts=np.linspace(0.0, 8.0, 33), rtol=1e-9, atol=1e-12, stop_when_clustered=1e-3,
+                  save=lambda t, th: af.clustered_fraction_of_angles(th, 1e-2))
+    q = af.simulate(Circle(beta), x0, 8.0, **common)
+    ref = af.simulate(Circle(beta), x0, 8.0, group_size=0, **common)
+    ev, ev_ref = np.asarray(q.t_event), np.asarray(ref.t_event)
+    np.testing.assert_array_equal(np.isfinite(ev), np.isfinite(ev_ref))
+    assert 10 < np.isfinite(ev).sum() < members - 10
+    np.testing.assert_allclose(ev[np.isfinite(ev)], ev_ref[np.isfinite(ev_ref)], rtol=0, atol=1e-7)
+    np.testing.assert_array_equal(np.asarray(q.stats), np.asarray(ref.stats))
+    late = ~np.isfinite(ev)  # members that ran to t1: the final states within the tolerance
+    np.testing.assert_allclose(np.asarray(q.x_final)[late], np.asarray(ref.x_final)[late], rtol=0, atol=1e-7)
