@@ -20,9 +20,12 @@ The method is an explicit embedded Runge–Kutta pair whose last stage is the ne
   (``particles/coalesce.py``). Every step then starts from a settled state, so the inner field
   is evaluated directly: tokens that are equal stay equal through the stages;
 * saves: the method's own continuous extension (diffrax's ``interpolation_cls``: for tsit5 a
-  fourth-order polynomial in the stages), at every save time the step passes, up to 4 per pass;
+  fourth-order polynomial in the step fraction, linear in the stages), at every save time the step
+  passes, up to 4 per pass; its coefficients are formed once per step (``_interpolant``), so a save
+  is a Horner evaluation;
 * stopping at consensus (``stop_when_clustered``): after a step that ends clustered, the
-  crossing is located on the interpolant by 16 iterations of regula falsi (Illinois); the
+  crossing is located on the interpolant by 16 iterations of regula falsi (Illinois); the test
+  reads the largest pair gap, for ``Circle``'s angles in O(n) from their range (``circle.spread``); the
   member's later saves hold its state there;
 * a candidate end point that is not finite is rejected and the step cut to a fifth; after 40
   such steps in a row, or one within a few ulps of its start, the member stops at its last
