@@ -1,5 +1,6 @@
 """The circle in angles: the same trajectories as SA/USA in the plane, symmetries, bad input."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -115,6 +116,37 @@ def test_sincos_is_within_one_ulp(dtype, span):
     eps = np.finfo(dtype).eps
     assert np.max(np.abs(np.asarray(s, np.float64) - np.sin(exact))) <= 1.0 * eps
     assert np.max(np.abs(np.asarray(c, np.float64) - np.cos(exact))) <= 1.0 * eps
+
+
+def test_exp2_is_within_three_ulp_and_keeps_nan():
+    from attnflow.particles.circle import exp2
+
+    rng = np.random.default_rng(1)
+    y = np.concatenate([rng.uniform(-126.0, 0.0, 400_000), rng.uniform(0.0, 127.0, 20_000),
+                        np.arange(-126, 128), [-1e-30, 1e-7, -0.5, 0.5]]).astype(np.float32)
+    got = np.asarray(exp2(jnp.asarray(y)), np.float64)
+    # relative to the float32 input's exact power of two: the polynomial's 1.2e-7 and its rounding
+    assert np.max(np.abs(got / np.exp2(y.astype(np.float64)) - 1.0)) <= 3 * np.finfo(np.float32).eps
+    np.testing.assert_array_equal(exp2(jnp.asarray(np.arange(-126, 128), jnp.float32)),
+                                  np.exp2(np.arange(-126, 128, dtype=np.float64)).astype(np.float32))
+    below = np.asarray(exp2(jnp.asarray([-126.5, -200.0, -np.inf], jnp.float32)))
+    assert np.all(below <= np.float32(2.0 ** -126)) and np.all(below >= 0.0)
+    assert np.isnan(exp2(jnp.asarray([np.nan], jnp.float32))).all()
+    y64 = jnp.asarray([-3.25, 0.0, 1.5])
+    np.testing.assert_array_equal(exp2(y64), jnp.exp2(y64))
+
+
+def test_float32_weights_by_exp2_give_the_float64_velocities_to_float32_precision():
+    theta = np.random.default_rng(2).uniform(-np.pi, np.pi, (4, 32, 1))
+    for beta in (0.1, 4.0, 9.0, 50.0):
+        for model in ("sa", "usa-rescaled"):
+            field = Circle(beta, model)
+            v64 = np.asarray(jax.vmap(lambda th: field(0.0, th))(jnp.asarray(theta)))
+            v32 = np.asarray(jax.vmap(lambda th: field(0.0, th))(jnp.asarray(theta, jnp.float32)))
+            assert v32.dtype == np.float32
+            # the angles' own rounding (≈ 3e-7 at |θ| ≤ π) times β bounds what float32 can give
+            tol = 2e-6 * max(1.0, beta)
+            np.testing.assert_allclose(v32, v64, atol=tol * max(1.0, np.abs(v64).max()))
 
 
 @pytest.mark.parametrize("method", [dict(solver="rk4", dt=0.05), dict(solver="rk4", dt=0.05, dense=True),
