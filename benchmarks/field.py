@@ -174,7 +174,8 @@ print(status("VmHWM") - before)
 
 def rss_check(n: int = 8192) -> dict:
     """Peak process memory of one SA evaluation (d = 3, float64) above the memory before it, dense and
-    blocked, each in a fresh process (Linux: /proc/self/status)."""
+    blocked, each in a fresh process (Linux: /proc/self/status). A rise below the allocator's reuse of
+    freed pages can read as a few negative KiB; the caller prints such values as < 1 MiB."""
     out = {}
     for name, block in (("dense", "none"), ("blocked", str(blocked.tile_side(n)))):
         res = subprocess.run([sys.executable, "-c", _RSS_CODE, str(n), block], capture_output=True, text=True,
@@ -282,8 +283,9 @@ def run(quick: bool = False) -> None:
             print(f"  {r['solver']} dt = {r['dt']:<5}: {r['s_per_unit']:6.2f} s per unit time "
                   f"({base / r['s_per_unit']:.1f}× rk4 dt = 0.1), error {r['error']:.1e}")
         rss = rss_check()
-        print(f"\nmeasured peak process memory of one evaluation, n = 8192, d = 3, f64: dense {rss['dense'] / 2**20:.0f}"
-              f" MiB, blocked {rss['blocked'] / 2**20:.0f} MiB (the n² logits: {8192**2 * 8 / 2**20:.0f} MiB)")
+        mib = {k: (f"{v / 2**20:.0f} MiB" if v >= 2**20 else "< 1 MiB") for k, v in rss.items()}
+        print(f"\nmeasured peak process memory of one evaluation, n = 8192, d = 3, f64: dense {mib['dense']},"
+              f" blocked {mib['blocked']} (the n² logits: {8192**2 * 8 / 2**20:.0f} MiB)")
     out = os.path.join(HERE, "scaling.png")
     plot(rows, out, big)
     print(f"\nplot: {out}")
