@@ -169,18 +169,20 @@ def test_unreachable_scheduler_is_one_clear_error(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_a_thousand_runs_on_two_workers_all_load(dask_executor, tmp_path):
-    """1000 small runs (100 β × 10 seeds) on the 2-worker cluster; af.load returns every one."""
+@pytest.mark.parametrize("betas", [20, pytest.param(100, marks=pytest.mark.slow)])
+def test_many_runs_on_two_workers_all_load(dask_executor, tmp_path, betas):
+    """betas × 10 seeds small runs (200, or 1000 with -m slow) on the 2-worker cluster; af.load returns every one."""
     import attnflow as af
 
     cfg = config(tmp_path).replace(n=4, seeds=1, t1=1.0, n_save=3, dt=0.1)
     out = tmp_path / "sweep"
-    runs = sweep.run_sweep(cfg, None, ["beta=0.1:5:100", "seed=0:9:10"], out, plot=False, executor=dask_executor)
-    assert len(runs) == 1000 and all(r["status"] == "done" for r in runs)
-    assert len(_run_dirs(out)) == 1000
+    runs = sweep.run_sweep(cfg, None, [f"beta=0.1:5:{betas}", "seed=0:9:10"], out, plot=False,
+                           executor=dask_executor)
+    assert len(runs) == 10 * betas and all(r["status"] == "done" for r in runs)
+    assert len(_run_dirs(out)) == 10 * betas
     ds = af.load(out)
-    assert ds.sizes["beta"] == 100 and ds.sizes["seed"] == 10
-    np.testing.assert_allclose(ds["beta"].values, np.linspace(0.1, 5, 100))
+    assert ds.sizes["beta"] == betas and ds.sizes["seed"] == 10
+    np.testing.assert_allclose(ds["beta"].values, np.linspace(0.1, 5, betas))
     # every run is there and complete: the statistic is finite at every point and time, and at
     # t = 0 it equals the one of the run's own initial condition (the same for all β of a seed)
     frac = ds["mean_inner_product"].values
