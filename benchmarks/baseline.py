@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
+DT = 0.1  # the authors' Euler step
 
-def usa_dt(beta: float, dt: float = 0.1) -> float:
+
+def usa_dt(beta: float, dt: float = DT) -> float:
     """The authors' USA step: dt shrunk to dt / max(√β e^{β − 1/2}, 1) so Euler stays stable."""
     return dt / max(np.sqrt(beta) * np.exp(beta - 0.5), 1.0)
 
 
-def sa_euler(x: np.ndarray, beta: float, t1: float, dt: float = 0.1, *, checkpoints: int = 200,
+def sa_euler(x: np.ndarray, beta: float, t1: float, dt: float = DT, *, checkpoints: int = 200,
              delta: float = 1e-3, model: str = "sa", max_steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Integrate SA (or, with model="usa", USA) with Q = K = V = I for an ensemble x of shape (B, n, d);
     return the final states and the clustered fraction (checkpoints, B) sampled evenly over the run.
@@ -48,6 +50,6 @@ def sa_euler(x: np.ndarray, beta: float, t1: float, dt: float = 0.1, *, checkpoi
     return x, np.asarray(fractions)
 
 
-def phase_diagram(x0: np.ndarray, betas, t1: float = 30.0, dt: float = 0.1, **kw) -> np.ndarray:
+def phase_diagram(x0: np.ndarray, betas, t1: float = 30.0, dt: float = DT, **kw) -> np.ndarray:
     """The authors' loop: one β at a time over the whole ensemble; returns fractions (β, checkpoints)."""
     return np.stack([sa_euler(x0, float(beta), t1, dt, **kw)[1].mean(axis=1) for beta in betas])

@@ -70,7 +70,7 @@ def phase_diagram_cell(seeds: int, n_betas: int, baseline_betas: int, n: int = 3
         base_s += time.perf_counter() - t
     base_per_beta = base_s / len(sample)
     base_total = base_per_beta * n_betas
-    pair_steps = seeds * n_betas * n * n * 300 / base_total  # the baseline's 300 Euler steps
+    pair_steps = seeds * n_betas * n * n * round(t1 / baseline.DT) / base_total  # the baseline's Euler steps
     # every statistic of the summary contract (cluster counts, energies), float64, on at most 256 × 18
     # members; the baseline's cost scales with the number of members
     small = (min(seeds, 256), min(n_betas, 18))
@@ -102,7 +102,7 @@ def usa_cell(seeds: int, n_betas: int, n: int = 32, t1: float = 30.0, baseline_s
     return dict(baseline_s=per_step * total_steps, baseline_steps=total_steps, ours_s=usa, compile_s=compile_s,
                 sa_s=sa, steps=float(np.mean(result.steps)), max_steps=int(np.max(result.steps)),
                 stopped=float(np.mean(np.isfinite(result.t_event))),
-                baseline_sa_steps=n_betas * int(round(t1 / 0.1)), sa_same_s=sa_same,
+                baseline_sa_steps=n_betas * round(t1 / baseline.DT), sa_same_s=sa_same,
                 sa_same_steps=float(np.mean(sa_result.steps)))
 
 

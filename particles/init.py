@@ -114,7 +114,7 @@ def equiangular(
 
 
 def _equiangular_sample(k, factor, d, rank):
-    return jnp.asarray(factor) @ _haar_frame(k, d, rank)
+    return factor @ _haar_frame(k, d, rank)
 
 
 def _cap_angle_sampler(d: int, angle: float, grid: int = 4097):
@@ -181,8 +181,8 @@ def clusters(
     return _batched(_clusters_sample, key, batch, dtype, arrays=(spread,), static=(n, d, k))
 
 
-def _clusters_sample(key, spread, n, d, k):
-    kc, kt = jax.random.split(key)
+def _clusters_sample(key_, spread, n, d, k):
+    kc, kt = jax.random.split(key_)
     centres = normalize(jax.random.normal(kc, (k, d)))[jnp.arange(n) % k]
     tangent = project(centres, jax.random.normal(kt, (n, d)))
     return expmap(centres, spread * tangent)
