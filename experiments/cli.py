@@ -104,11 +104,11 @@ def cmd_run(args) -> int:
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
     out = Path(args.out or os.path.join("runs", _default_name(args.target)))
-    results.check_writable(out)
     if args.quiet:
         config = config.replace(progress=False)
     if experiment.grid:
         return _run_grid_experiment(config, experiment, out, args)
+    results.check_writable(out, overwrite=args.overwrite)
     try:
         result = results.execute(config)
     except NonFiniteError as err:
@@ -116,10 +116,10 @@ def cmd_run(args) -> int:
             raise
         # keep what was computed before the failure (statistics up to then, null afterwards); the
         # figures are left out, since they would draw the gaps as data
-        results.save(out, err.result, experiment, plot=False, error=str(err))
+        results.save(out, err.result, experiment, plot=False, error=str(err), overwrite=args.overwrite)
         _log(f"attnflow: error: {err}; the statistics up to then are in {out}/ (no figures)")
         return EXIT_FAILURE
-    summary = results.save(out, result, experiment, plot=not args.no_plot)
+    summary = results.save(out, result, experiment, plot=not args.no_plot, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=False))
     else:
@@ -129,13 +129,15 @@ def cmd_run(args) -> int:
 
 def _run_grid_experiment(config, experiment, out: Path, args) -> int:
     """An experiment made of several runs (e.g. Fig. 5's four weight ensembles): a sweep plus joint figures."""
-    from . import results, sweep
+    from . import results, store, sweep
 
     if any(key in experiment.grid for key in (s.split("=", 1)[0].strip() for s in args.set)):
         raise UsageError(f"{experiment.name} sweeps {', '.join(experiment.grid)} itself; do not --set it")
     specs = [f"{key}={','.join(str(v) for v in values)}" for key, values in experiment.grid.items()]
-    resume = (out / "manifest.json").is_file()  # a rerun completes (or reuses) what is there
-    runs = sweep.run_sweep(config, experiment, specs, out, resume=resume, plot=not args.no_plot)
+    # a rerun completes (or reuses) what is there, if it was made with the same configuration
+    resume = (out / store.MANIFEST_FILE).is_file() and not args.overwrite
+    runs = sweep.run_sweep(config, experiment, specs, out, resume=resume, overwrite=args.overwrite,
+                           plot=not args.no_plot)
     loaded = {}
     for run in runs:
         value = run["point"][next(iter(experiment.grid))]
@@ -168,16 +170,18 @@ def cmd_sweep(args) -> int:
         if args.scheduler is not None or args.workers is not None:
             flag = "--scheduler" if args.scheduler is not None else "--workers"
             raise UsageError(f"{flag} needs --executor dask (the local executor runs in this process)")
-        runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume, plot=not args.no_plot)
+        runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume, overwrite=args.overwrite,
+                               plot=not args.no_plot)
     else:
         from .executors import make_executor
 
-        sweep.check_sweep(config, args.grid, out, resume=args.resume)  # bad input fails before a cluster starts
+        # bad input fails before a cluster starts
+        sweep.check_sweep(config, args.grid, out, resume=args.resume, overwrite=args.overwrite)
         with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
             if config.progress:
                 _log(f"sweep: Dask scheduler {executor.address}, {executor.workers} workers")
             runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume,
-                                   plot=not args.no_plot, executor=executor)
+                                   overwrite=args.overwrite, plot=not args.no_plot, executor=executor)
     if config.progress:
         _log(f"sweep: {len(runs)} runs in {out}/")
     return 0
@@ -232,10 +236,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a configuration key (repeatable), e.g. --set beta=4 --set d=[2,8]")
         p.add_argument("--out", metavar="DIR", help=out_help)
+        overwrite(p)
         p.add_argument("--quick", action="store_true", help="the experiment's shrunk version (seconds, for a first look)")
         p.add_argument("--no-plot", action="store_true", help="skip the figures")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
         no_cache(p)
+
+    def overwrite(p):
+        p.add_argument("--overwrite", action="store_true",
+                       help="replace the results already in DIR (only the files attnflow wrote; yours are kept)")
 
     def no_cache(p):
         p.add_argument("--no-cache", action="store_true",
@@ -251,7 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(p, "output directory (default: sweeps/NAME)")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=VALUES",
                    help="a grid axis: a:b:n (linspace) or v1,v2,... (repeatable; the grid is their product)")
-    p.add_argument("--resume", action="store_true", help="skip the grid points already complete in DIR")
+    p.add_argument("--resume", action="store_true",
+                   help="complete the sweep in DIR, keeping its complete runs (refused if they were made with "
+                        "another configuration)")
     p.add_argument("--executor", choices=["local", "dask"], default="local",
                    help="where the runs execute: in this process (default) or on a Dask cluster")
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -284,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --simulate-from: a simulation key (model, solver, dt, rtol, atol, dtype, heads, "
                         "mask, ...)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/hist-STEM)")
+    overwrite(p)
     p.add_argument("--json", action="store_true", help="print the summary object on stdout")
     p.add_argument("--no-plot", action="store_true", help="skip the figures")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

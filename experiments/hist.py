@@ -465,7 +465,7 @@ def figures(result: HistResult) -> dict:
 def is_hist_run(run_dir) -> bool:
     """Whether ``run_dir`` was written by ``attnflow hist`` (its config.toml says command = "hist")."""
     try:
-        return store._read_config(Path(run_dir) / store.CONFIG_FILE).get("command") == "hist"
+        return store.read_config(Path(run_dir) / store.CONFIG_FILE).get("command") == "hist"
     except store.StoreError:
         return False
 
@@ -473,9 +473,9 @@ def is_hist_run(run_dir) -> bool:
 def load_result(run_dir) -> HistResult:
     """A HistResult back from the directory ``attnflow hist`` wrote (arrays read without unpickling)."""
     run_dir = Path(run_dir)
-    table = store._read_config(run_dir / store.CONFIG_FILE)
-    summary = store._read_summary(run_dir / store.SUMMARY_FILE)
-    data, _ = store._read_npz(run_dir / store.RESULTS_FILE)
+    table = store.read_config(run_dir / store.CONFIG_FILE)
+    summary = store.read_summary(run_dir / store.SUMMARY_FILE)
+    data, _ = store.read_arrays(run_dir / store.RESULTS_FILE)
     try:
         result = HistResult(states=table["states"], key=table.get("key"), shape=tuple(table["shape"]),
                             layers=data["layer"], edges=data["edges"], counts=data["histogram"],
@@ -570,16 +570,17 @@ def main(args) -> int:
             raise ValueError(str(err)) from None
     stem = Path(args.states).stem or "states"
     out = Path(args.out or os.path.join("runs", f"hist-{stem}"))
-    check_writable(out)
+    check_writable(out, overwrite=args.overwrite)
     normalize_states(states, f"states file {args.states!r}")  # zero tokens are refused before any work
     result = compute(states, path=args.states, key=key, shape=saved_shape, layers=layers, bins=args.bins,
                      simulate_from=start, layer_time=layer_time, config=config,
                      progress=bool(config is not None and config.progress))
     summary = summarize(result)
     arrs, dims = arrays(result)
-    store.write_run(out, config_toml(result), summary, arrs, None if args.no_plot else figures(result), dims=dims)
+    store.write_run(out, config_toml(result), summary, arrs, None if args.no_plot else figures(result), dims=dims,
+                    overwrite=args.overwrite)
     if args.json:
-        print(json.dumps(store._jsonable(summary, "summary"), indent=2, allow_nan=False))
+        print(json.dumps(store.jsonable(summary, "summary"), indent=2, allow_nan=False))
     else:
         print_report(result, out)
     sys.stdout.flush()

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import sys
-import tomllib
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +13,25 @@ from . import builtin, runner, store
 from .config import load_config
 
 
-def check_writable(out: Path) -> None:
-    """Refuse, before any work, an output path that cannot become a run directory."""
+def check_writable(out: Path, *, overwrite: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot become a run directory: a file, a link,
+    a directory holding anything but an attnflow run, or (unless ``overwrite``) an existing run."""
     if "\0" in str(out):
         raise ValueError(f"--out {str(out)!r} contains a NUL character")
+    given = str(out)
     out = Path(os.path.abspath(out))
-    store._check_entry_name("--out directory", out.name)  # what the store would refuse after the run
+    store.check_entry_name("--out directory", out.name)  # what the store would refuse after the run
+    if out.is_symlink():
+        raise ValueError(f"--out {given!r} is a symbolic link (to {os.readlink(out)!r}); attnflow writes only "
+                         "into real directories: give the directory itself, or another --out")
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {str(out)!r} is a file, not a directory")
-    if out.is_dir() and any(out.iterdir()) and not store.is_complete(out):
-        raise ValueError(f"--out {str(out)!r} is a non-empty directory that is not an attnflow run; "
+        raise ValueError(f"--out {given!r} is a file, not a directory")
+    if store.is_run(out):
+        if not overwrite:
+            raise ValueError(f"--out {given!r} already holds an attnflow run; pass --overwrite to replace it "
+                             "(files attnflow did not write are kept), or choose another --out")
+    elif out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"--out {given!r} is a non-empty directory that is not an attnflow run; "
                          "choose another --out")
     parent = out.parent
     while not parent.exists():
@@ -62,15 +68,16 @@ def figures(result: runner.RunResult, experiment: builtin.Experiment, kinds=None
 
 
 def save(out: Path, result: runner.RunResult, experiment: builtin.Experiment, *, plot: bool = True,
-         error: str | None = None) -> dict:
+         error: str | None = None, overwrite: bool = False) -> dict:
     """Write the run directory (atomically) and return its summary; ``error`` (a run that stopped
-    early, e.g. on non-finite values) is recorded in the summary as ``"error"``."""
+    early, e.g. on non-finite values) is recorded in the summary as ``"error"``; ``overwrite``
+    replaces an existing run's files (``store.write_run``)."""
     summary = runner.summarize(result)
     if error is not None:
         summary["error"] = error
     arrays, dims = runner.arrays(result)
     store.write_run(out, runner.config_toml(result), summary, arrays, figures(result, experiment) if plot else None,
-                    dims=dims)
+                    dims=dims, overwrite=overwrite)
     return summary
 
 
@@ -98,24 +105,18 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, builtin.Experiment]:
     """Rebuild a RunResult from a run directory (arrays read without unpickling)."""
     if not store.is_complete(run_dir):
         raise ValueError(f"{str(run_dir)!r} is not a complete attnflow run (config.toml, summary.json, results.npz)")
-    def read(name, parse):
-        try:
-            return parse(run_dir / name)
-        except (ValueError, OSError, EOFError, MemoryError, zipfile.BadZipFile) as err:  # object arrays: never unpickled
-            raise ValueError(f"{str(run_dir / name)!r} is corrupt or not attnflow's ({err})") from None
-
-    def arrays(path):
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-
-    config = read(store.CONFIG_FILE, lambda p: load_config(tomllib.loads(p.read_text(encoding="utf-8"))))
-    summary = read(store.SUMMARY_FILE, lambda p: json.loads(p.read_text(encoding="utf-8")))
-    arrs = read(store.RESULTS_FILE, arrays)
+    table = store.read_config(run_dir / store.CONFIG_FILE)
+    try:
+        config = load_config(table)
+    except ValueError as err:
+        raise ValueError(f"{str(run_dir / store.CONFIG_FILE)!r} is not a valid attnflow configuration: {err}") from None
+    summary = store.read_summary(run_dir / store.SUMMARY_FILE)
+    arrs, _ = store.read_arrays(run_dir / store.RESULTS_FILE)
     missing = [] if isinstance(summary, dict) and "times" in summary else [f"{store.SUMMARY_FILE}: times"]
     missing += [f"{store.RESULTS_FILE}: {k}" for k in ("steps", "t_clustered") if k not in arrs]
     if missing:
         raise ValueError(f"{str(run_dir)!r} is not a complete attnflow run: it lacks {', '.join(missing)}")
-    stats = {k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs", "__dims__")
+    stats = {k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs")
              and arrs[k].ndim >= 4}
     result = runner.RunResult(config=config, ts=np.asarray(summary["times"], dtype=float), stats=stats,
                               xs=arrs.get("xs"), steps=arrs["steps"],
@@ -125,10 +126,17 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, builtin.Experiment]:
 
 
 def write_figures(directory: Path, writers: dict) -> list[Path]:
-    """Draw figures into ``directory``, each to a temporary name first and renamed when complete."""
+    """Draw figures into ``directory``, each to a temporary name first and renamed when complete,
+    and add them to the directory's list of attnflow's files. A file of the same name that attnflow
+    did not write is never replaced: it is an error, before anything is drawn."""
+    targets = {name: directory / (name if name.endswith((".png", ".gif")) else f"{name}.png") for name in writers}
+    owned = store.owned_files(directory)
+    for target in targets.values():
+        if os.path.lexists(target) and target.name not in owned:
+            raise ValueError(f"{str(target)!r} was not written by attnflow; move it away to draw this figure")
     written = []
     for name, draw in writers.items():
-        target = directory / (name if name.endswith((".png", ".gif")) else f"{name}.png")
+        target = targets[name]
         tmp = target.with_name(f".{target.name}.tmp{target.suffix}")
         try:
             draw(tmp)
@@ -136,6 +144,7 @@ def write_figures(directory: Path, writers: dict) -> list[Path]:
         finally:
             tmp.unlink(missing_ok=True)
         written.append(target)
+        store.record_files(directory, [target.name])
     return written
 
 

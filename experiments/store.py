@@ -6,6 +6,11 @@ A run directory holds::
     summary.json   the summary object of the --json contract (NaN and inf written as null)
     results.npz    numeric arrays; the string entry ``__dims__`` (JSON) names their dimensions
     *.png          figures, optional
+    .attnflow.json the names of the files above: what attnflow wrote, and so all it may replace
+
+Nothing else in a run directory is attnflow's: a file a user puts there (notes, their own plots)
+is never replaced or removed, by ``write_run(..., overwrite=True)`` or :func:`remove_run` either.
+An existing run is replaced only when asked (``overwrite=True``).
 
 :func:`write_run` builds the directory under a temporary sibling name and renames it into place only
 when every file is written and synced, so a crash or Ctrl-C never leaves a half-written run and a
@@ -39,8 +44,20 @@ __all__ = [
     "MANIFEST_FILE",
     "DIMS_KEY",
     "STATUSES",
+    "OWNED_FILE",
     "write_run",
     "is_complete",
+    "is_run",
+    "owned_files",
+    "foreign_files",
+    "record_files",
+    "remove_run",
+    "check_target",
+    "check_entry_name",
+    "jsonable",
+    "read_config",
+    "read_summary",
+    "read_arrays",
     "write_manifest",
     "read_manifest",
     "run_name",
@@ -51,9 +68,12 @@ CONFIG_FILE = "config.toml"
 SUMMARY_FILE = "summary.json"
 RESULTS_FILE = "results.npz"
 MANIFEST_FILE = "manifest.json"
+OWNED_FILE = ".attnflow.json"
+"""The list of the files attnflow wrote in a run (or sweep) directory: the only ones it ever replaces or removes."""
 DIMS_KEY = "__dims__"
 STATUSES = ("pending", "done", "failed")
 _RUN_FILES = (CONFIG_FILE, SUMMARY_FILE, RESULTS_FILE)
+_OWNED_FORMAT = "attnflow-files"
 _NUMERIC_KINDS = "biufc"  # bool, signed, unsigned, float, complex: what np.load reads without pickle
 _MAX_NAME = 100
 _MANIFEST_FORMAT = "attnflow-sweep"
@@ -81,7 +101,7 @@ class StoreError(OSError, ValueError):
 # Small helpers
 
 
-def _jsonable(value: Any, where: str) -> Any:
+def jsonable(value: Any, where: str) -> Any:
     """A JSON-ready copy: numpy → Python, tuples → lists, NaN/inf → None; else StoreError."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -96,10 +116,10 @@ def _jsonable(value: Any, where: str) -> Any:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise StoreError(f"{where} has a non-string key {k!r}; JSON objects need string keys")
-            out[k] = _jsonable(v, f"{where}[{k!r}]")
+            out[k] = jsonable(v, f"{where}[{k!r}]")
         return out
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
     raise StoreError(f"{where} holds {type(value).__name__} {value!r}, which JSON cannot represent")
 
 
@@ -144,7 +164,7 @@ def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
         os.fsync(f.fileno())
 
 
-def _check_entry_name(kind: str, name: Any) -> str:
+def check_entry_name(kind: str, name: Any) -> str:
     """A name used as a file or archive entry: non-empty text, no separators, not hidden."""
     if not isinstance(name, str) or not name or name in (".", "..") or name.startswith("."):
         raise StoreError(f"{kind} name must be a non-empty string not starting with '.', got {name!r}")
@@ -204,6 +224,85 @@ def is_complete(run_dir: str | os.PathLike) -> bool:
     return p.is_dir() and all((p / f).is_file() for f in _RUN_FILES)
 
 
+def is_run(run_dir: str | os.PathLike) -> bool:
+    """Whether ``run_dir`` is attnflow's: a finished run, or one whose replacement was interrupted
+    (it still holds the list of attnflow's files)."""
+    p = Path(run_dir)
+    return is_complete(p) or (p.is_dir() and not p.is_symlink() and (p / OWNED_FILE).is_file())
+
+
+def owned_files(directory: str | os.PathLike) -> set[str]:
+    """The names attnflow wrote in ``directory``: those its ``.attnflow.json`` lists, the three run
+    files and that list itself. A run written before the list existed owns only the three files."""
+    p = Path(directory)
+    names = set(_RUN_FILES) | {OWNED_FILE}
+    try:
+        doc = json.loads((p / OWNED_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return names
+    listed = doc.get("files") if isinstance(doc, dict) and doc.get("format") == _OWNED_FORMAT else None
+    for name in listed if isinstance(listed, list) else []:
+        try:
+            names.add(check_entry_name("file", name))
+        except StoreError:
+            continue  # a list edited by hand: an entry that is not a plain name claims nothing
+    return names
+
+
+def foreign_files(directory: str | os.PathLike) -> list[str]:
+    """The entries of ``directory`` that attnflow did not write, sorted."""
+    owned = owned_files(directory)
+    return sorted(e.name for e in Path(directory).iterdir() if e.name not in owned)
+
+
+def _owned_text(names) -> bytes:
+    return (json.dumps({"format": _OWNED_FORMAT, "files": sorted(names)}, indent=1) + "\n").encode("utf-8")
+
+
+def _write_owned(directory: Path, names) -> None:
+    """Write ``directory/.attnflow.json`` atomically (a temporary name, then ``os.replace``)."""
+    tmp = directory / _temp_name(OWNED_FILE.lstrip("."), "tmp")
+    _write_file(tmp, _owned_text(names))
+    os.replace(tmp, directory / OWNED_FILE)
+
+
+def record_files(directory: str | os.PathLike, names: Sequence[str]) -> None:
+    """Add ``names`` (files attnflow just wrote in ``directory``, figures say) to its list of attnflow's files."""
+    p = Path(directory)
+    present = {name for name in owned_files(p) - {OWNED_FILE} if os.path.lexists(p / name)}
+    _write_owned(p, present | {check_entry_name("file", n) for n in names})
+
+
+def _remove_entry(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        path.unlink()
+
+
+def remove_run(run_dir: str | os.PathLike) -> list[str]:
+    """Remove the files attnflow wrote in ``run_dir`` (and the directory, once empty); return the
+    names of the files it keeps because attnflow did not write them."""
+    p = Path(run_dir)
+    if not is_run(p):
+        raise StoreError(f"{p} is not an attnflow run; nothing removed")
+    kept = foreign_files(p)
+    owned = owned_files(p)
+    if (p / CONFIG_FILE).is_file():
+        os.unlink(p / CONFIG_FILE)  # first: from here on it is no longer a complete run
+    for name in sorted(owned - {CONFIG_FILE, OWNED_FILE}):
+        _remove_entry(p / name)
+    if kept:
+        return kept
+    _remove_entry(p / OWNED_FILE)
+    os.rmdir(p)
+    return kept
+
+
+# --------------------------------------------------------------------------------------------
+# Runs
+
+
 def _prepare_arrays(
     arrays: Mapping[str, Any], dims: Mapping[str, Sequence[str]] | None, summary: Mapping[str, Any]
 ) -> dict[str, np.ndarray]:
@@ -213,7 +312,7 @@ def _prepare_arrays(
     out: dict[str, np.ndarray] = {}
     all_dims: dict[str, list[str]] = {}
     for name, value in arrays.items():
-        _check_entry_name("array", name)
+        check_entry_name("array", name)
         if name == DIMS_KEY:
             all_dims.update(_parse_dims(value, f"arrays[{DIMS_KEY!r}]"))
             continue
@@ -298,6 +397,7 @@ def write_run(
     figures: Mapping[str, Callable[[Path], Any]] | None = None,
     *,
     dims: Mapping[str, Sequence[str]] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write a complete run directory atomically and return its path.
 
@@ -308,15 +408,18 @@ def write_run(
     given (``NAME.png``).
 
     Everything is written and fsynced in a temporary sibling directory ``.NAME.tmp-<pid>-<hex>``,
-    then renamed to ``out_dir``. An existing complete run (or empty directory) at ``out_dir`` is
-    replaced; any other existing path is left alone and is an error. On any exception, Ctrl-C
-    included, the temporary directory (and parent directories this call created) are removed.
+    then renamed to ``out_dir``. An empty directory at ``out_dir`` is filled; an existing run is an
+    error unless ``overwrite`` is true, and then only the files attnflow wrote there (its
+    ``.attnflow.json``) are replaced or removed: a file a user added is kept (and one the new run
+    would write over is an error). Any other existing path is left alone and is an error. On any
+    exception, Ctrl-C included, the temporary directory (and parent directories this call created)
+    are removed.
     Disk problems are raised as StoreError; exceptions from figure callables propagate unchanged.
     """
     out = Path(os.path.abspath(os.fspath(out_dir)))
     if out.name in ("", ".", "..") or out.parent == out:
         raise StoreError(f"cannot write a run at {str(out_dir)!r}: give a directory name")
-    _check_entry_name("run directory", out.name)  # also keeps clear of the hidden temporary names
+    check_entry_name("run directory", out.name)  # also keeps clear of the hidden temporary names
     # Everything that can be checked without the disk is checked first, so a bad call writes nothing.
     if not isinstance(config_toml, str):
         raise StoreError(f"config_toml must be TOML text (a str), got {type(config_toml).__name__}")
@@ -326,16 +429,16 @@ def write_run(
         raise StoreError(f"config_toml is not valid TOML: {err}") from None
     if not isinstance(summary, Mapping):
         raise StoreError(f"summary must be a dict, got {type(summary).__name__}")
-    summary_text = json.dumps(_jsonable(summary, "summary"), indent=2, allow_nan=False) + "\n"
+    summary_text = json.dumps(jsonable(summary, "summary"), indent=2, allow_nan=False) + "\n"
     prepared = _prepare_arrays(arrays, dims, summary)
     figures = dict(figures or {})
     for name, fn in figures.items():
-        _check_entry_name("figure", name)
+        check_entry_name("figure", name)
         if name.removesuffix(".png") in ("config", "summary", "results"):
             raise StoreError(f"figure name {name!r} is reserved")
         if not callable(fn):
             raise StoreError(f"figure {name!r} must be a callable that writes a PNG at a path, got {fn!r}")
-    _check_target(out)
+    check_target(out, overwrite=overwrite)
 
     parent = out.parent
     created: list[Path] = []
@@ -355,8 +458,9 @@ def write_run(
             if not path.is_file():
                 raise StoreError(f"figure {name!r} wrote nothing at {path.name}")
             _fsync_file(path)
+        _write_file(tmp / OWNED_FILE, _owned_text(os.listdir(tmp)))
         _fsync_dir(tmp)
-        _commit(tmp, out)
+        _commit(tmp, out, overwrite)
     except BaseException as err:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -371,36 +475,79 @@ def write_run(
     return out
 
 
-def _check_target(out: Path) -> None:
-    """Refuse to replace anything but a complete run or an empty directory."""
+def check_target(out: str | os.PathLike, *, overwrite: bool = False, flag: str = "overwrite=True") -> None:
+    """Refuse a run directory's path unless it is free, an empty directory, or (``overwrite``) a run.
+
+    ``flag`` names the remedy in the message (``--overwrite`` on the command line)."""
+    out = Path(out)
     if not os.path.lexists(out):
         return
-    if out.is_symlink() or not out.is_dir():
+    if out.is_symlink():
+        raise StoreError(f"cannot write run {out}: it is a symbolic link (to {os.readlink(out)!r}); attnflow "
+                         f"writes only into real directories: give the directory itself, or another path")
+    if not out.is_dir():
         raise StoreError(f"cannot write run {out}: a file (not a run directory) is in the way")
-    if not is_complete(out) and any(out.iterdir()):
+    if is_run(out):
+        if not overwrite:
+            raise StoreError(f"{out} already holds an attnflow run; pass {flag} to replace it (files attnflow "
+                             f"did not write are kept), or choose another directory")
+        return
+    if any(out.iterdir()):
         raise StoreError(
-            f"cannot write run {out}: the directory exists, is not empty and is not a complete run; "
+            f"cannot write run {out}: the directory exists, is not empty and is not an attnflow run; "
             f"refusing to replace it"
         )
 
 
-def _commit(tmp: Path, out: Path) -> None:
-    """Rename the finished temporary directory to ``out``, replacing an old complete run."""
-    _check_target(out)
-    if os.path.lexists(out) and is_complete(out):
-        old = out.parent / _temp_name(out.name, "old")
-        os.rename(out, old)
-        try:
-            os.rename(tmp, out)
-        except BaseException:
-            os.rename(old, out)  # put the previous run back rather than leave nothing
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        if os.path.lexists(out):
-            os.rmdir(out)  # an empty directory, e.g. made by the user for --out
+def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Move the finished temporary directory to ``out``, replacing (``overwrite``) an old run's files."""
+    check_target(out, overwrite=overwrite)
+    if not os.path.lexists(out):
         os.rename(tmp, out)
+    elif not is_run(out):
+        os.rmdir(out)  # an empty directory, e.g. made by the user for --out
+        os.rename(tmp, out)
+    else:
+        kept = foreign_files(out)
+        new = set(os.listdir(tmp))
+        clash = sorted(new & set(kept))
+        if clash:
+            raise StoreError(f"cannot replace run {out}: it holds {clash[0]!r}, which attnflow did not write and "
+                             f"the new run would write over; move it away or choose another directory")
+        if kept:
+            _replace_in_place(tmp, out, new)
+        else:
+            old = out.parent / _temp_name(out.name, "old")
+            os.rename(out, old)
+            try:
+                os.rename(tmp, out)
+            except BaseException:
+                os.rename(old, out)  # put the previous run back rather than leave nothing
+                raise
+            shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(out.parent)
+
+
+def _replace_in_place(tmp: Path, out: Path, new: set[str]) -> None:
+    """Replace attnflow's files in ``out`` by those of ``tmp`` one by one, keeping the user's files.
+
+    Not atomic, but never unsafe: the list of attnflow's files first covers old and new ones, and
+    config.toml goes first and comes back last, so an interruption leaves an incomplete run (that
+    a later ``overwrite`` replaces) and every file of the user's in place."""
+    old = owned_files(out) - {OWNED_FILE}
+    _write_owned(out, {name for name in old if os.path.lexists(out / name)} | (new - {OWNED_FILE}))
+    if (out / CONFIG_FILE).is_file():
+        os.unlink(out / CONFIG_FILE)
+    for name in sorted(new - {CONFIG_FILE, OWNED_FILE}):
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            shutil.rmtree(out / name)
+        os.replace(tmp / name, out / name)
+    for name in sorted(old - new):
+        _remove_entry(out / name)
+    os.replace(tmp / OWNED_FILE, out / OWNED_FILE)
+    os.replace(tmp / CONFIG_FILE, out / CONFIG_FILE)
+    os.rmdir(tmp)
+    _fsync_dir(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -416,7 +563,7 @@ def _validate_manifest(axes: Any, runs: Any, where: str) -> tuple[dict, list]:
             raise StoreError(f"{where}: axis names must be non-empty strings, got {k!r}")
         if isinstance(v, (str, bytes)) or not isinstance(v, (Sequence, np.ndarray)):
             raise StoreError(f"{where}: axis {k!r} must be a list of values, got {v!r}")
-        axes_out[k] = _jsonable(list(v.tolist() if isinstance(v, np.ndarray) else v), f"axis {k!r}")
+        axes_out[k] = jsonable(list(v.tolist() if isinstance(v, np.ndarray) else v), f"axis {k!r}")
     if not isinstance(runs, (list, tuple)):
         raise StoreError(f"{where}: runs must be a list, got {type(runs).__name__}")
     runs_out, names = [], set()
@@ -425,7 +572,7 @@ def _validate_manifest(axes: Any, runs: Any, where: str) -> tuple[dict, list]:
             raise StoreError(f"{where}: runs[{i}] must be a dict with name, point and status, got {run!r}")
         name = run["name"]
         try:
-            _check_entry_name("run directory", name)
+            check_entry_name("run directory", name)
         except StoreError as err:
             raise StoreError(f"{where}: runs[{i}]: {err}") from None
         if name in names:
@@ -438,7 +585,7 @@ def _validate_manifest(axes: Any, runs: Any, where: str) -> tuple[dict, list]:
             raise StoreError(
                 f"{where}: runs[{i}] point must give a value for each axis {sorted(axes_out)}, got {point!r}"
             )
-        runs_out.append(_jsonable(dict(run), f"runs[{i}]"))
+        runs_out.append(jsonable(dict(run), f"runs[{i}]"))
     return axes_out, runs_out
 
 
@@ -544,7 +691,7 @@ def run_name(point: Mapping[str, Any]) -> str:
     name = "_".join(parts)
     if exact and len(name) <= _MAX_NAME:
         return name
-    canonical = json.dumps(_jsonable(dict(point), "point"), sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(jsonable(dict(point), "point"), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha1(canonical.encode("utf-8")).hexdigest()[:10]
     readable = re.sub(r"[^A-Za-z0-9.+=,_-]", "-", name).lstrip(".")[: _MAX_NAME - len(digest) - 2]
     return f"{readable}__{digest}"
@@ -554,7 +701,8 @@ def run_name(point: Mapping[str, Any]) -> str:
 # Loading
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def read_config(path: Path) -> dict[str, Any]:
+    """A run's config.toml as a table; StoreError (one line naming the file) if missing or malformed."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -563,7 +711,8 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise StoreError(f"{path} is unreadable or not valid TOML: {err}") from None
 
 
-def _read_summary(path: Path) -> dict[str, Any]:
+def read_summary(path: Path) -> dict[str, Any]:
+    """A run's summary.json as a dict; StoreError if missing, malformed or not an object."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -575,7 +724,8 @@ def _read_summary(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _read_npz(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    """A run's results.npz as (arrays, dimension names), never unpickling; StoreError on any corruption."""
     if not path.is_file():
         raise StoreError(f"{path} is missing")
     # We own the file handle: np.load leaks its own when the archive turns out to be corrupt.
@@ -587,7 +737,7 @@ def _read_npz(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
         try:
             obj = np.load(fh, allow_pickle=False)
         except Exception as err:  # noqa: BLE001 - any failure to parse means a corrupt file
-            raise StoreError(f"{path} is not a readable .npz archive: {err}") from None
+            raise StoreError(f"{path} is corrupt: not a readable .npz archive ({err})") from None
         if not isinstance(obj, np.lib.npyio.NpzFile):
             raise StoreError(f"{path} is not a .npz archive")
         try:
@@ -637,9 +787,9 @@ def _load_run(run_dir: Path):
     """One run as a Dataset, and the names of the summary scalars put in its attrs."""
     import xarray as xr
 
-    config = _read_config(run_dir / CONFIG_FILE)
-    summary = _read_summary(run_dir / SUMMARY_FILE)
-    data, dims = _read_npz(run_dir / RESULTS_FILE)
+    config = read_config(run_dir / CONFIG_FILE)
+    summary = read_summary(run_dir / SUMMARY_FILE)
+    data, dims = read_arrays(run_dir / RESULTS_FILE)
 
     sizes: dict[str, int] = {}
     times = summary.get("times")

@@ -16,8 +16,11 @@ from pathlib import Path
 
 from . import executors, preflight, runner, store
 from .executors import Task
-from .config import Config, expand_grid, parse_grid
+from .config import Config, expand_grid, load_config, parse_grid
 from .results import check_writable, save
+
+NEUTRAL_KEYS = ("progress", "memory_gb")
+"""Keys that change how a run is shown or chunked, not its results: a resumed sweep ignores them."""
 
 
 def _group_key(config: Config) -> tuple:
@@ -66,26 +69,73 @@ def tasks_of(points: list, todo: list[int], parts_per_group: int = 1) -> list[Ta
     return tasks
 
 
-def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: bool = False) -> tuple[list, list]:
+def _short(value) -> str:
+    text = repr(list(value) if isinstance(value, tuple) else value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def config_differences(run_dir: Path, wanted: Config) -> list[str]:
+    """How the configuration stored in ``run_dir`` differs from ``wanted``, one 'key: stored …,
+    requested …' per key (the keys of NEUTRAL_KEYS aside); empty when the run is ``wanted``'s."""
+    try:
+        stored = load_config(store.read_config(run_dir / store.CONFIG_FILE)).to_dict()
+    except ValueError as err:  # ConfigError, StoreError: a config this attnflow cannot read is not ``wanted``
+        return [f"config.toml unreadable ({' '.join(str(err).split())[:80]})"]
+    requested = wanted.to_dict()
+    return [f"{k}: stored {_short(stored.get(k))}, requested {_short(requested.get(k))}"
+            for k in requested if k not in NEUTRAL_KEYS and stored.get(k) != requested.get(k)]
+
+
+def _stale(out: Path, names: list[str], points: list) -> dict[str, list[str]]:
+    """The complete runs of the grid in ``out`` made with another configuration, with how they differ."""
+    found = {}
+    for name, (_, cfg) in zip(names, points):
+        if store.is_complete(out / name):
+            diff = config_differences(out / name, cfg)
+            if diff:
+                found[name] = diff
+    return found
+
+
+def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: bool = False,
+                overwrite: bool = False) -> tuple[list, list]:
     """Everything about a sweep that can be refused before it runs: the grid, every point's
-    config, and the output directory. Returns (axes, points); raises ValueError, writing nothing."""
+    config, the output directory, and (``resume``) runs stored there with another configuration.
+    Returns (axes, points); raises ValueError, writing nothing."""
+    if resume and overwrite:
+        raise ValueError("--resume keeps the runs already complete and --overwrite replaces them: give one of them")
     axes = [parse_grid(spec) for spec in grid_specs]
     points = expand_grid(config, axes)  # validates every point before anything runs
     preflight.check(cfg for _, cfg in points)  # the files and memory of each run
     out = Path(out)
+    if out.is_symlink():
+        raise ValueError(f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "
+                         "give the directory itself, or another --out")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file, not a directory")
     manifest_path = out / store.MANIFEST_FILE
     if out.is_dir() and any(out.iterdir()) and not manifest_path.is_file():
         raise ValueError(f"--out {str(out)!r} is a non-empty directory that is not an attnflow sweep")
-    if manifest_path.is_file() and not resume:
-        raise ValueError(f"{str(out)!r} already holds a sweep; pass --resume to complete it, or choose another --out")
+    if manifest_path.is_file() and not (resume or overwrite):
+        raise ValueError(f"{str(out)!r} already holds a sweep; pass --resume to complete it, --overwrite to "
+                         "replace its runs (files attnflow did not write are kept), or choose another --out")
+    if manifest_path.is_file():
+        store.read_manifest(out)  # a corrupt manifest is one line, before anything runs
+    if resume:
+        stale = _stale(out, [store.run_name(point) for point, _ in points], points)
+        if stale:
+            done = sum(store.is_complete(out / store.run_name(point)) for point, _ in points)
+            keys = sorted({d.split(":", 1)[0] for diff in stale.values() for d in diff})
+            first = next(iter(stale.values()))
+            raise ValueError(f"--resume: {len(stale)} of the {done} complete runs in {str(out)!r} were made with "
+                             f"another configuration (differing keys: {', '.join(keys)}; e.g. {'; '.join(first[:3])}); "
+                             "pass --overwrite to replace them, or choose another --out")
     check_writable(out / "probe")
     return axes, points
 
 
 def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, resume: bool = False,
-              plot: bool = True, executor=None) -> list[dict]:
+              overwrite: bool = False, plot: bool = True, executor=None) -> list[dict]:
     """Run every grid point not yet complete in ``out``; return the manifest's runs.
 
     ``executor`` (``executors.LocalExecutor`` by default, or a ``DaskExecutor``) runs the tasks;
@@ -93,14 +143,20 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
     task. Runs whose task failed are marked "failed" with the error in the manifest and the others
     are kept; SweepError is raised at the end. Ctrl-C leaves a consistent manifest and only
     complete runs; ``resume=True`` completes the sweep (it also clears temporaries left by a
-    killed process).
+    killed process), refusing if a complete run there was made with another configuration.
+    ``overwrite=True`` runs every grid point again into a directory that holds a sweep: first the
+    runs of the old manifest that are not this sweep's (outside the grid, or of another
+    configuration) are removed, then each of the others is replaced when its new run is written;
+    files attnflow did not write are kept wherever they are.
     """
-    axes, points = check_sweep(config, grid_specs, out, resume=resume)
+    axes, points = check_sweep(config, grid_specs, out, resume=resume, overwrite=overwrite)
     out = Path(out)
-    if resume and out.is_dir():
+    if (resume or overwrite) and out.is_dir():
         store.remove_stale_temporaries(out)
 
     names = [store.run_name(point) for point, _ in points]
+    if overwrite and (out / store.MANIFEST_FILE).is_file():
+        _remove_old_runs(out, names, points)
     runs = [{"name": name, "point": point, "status": "done" if resume and store.is_complete(out / name)
              else "pending"} for name, (point, _) in zip(names, points)]
     axes_dict = {k: list(v) for k, v in axes}
@@ -123,7 +179,8 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
                 failed += len(task.runs)
             else:
                 for i, part in zip(task.runs, split(result, [points[i][1] for i in task.runs])):
-                    save(out / names[i], part, experiment, plot=plot)
+                    # resuming, an incomplete run of attnflow's (an interrupted replacement) is written over too
+                    save(out / names[i], part, experiment, plot=plot, overwrite=overwrite or resume)
                     runs[i]["status"] = "done"
                     runs[i].pop("error", None)
                 done += len(task.runs)
@@ -144,3 +201,17 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
         raise SweepError(f"{failed} of {len(runs)} runs failed (the others are in {out}; "
                          f"{store.MANIFEST_FILE} names each failure); first: {first['name']}: {first['error']}")
     return runs
+
+
+def _remove_old_runs(out: Path, names: list[str], points: list) -> None:
+    """Before an overwriting sweep: remove the old manifest's runs that this sweep will not replace
+    (outside its grid) and those made with another configuration, so that an interrupted overwrite
+    leaves nothing stale for ``--resume`` to find. Only attnflow's files go."""
+    wanted = set(names)
+    old = [r["name"] for r in store.read_manifest(out)["runs"]]
+    stale = [n for n in old if n not in wanted and store.is_run(out / n)] + list(_stale(out, names, points))
+    for name in stale:
+        kept = store.remove_run(out / name)
+        if kept:
+            print(f"sweep: kept {len(kept)} file(s) attnflow did not write in {out / name}: {', '.join(kept)}",
+                  file=sys.stderr)

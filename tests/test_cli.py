@@ -306,14 +306,23 @@ def test_run_without_json_reports_on_stdout(json_run, tmp_path):
         json.loads(out)
 
 
-def test_run_replaces_an_existing_complete_run(json_run, tmp_path):
+def test_run_replaces_an_existing_run_only_with_overwrite(json_run, tmp_path):
     target = tmp_path / "again"
     shutil.copytree(json_run["out"], target)
-    rc, out, _ = cli(["run", json_run["cfg"], "--json", "--no-plot", "--quiet", "--set", "n_save=3", "--out",
-                      target])
+    (target / "notes.txt").write_text("mine\n")
+    argv = ["run", json_run["cfg"], "--json", "--no-plot", "--quiet", "--set", "n_save=3", "--out", target]
+    before = tree(tmp_path)
+    rc, out, err = cli(argv)
+    assert rc == 2 and out == ""
+    assert err == (f"attnflow: error: --out {str(target)!r} already holds an attnflow run; pass --overwrite to "
+                   "replace it (files attnflow did not write are kept), or choose another --out\n")
+    assert tree(tmp_path) == before
+    rc, out, _ = cli(argv + ["--overwrite"])
     assert rc == 0
     assert json.loads((target / store.SUMMARY_FILE).read_text())["times"] == [0.0, 1.0, 2.0]
+    assert (target / "notes.txt").read_text() == "mine\n"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
+    assert store.foreign_files(target) == ["notes.txt"]
 
 
 # -- 4. sweeps ----------------------------------------------------------------------------------------
@@ -532,7 +541,14 @@ def test_plot_redraws_figures_of_a_run(json_run, tmp_path):
     assert out.splitlines() == [str(run / "trajectories.png")]
     assert (run / "trajectories.png").read_bytes() == first["trajectories.png"]  # drawn from the same data
     assert (run / "cluster_counts.png").stat().st_mtime_ns == kept
-    assert not [p for p in run.iterdir() if p.name.startswith(".")]
+    assert not [p for p in run.iterdir() if p.name.startswith(".") and p.name != store.OWNED_FILE]
+    assert {"cluster_counts.png", "trajectories.png"} <= store.owned_files(run)  # a later --overwrite may replace them
+    (run / "trajectories.png").unlink()
+    store.record_files(run, [])  # the list drops what is gone: a file of that name is the user's from now on
+    (run / "trajectories.png").write_bytes(b"the user's own figure")
+    rc, out, err = cli(["plot", run, "--kind", "trajectories"])
+    assert rc == 2 and "was not written by attnflow" in err
+    assert (run / "trajectories.png").read_bytes() == b"the user's own figure"
 
 
 def test_plot_unknown_kind_lists_the_valid_ones(json_run, tmp_path):

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, memory, runner
-from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid
+from attnflow.experiments import builtin, memory, runner, store
+from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid, to_toml
 from attnflow.particles import LayerWise
 from cli_helpers import cli, tree
 
@@ -96,6 +96,35 @@ def _fake_run(root: Path, name: str, *, config: str = SMALL, summary: str = '{"t
     return run
 
 
+def _stored_run(path: Path, config) -> Path:
+    """A run directory as attnflow writes it for ``config`` (made-up numbers: nothing here simulates)."""
+    times = [0.0, config.t1]
+    return store.write_run(path, to_toml(config), {"times": times},
+                           {"steps": np.ones((1, len(config.beta), config.seeds)),
+                            "t_clustered": np.full((1, len(config.beta), config.seeds), np.nan)})
+
+
+def _stored_sweep(path: Path, config, axis: str, values) -> Path:
+    """A complete sweep of ``config`` over one axis, as ``attnflow sweep`` leaves it."""
+    points = expand_grid(config, [(axis, list(values))])
+    runs = []
+    for point, cfg in points:
+        _stored_run(path / store.run_name(point), cfg)
+        runs.append({"name": store.run_name(point), "point": point, "status": "done"})
+    store.write_manifest(path, {axis: list(values)}, runs)
+    return path
+
+
+def _corrupt_compressed(run: Path) -> None:
+    """Damage the deflate stream of an array inside results.npz (its zip directory stays intact)."""
+    path = run / store.RESULTS_FILE
+    data = bytearray(path.read_bytes())
+    info = zipfile.ZipFile(path).getinfo("steps.npy")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra) + info.compress_size // 3
+    data[start:start + 3] = bytes(b ^ 0x5A for b in data[start:start + 3])
+    path.write_bytes(bytes(data))
+
+
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     """tmp_path as the working directory, holding good and bad configs, hostile arrays and obstacles."""
@@ -141,6 +170,18 @@ def workdir(tmp_path, monkeypatch):
     _fake_run(tmp_path, "notimesrun", summary="[1, 2]", results=buf.getvalue())
     (tmp_path / "badsweep").mkdir()
     (tmp_path / "badsweep" / "manifest.json").write_text("{not json", encoding="utf-8")
+    small_config = load_config(SMALL)
+    _stored_run(tmp_path / "donerun", small_config)
+    (tmp_path / "donerun" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    _stored_sweep(tmp_path / "donesweep", small_config, "beta", [1.0, 3.0])
+    fig5 = builtin.EXPERIMENTS["fig5-random-matrices"]
+    fig5_config = load_config({**fig5.defaults, **fig5.quick, "n": 5})
+    axis, values = next(iter(fig5.grid.items()))
+    _stored_sweep(tmp_path / "fig5sweep", fig5_config, axis, values)
+    _stored_run(tmp_path / "zlibrun", small_config)
+    _corrupt_compressed(tmp_path / "zlibrun")
+    (tmp_path / "emptydir").mkdir()
+    os.symlink("emptydir", tmp_path / "linkdir")
     (tmp_path / "escsweep").mkdir()
     (tmp_path / "escsweep" / "manifest.json").write_text(json.dumps(
         {"format": "attnflow-sweep", "version": 1, "axes": {"beta": [1.0]},
@@ -292,6 +333,42 @@ CASES = {
                                  ("--out", "afile", "is a file")),
     "out/sweep-into-foreign-directory": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", "foreign",
                                              "--resume"), ("foreign", "not an attnflow sweep")),
+    # ---- existing results: never replaced without --overwrite, never reused for another configuration ----
+    "out/existing-run": Cli(("run", "small.toml", "--out", "donerun"),
+                            ("--out 'donerun' already holds an attnflow run", "--overwrite",
+                             "files attnflow did not write are kept", "another --out")),
+    "out/existing-run-other-config": Cli(("run", "fig4-circle", "--quick", "--out", "donerun"),
+                                         ("'donerun' already holds an attnflow run", "--overwrite")),
+    "out/hist-into-existing-run": Cli(("hist", "states.npz", "--out", "donerun"),
+                                      ("'donerun' already holds an attnflow run", "--overwrite")),
+    "out/hist-simulation-into-existing-run": Cli(("hist", "states.npz", "--simulate-from", "0", "--beta", "1",
+                                                  "--out", "donerun"), ("already holds an attnflow run",)),
+    "out/run-into-a-sweep": Cli(("run", "small.toml", "--out", "donesweep", "--overwrite"),
+                                ("donesweep", "not an attnflow run")),
+    "out/symbolic-link": Cli(("run", "small.toml", "--out", "linkdir"), ("--out 'linkdir' is a symbolic link",
+                                                                         "'emptydir'", "real directories")),
+    "out/symbolic-link-overwrite": Cli(("run", "small.toml", "--out", "linkdir", "--overwrite"),
+                                       ("symbolic link",)),
+    "out/hist-symbolic-link": Cli(("hist", "states.npz", "--out", "linkdir"), ("symbolic link",)),
+    "out/sweep-symbolic-link": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "linkdir"),
+                                   ("--out 'linkdir' is a symbolic link",)),
+    "out/sweep-existing-without-resume": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "donesweep"),
+                                             ("'donesweep' already holds a sweep", "--resume", "--overwrite")),
+    "out/sweep-resume-other-n": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--set", "n=16", "--out",
+                                     "donesweep", "--resume"),
+                                    ("--resume: 2 of the 2 complete runs in 'donesweep'", "another configuration",
+                                     "differing keys: n", "n: stored 6, requested 16", "--overwrite")),
+    "out/sweep-resume-other-solver": Cli(("sweep", "small.toml", "--grid", "beta=1,2,3", "--set", "solver=rk4",
+                                          "--set", "dt=0.01", "--out", "donesweep", "--resume"),
+                                         ("2 of the 2 complete runs", "differing keys: dt", "stored 0.05, requested 0.01")),
+    "out/sweep-resume-other-file": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--set", "init=file", "--set",
+                                        "init_file=good.npy", "--set", "seeds=1", "--out", "donesweep", "--resume"),
+                                       ("differing keys: init, init_file, seeds",)),
+    "out/sweep-resume-and-overwrite": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "donesweep",
+                                           "--resume", "--overwrite"), ("--resume", "--overwrite", "give one")),
+    "out/grid-experiment-rerun-other-config": Cli(("run", "fig5-random-matrices", "--quick", "--out", "fig5sweep"),
+                                                  ("--resume:", "'fig5sweep'", "differing keys: n",
+                                                   "stored 5, requested", "--overwrite")),
     # ---- grids --------------------------------------------------------------------------------------
     "grid/missing": Cli(sweep(), ("--grid",)),
     "grid/empty": Cli(sweep("--grid", "beta="), ("--grid beta", "the grid is empty")),
@@ -340,8 +417,9 @@ CASES = {
     "plot/a-file": Cli(("plot", "afile"), ("afile", "not a run or sweep directory")),
     "plot/pickled-results": Cli(("plot", "evilrun"), ("evilrun", "results.npz")),
     "plot/truncated-results": Cli(("plot", "cutrun"), ("cutrun/results.npz", "corrupt")),
+    "plot/corrupt-compressed-arrays": Cli(("plot", "zlibrun"), ("zlibrun/results.npz", "corrupt")),
     "plot/malformed-config": Cli(("plot", "badconfrun"), ("badconfrun/config.toml", "line 1")),
-    "plot/summary-without-times": Cli(("plot", "notimesrun"), ("notimesrun", "summary.json: times")),
+    "plot/summary-without-times": Cli(("plot", "notimesrun"), ("notimesrun/summary.json", "must hold a JSON object")),
     "plot/malformed-manifest": Cli(("plot", "badsweep"), ("badsweep", "manifest.json")),
     "plot/manifest-escaping-the-sweep": Cli(("plot", "escsweep"), ("escsweep", "'../../etc'")),
     # ---- hist: token states from a user's model, never unpickled -------------------------------------
@@ -487,6 +565,7 @@ CASES = {
     "api/load-a-file": Api(lambda p: af.load(p / "afile"), r"afile"),
     "api/load-pickled-results": Api(lambda p: af.load(p / "evilrun"), r"results\.npz.*pickl"),
     "api/load-truncated-results": Api(lambda p: af.load(p / "cutrun"), r"results\.npz"),
+    "api/load-corrupt-compressed-arrays": Api(lambda p: af.load(p / "zlibrun"), r"zlibrun/results\.npz is corrupt"),
     "api/load-manifest-escaping": Api(lambda p: af.load(p / "escsweep"), r"'\.\./\.\./etc'"),
     "api/load-config-unknown-key": Api(lambda p: load_config({"bta": 1.0}), r"unknown key 'bta'; did you mean 'beta'",
                                        ConfigError),

@@ -17,10 +17,15 @@ from attnflow.experiments import store
 from attnflow.experiments.config import expand_grid, load_config, to_toml
 from attnflow.experiments.store import (
     DIMS_KEY,
+    OWNED_FILE,
     StoreError,
+    foreign_files,
     is_complete,
+    is_run,
     load,
+    owned_files,
     read_manifest,
+    remove_run,
     run_name,
     write_manifest,
     write_run,
@@ -80,7 +85,8 @@ def test_write_run_files_and_exact_round_trip(tmp_path, cfg):
     summary, arrays = make_run(cfg)
     out = write_run(tmp_path / "run", to_toml(cfg), summary, arrays)
     assert out == tmp_path / "run"
-    assert tree(tmp_path) == ["run", "run/config.toml", "run/results.npz", "run/summary.json"]
+    assert tree(tmp_path) == ["run", "run/.attnflow.json", "run/config.toml", "run/results.npz", "run/summary.json"]
+    assert owned_files(out) == {".attnflow.json", "config.toml", "results.npz", "summary.json"}
     assert is_complete(out)
     assert (out / "config.toml").read_text() == to_toml(cfg)
     assert load_config(out / "config.toml") == cfg
@@ -257,21 +263,79 @@ def test_crash_while_replacing_keeps_the_old_run(tmp_path, cfg):
     def crash(path):
         raise RuntimeError("boom")
 
-    with pytest.raises(RuntimeError, match="boom"):
-        write_run(out, to_toml(cfg2), summary, arrays, {"fig": crash})
+    (out / "notes.txt").write_text("mine")  # the in-place replacement too
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="boom"):
+            write_run(out, to_toml(cfg2), summary, arrays, {"fig": crash}, overwrite=True)
+        assert {p: (tmp_path / p).read_bytes() for p in tree(tmp_path) if (tmp_path / p).is_file()
+                and p != "run/notes.txt"} == before
+        assert tree(tmp_path) == ["run", "run/.attnflow.json", "run/config.toml", "run/notes.txt", "run/results.npz",
+                                  "run/summary.json"]
+
+
+def test_existing_run_is_refused_unless_overwrite(tmp_path, cfg):
+    summary, arrays = make_run(cfg)
+    out = write_run(tmp_path / "run", to_toml(cfg), summary, arrays, {"old": write_png})
+    before = {p: (tmp_path / p).read_bytes() for p in tree(tmp_path) if (tmp_path / p).is_file()}
+    cfg2 = cfg.replace(seed=5)
+    summary2, arrays2 = make_run(cfg2, scale=2.0)
+    with pytest.raises(StoreError, match=r"already holds an attnflow run; pass overwrite=True to replace it"):
+        write_run(out, to_toml(cfg2), summary2, arrays2)
     assert {p: (tmp_path / p).read_bytes() for p in tree(tmp_path) if (tmp_path / p).is_file()} == before
-    assert tree(tmp_path) == ["run", "run/config.toml", "run/results.npz", "run/summary.json"]
 
 
-def test_existing_complete_run_is_replaced(tmp_path, cfg):
+def test_overwrite_replaces_attnflow_files_only(tmp_path, cfg):
     summary, arrays = make_run(cfg)
     out = write_run(tmp_path / "run", to_toml(cfg), summary, arrays, {"old": write_png})
     cfg2 = cfg.replace(seed=5)
     summary2, arrays2 = make_run(cfg2, scale=2.0)
-    write_run(out, to_toml(cfg2), summary2, arrays2)
-    assert tree(tmp_path) == ["run", "run/config.toml", "run/results.npz", "run/summary.json"]
+    write_run(out, to_toml(cfg2), summary2, arrays2, overwrite=True)  # no user file: one atomic rename
+    assert tree(tmp_path) == ["run", "run/.attnflow.json", "run/config.toml", "run/results.npz", "run/summary.json"]
     assert load_config(out / "config.toml").seed == 5
     np.testing.assert_array_equal(load(out)["xs"].values, arrays2["xs"])
+
+    write_run(out, to_toml(cfg), summary, arrays, {"old": write_png}, overwrite=True)
+    (out / "notes.txt").write_text("mine")
+    (out / "mine").mkdir()
+    (out / "mine" / "plot.png").write_bytes(b"user's")
+    write_run(out, to_toml(cfg2), summary2, arrays2, {"new": write_png}, overwrite=True)  # in place, around them
+    assert tree(tmp_path) == ["run", "run/.attnflow.json", "run/config.toml", "run/mine", "run/mine/plot.png",
+                              "run/new.png", "run/notes.txt", "run/results.npz", "run/summary.json"]
+    assert (out / "notes.txt").read_text() == "mine" and (out / "mine" / "plot.png").read_bytes() == b"user's"
+    assert load_config(out / "config.toml").seed == 5 and is_complete(out)
+    assert foreign_files(out) == ["mine", "notes.txt"]
+    np.testing.assert_array_equal(load(out)["xs"].values, arrays2["xs"])
+
+    # a user's file that the new run would write over is an error, and nothing changes
+    (out / "old.png").write_bytes(b"user's own old.png")
+    before = {p: (tmp_path / p).read_bytes() for p in tree(tmp_path) if (tmp_path / p).is_file()}
+    with pytest.raises(StoreError, match=r"holds 'old.png', which attnflow did not write"):
+        write_run(out, to_toml(cfg), summary, arrays, {"old": write_png}, overwrite=True)
+    assert {p: (tmp_path / p).read_bytes() for p in tree(tmp_path) if (tmp_path / p).is_file()} == before
+
+
+def test_remove_run_keeps_the_users_files(tmp_path, cfg):
+    summary, arrays = make_run(cfg)
+    plain = write_run(tmp_path / "plain", to_toml(cfg), summary, arrays, {"fig": write_png})
+    assert remove_run(plain) == [] and not plain.exists()
+    out = write_run(tmp_path / "run", to_toml(cfg), summary, arrays, {"fig": write_png})
+    (out / "notes.txt").write_text("mine")
+    assert remove_run(out) == ["notes.txt"]
+    assert tree(tmp_path) == ["run", "run/.attnflow.json", "run/notes.txt"]
+    assert is_run(out) and not is_complete(out)  # attnflow's still, so a later overwrite may write there
+    write_run(out, to_toml(cfg), summary, arrays, overwrite=True)
+    assert is_complete(out) and (out / "notes.txt").read_text() == "mine"
+    with pytest.raises(StoreError, match="not an attnflow run"):
+        remove_run(tmp_path / "run" / "notes.txt")
+
+
+def test_a_symbolic_link_is_never_written_through(tmp_path, cfg):
+    summary, arrays = make_run(cfg)
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    with pytest.raises(StoreError, match=r"link: it is a symbolic link .*writes only into real directories"):
+        write_run(tmp_path / "link", to_toml(cfg), summary, arrays, overwrite=True)
+    assert tree(tmp_path) == ["link", "real"]
 
 
 def test_existing_empty_dir_is_used_and_other_things_are_refused(tmp_path, cfg):
@@ -280,7 +344,7 @@ def test_existing_empty_dir_is_used_and_other_things_are_refused(tmp_path, cfg):
     assert is_complete(write_run(tmp_path / "empty", to_toml(cfg), summary, arrays))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("precious")
-    with pytest.raises(StoreError, match="not empty and is not a complete run; refusing to replace it"):
+    with pytest.raises(StoreError, match="not empty and is not an attnflow run; refusing to replace it"):
         write_run(tmp_path / "mine", to_toml(cfg), summary, arrays)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "precious"
     (tmp_path / "afile").write_text("x")
@@ -368,7 +432,7 @@ def test_load_errors_name_the_file(tmp_path, cfg):
     summary, arrays = make_run(cfg)
 
     def fresh(name):
-        return write_run(tmp_path / name, to_toml(cfg), summary, arrays)
+        return write_run(tmp_path / name, to_toml(cfg), summary, arrays, overwrite=True)
 
     run = fresh("garbage")
     (run / "results.npz").write_bytes(b"not a zip at all")
@@ -634,4 +698,4 @@ def test_store_writes_only_inside_the_given_directories(tmp_path):
     write_sweep(tmp_path / "sweep", {"beta": [1.0, 2.0]})
     entries = tree(tmp_path)
     assert all(e == "sweep" or e.startswith("sweep/") for e in entries)
-    assert not [e for e in entries if os.path.basename(e).startswith(".")]
+    assert not [e for e in entries if os.path.basename(e).startswith(".") and os.path.basename(e) != OWNED_FILE]
