@@ -411,6 +411,43 @@ def test_sweep_resume_redoes_only_the_missing_run(grid_sweep, tmp_path):
     assert {p.name: tree(p) for p in out.iterdir() if p.is_dir()} == runs_before
 
 
+def test_sweep_resume_with_another_configuration_is_refused_and_overwrite_replaces(grid_sweep, tmp_path):
+    out = tmp_path / "grid"
+    shutil.copytree(grid_sweep["out"], out)
+    (out / "notes.txt").write_text("about this sweep\n")
+    (out / "beta=0.5_n=4" / "mine.png").write_bytes(b"my own figure")
+    base = ["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet",
+            "--out", out]
+    before = tree(out)
+    with count_runs() as calls:
+        rc, stdout, err = cli(base + ["--resume", "--set", "seed=7"])
+    assert rc == 2 and stdout == "" and calls == []
+    assert "--resume: 4 of the 4 complete runs" in err and "differing keys: seed" in err
+    assert "seed: stored 0, requested 7" in err and "--overwrite" in err
+    assert tree(out) == before
+
+    # overwrite a grid that shares two points with the old one: every point is computed again, the
+    # run outside the new grid is removed (its user file kept), and the user's files stay where they were
+    grid = ["sweep", grid_sweep["cfg"], "--grid", "beta=2,3", "--grid", "n=4,6", "--no-plot", "--quiet",
+            "--set", "seed=7", "--out", out, "--overwrite"]
+    with count_runs() as calls:
+        rc, _, err = cli(grid)
+    assert rc == 0, err
+    assert sorted(calls) == [[2.0, 3.0], [2.0, 3.0]]
+    assert "kept 1 file(s) attnflow did not write in" in err and "mine.png" in err
+    names = ["beta=2.0_n=4", "beta=2.0_n=6", "beta=3.0_n=4", "beta=3.0_n=6"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(names + ["beta=0.5_n=4", "manifest.json", "notes.txt"])
+    assert sorted(p.name for p in (out / "beta=0.5_n=4").iterdir()) == [store.OWNED_FILE, "mine.png"]
+    assert (out / "notes.txt").read_text() == "about this sweep\n"
+    assert all(load_config(out / n / store.CONFIG_FILE).seed == 7 for n in names)
+    assert [r["name"] for r in store.read_manifest(out)["runs"]] == names
+
+    # the same command with --resume now finds every run its own
+    with count_runs() as calls:
+        rc, _, err = cli(grid[:-1] + ["--resume"])
+    assert rc == 0 and calls == [] and "4 of 4 runs already complete" in err
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_af_load_of_a_beta_by_n_sweep_has_the_grid_axes_as_dimensions(grid_sweep):
     ds = af.load(grid_sweep["out"])
