@@ -73,20 +73,53 @@ def _as_matrix(name: str, value, ndim: int = 2) -> Array | None:
     return jnp.asarray(arr, dtype=jnp.result_type(float))
 
 
-def as_parameter(name: str, value) -> Array:
-    """A finite, non-negative scalar parameter (β, σ, ...) or a 1-D array of them (one per member)."""
+def _show(value) -> str:
+    """A bad argument for a message: its repr (shortened) and what it is, e.g. 'hot' (a string)."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    if value is None:
+        return "None"
+    if isinstance(value, str):
+        return f"{text} (a string)"
+    if isinstance(value, (list, tuple)):
+        kind = type(value).__name__
+        if value and all(isinstance(v, str) for v in value):
+            return f"{text} (a {kind} of strings)"
+        return f"{text} (a {kind})"
+    if isinstance(value, np.generic):
+        return f"{text} (a NumPy {value.dtype})"
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return f"an array of dtype {value.dtype} and shape {tuple(value.shape)}"
+    return f"{text} (a {type(value).__name__})"
+
+
+def as_parameter(name: str, value, what: str = "value") -> Array:
+    """A finite, non-negative scalar parameter (β, σ, ...) or a non-empty 1-D array of them (one per member).
+
+    ``what`` names one entry in the message for an empty array ("give at least one temperature").
+    """
     if isinstance(value, jax.core.Tracer):
         return value
-    arr = np.asarray(value)
-    if arr.ndim > 1 or not np.issubdtype(arr.dtype, np.number):
+    allowed = f"{name} must be a finite number ≥ 0 or a 1-D array of them"
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nesting and objects NumPy cannot hold
+        raise ValueError(f"{allowed}, got {_show(value)}") from None
+    # booleans and complex numbers are numbers to NumPy, not temperatures
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{allowed}, got {_show(value)}")
+    if arr.ndim > 1:
         raise ValueError(f"{name} must be a real number or a 1-D array of them (one per member), got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} must not be empty: give at least one {what}")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"{name} must be finite and ≥ 0, got {arr.tolist()}")
     return jnp.asarray(arr, dtype=jnp.result_type(float))
 
 
 def _as_beta(value) -> Array:
-    return as_parameter("beta", value)
+    return as_parameter("beta", value, "temperature")
 
 
 def as_weights(Q, K, V) -> tuple[Array | None, Array | None, Array | None]:

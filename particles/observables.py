@@ -6,10 +6,15 @@ over particles or batch members. Closeness is decided on the gaps 1 − ⟨x_i,x
 ½‖x_i − x_j‖² (``pairwise_gaps``), which keep full precision when particles nearly coincide;
 δ = 1e-8 is then still meaningful, while 1 − ⟨x_i,x_j⟩ from the Gram matrix is only good to
 about 1e-16 absolute.
+
+A configuration (the trailing (n, d) block) with a NaN or inf entry has no meaningful statistic:
+every floating one is NaN and every count (clusters, labels, sizes, histogram bins) is −1 for
+that member, the other members of a batch untouched (``finite_members``).
 """
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import NamedTuple
 
@@ -57,6 +62,42 @@ def _check_delta(delta, name: str = "delta"):
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"{name} must be finite and ≥ 0, got {arr.tolist()}")
     return jnp.asarray(arr, dtype=jnp.result_type(float))
+
+
+def finite_members(x: Float[Array, "... n d"], name: str, consequence: str) -> Bool[Array, "..."]:
+    """Whether each configuration (the trailing (n, d) block) holds only finite entries.
+
+    The one rule of the observables and energies: a configuration with a NaN or inf entry gets
+    NaN for every floating statistic and −1 for every count, so no two statistics of it
+    disagree; callers apply it with ``jnp.where`` on this flag (jittable, one reduction). Called
+    on a concrete array (not under jit or vmap), it warns once (RuntimeWarning) when some
+    configuration is not finite, as "{name}: k of m configurations ...; their {consequence}".
+    """
+    ok = jnp.all(jnp.isfinite(jnp.asarray(x)), axis=(-2, -1))
+    if not isinstance(x, jax.core.Tracer):
+        bad = ok.size - int(np.count_nonzero(np.asarray(ok)))
+        if bad:
+            if ok.ndim == 0:
+                which = "the configuration holds"
+            else:
+                which = f"{bad} of {ok.size} configurations {'holds' if bad == 1 else 'hold'}"
+            its = "its" if bad == 1 else "their"
+            # stacklevel 3: the line that called the public function, not the function itself
+            warnings.warn(f"{name}: {which} non-finite entries (NaN or inf); {its} {consequence}",
+                          RuntimeWarning, stacklevel=3)
+    return ok
+
+
+def _nan_unless(ok: Bool[Array, "..."], value: Array) -> Array:
+    """``value`` where its configuration is finite, NaN elsewhere (trailing axes of ``value`` beyond ``ok`` broadcast)."""
+    ok = jnp.reshape(ok, ok.shape + (1,) * (jnp.ndim(value) - ok.ndim))
+    return jnp.where(ok, value, jnp.asarray(jnp.nan, jnp.result_type(value)))
+
+
+def _minus_one_unless(ok: Bool[Array, "..."], count: Array) -> Array:
+    """``count`` where its configuration is finite, −1 elsewhere (trailing axes of ``count`` beyond ``ok`` broadcast)."""
+    ok = jnp.reshape(ok, ok.shape + (1,) * (jnp.ndim(count) - ok.ndim))
+    return jnp.where(ok, count, jnp.asarray(-1, jnp.result_type(count)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,9 +160,15 @@ def cluster_labels(x: Float[Array, "... n d"], delta) -> Int[Array, "... n"]:
     Clusters are the connected components of the graph {i ~ j : ⟨x_i, x_j⟩ ≥ 1 − δ}, the
     clustering criterion of [GLPR] §6.3 (tested as 1 − ⟨x_i,x_j⟩ ≤ δ on pairwise gaps).
     δ = 0 groups only coinciding points; δ ≥ 2 puts every particle in one cluster.
+    A configuration with a NaN or inf entry has every label −1 (a RuntimeWarning when eager).
     """
     x = _check_config(x)
     delta = _check_delta(delta)
+    ok = finite_members(x, "cluster_labels", "labels are -1")
+    return _minus_one_unless(ok, _labels(x, delta))
+
+
+def _labels(x, delta):
     return _components(pairwise_gaps(x) <= delta)
 
 
@@ -129,29 +176,46 @@ def _count(labels):
     return jnp.sum(labels == jnp.arange(labels.shape[-1]), axis=-1)
 
 
+def _sizes(labels):
+    return jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1)
+
+
 def n_clusters(x: Float[Array, "... n d"], delta) -> Int[Array, "..."]:
-    """Number of clusters: connected components of {⟨x_i, x_j⟩ ≥ 1 − δ} (see ``cluster_labels``)."""
-    return _count(cluster_labels(x, delta))
+    """Number of clusters: connected components of {⟨x_i, x_j⟩ ≥ 1 − δ} (see ``cluster_labels``).
+
+    −1 for a configuration with a NaN or inf entry (a RuntimeWarning when eager).
+    """
+    x = _check_config(x)
+    delta = _check_delta(delta)
+    ok = finite_members(x, "n_clusters", "count is -1")
+    return _minus_one_unless(ok, _count(_labels(x, delta)))
 
 
 def cluster_sizes(x: Float[Array, "... n d"], delta) -> Int[Array, "... n"]:
-    """Size of the cluster containing each particle, m_{q(i)}; Σ_i m_{q(i)} = Σ_q m_q²."""
-    labels = cluster_labels(x, delta)
-    return jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1)
+    """Size of the cluster containing each particle, m_{q(i)}; Σ_i m_{q(i)} = Σ_q m_q².
+
+    Every size is −1 for a configuration with a NaN or inf entry (a RuntimeWarning when eager).
+    """
+    x = _check_config(x)
+    delta = _check_delta(delta)
+    ok = finite_members(x, "cluster_sizes", "sizes are -1")
+    return _minus_one_unless(ok, _sizes(_labels(x, delta)))
 
 
 def n_clusters_multi(x: Float[Array, "... n d"], deltas) -> Int[Array, "... k"]:
     """Number of clusters at each threshold of the 1-D array ``deltas``, on a trailing axis.
 
     One pass over the gaps for all thresholds, e.g. to see which cluster counts are robust
-    (they persist over a range of δ) and which are an artefact of the chosen δ.
+    (they persist over a range of δ) and which are an artefact of the chosen δ. Every count is
+    −1 for a configuration with a NaN or inf entry (a RuntimeWarning when eager).
     """
     x = _check_config(x)
     deltas = _check_delta(deltas, "deltas")
     if jnp.ndim(deltas) != 1:
         raise ValueError(f"deltas must be a 1-D array of thresholds, got shape {jnp.shape(deltas)}")
+    ok = finite_members(x, "n_clusters_multi", "counts are -1")
     adj = pairwise_gaps(x)[..., None, :, :] <= deltas[:, None, None]
-    return _count(_components(adj))
+    return _minus_one_unless(ok, _count(_components(adj)))
 
 
 def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, "..."]:
@@ -159,14 +223,16 @@ def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, "..."]
 
     (1/(n(n−1))) #{(i, j) : i ≠ j, 1 − ⟨x_i,x_j⟩ ≤ δ}; 1 exactly when all particles are within
     δ of each other. With one particle there are no pairs; the value is 1 by convention
-    (a single particle is one cluster).
+    (a single particle is one cluster). NaN for a configuration with a NaN or inf entry (a
+    RuntimeWarning when eager).
     """
     x = _check_config(x)
     delta = _check_delta(delta)
+    ok = finite_members(x, "clustered_fraction", "fraction is NaN")
     n = x.shape[-2]
     if n == 1:
-        return jnp.ones(x.shape[:-2])
-    return _clustered_fraction(x, _close(small_d_gaps(x), delta))
+        return _nan_unless(ok, jnp.ones(x.shape[:-2]))
+    return _nan_unless(ok, _clustered_fraction(x, _close(small_d_gaps(x), delta)))
 
 
 def clustered_fraction_of_angles(theta: Float[Array, "... n 1"], delta) -> Float[Array, "..."]:
@@ -177,21 +243,22 @@ def clustered_fraction_of_angles(theta: Float[Array, "... n 1"], delta) -> Float
     ||θ_i − θ_j| − π| ≥ π − α: five operations per pair and no sine or cosine, where the points
     cost a sine and a cosine per particle (``circle.from_angles``) before the same count. The
     angular threshold is as accurate as the chord's: ~1e-7 absolute in float32 against α ≈ 0.045
-    at δ = 1e-3. Non-finite angles belong to no pair.
+    at δ = 1e-3. NaN for a configuration with a NaN or inf angle (a RuntimeWarning when eager).
     """
     theta = _check_config(theta)
     delta = _check_delta(delta)
     if theta.shape[-1] != 1:
         raise ValueError(f"theta must hold one angle per particle, shape (..., n, 1), got {theta.shape}")
+    ok = finite_members(theta, "clustered_fraction_of_angles", "fraction is NaN")
     n = theta.shape[-2]
     if n == 1:
-        return jnp.ones(theta.shape[:-2])
+        return _nan_unless(ok, jnp.ones(theta.shape[:-2]))
     alpha = 2.0 * jnp.arcsin(jnp.sqrt(jnp.minimum(delta, 2.0) / 2.0))
     two_pi = 2.0 * np.pi
     a = theta[..., 0]
     a = a - two_pi * jnp.floor(a * (1.0 / two_pi))
     far = jnp.abs(jnp.abs(a[..., :, None] - a[..., None, :]) - jnp.asarray(np.pi, a.dtype))
-    return _clustered_fraction(theta, far >= (np.pi - alpha).astype(a.dtype))
+    return _nan_unless(ok, _clustered_fraction(theta, far >= (np.pi - alpha).astype(a.dtype)))
 
 
 def _close(gaps, delta):
@@ -203,18 +270,17 @@ def _close(gaps, delta):
 def _clustered_fraction(x, adj):
     """The fraction from the adjacency ``gaps <= δ``, diagonal included, counted without a select.
 
-    A diagonal gap is exactly 0 when its row is finite, so it counts once per finite row:
-    subtracting that count (O(n)) instead of masking the n × n diagonal keeps the count one
-    reduction that XLA vectorizes, about 5× cheaper than each of the pair summary's float
-    reductions (sum, min, max) at n = 32, d = 2.
+    A diagonal gap is exactly 0 in a finite configuration (the callers replace the others' value
+    by NaN), so the diagonal counts n: subtracting n instead of masking the n × n diagonal keeps
+    the count one reduction that XLA vectorizes, about 5× cheaper than each of the pair
+    summary's float reductions (sum, min, max) at n = 32, d = 2.
     """
     n = x.shape[-2]
     dtype = jnp.result_type(x.dtype, jnp.float32)
     # counted in floating point while n² is exact there (n ≤ 4096 in float32): XLA's CPU backend
     # reduces floats over the pairs 1.3× faster than int64 and 3× faster than int32
     acc = dtype if n * n <= 2 ** (jnp.finfo(dtype).nmant + 1) else jnp.int64
-    finite_rows = jnp.sum(jnp.all(jnp.isfinite(x), axis=-1), axis=-1, dtype=acc)
-    count = jnp.sum(jnp.sum(adj, axis=-1, dtype=acc), axis=-1, dtype=acc) - finite_rows
+    count = jnp.sum(jnp.sum(adj, axis=-1, dtype=acc), axis=-1, dtype=acc) - n
     return count.astype(dtype) / (n * (n - 1))
 
 
@@ -228,25 +294,29 @@ def pair_statistics(x: Float[Array, "... n d"]) -> dict[str, Float[Array, "..."]
     Returns {"mean", "min", "max", "std"}, each of shape (...). By [GLPR] Thm 6.9 all four
     collapse onto the equiangular γ_β(t) of (6.9) as d → ∞ (std → 0). The std is two-pass
     (deviations from the mean), so it stays accurate when all inner products nearly agree.
-    With one particle: mean = min = max = 1, std = 0 (the particle with itself).
+    With one particle: mean = min = max = 1, std = 0 (the particle with itself). All four are
+    NaN for a configuration with a NaN or inf entry (a RuntimeWarning when eager).
     """
     x = _check_config(x)
+    ok = finite_members(x, "pair_statistics", "mean, min, max and std are NaN")
     n = x.shape[-2]
     batch = x.shape[:-2]
     if n == 1:
         one = jnp.ones(batch, dtype=x.dtype)
-        return {"mean": one, "min": one, "max": one, "std": jnp.zeros(batch, dtype=x.dtype)}
+        out = {"mean": one, "min": one, "max": one, "std": jnp.zeros(batch, dtype=x.dtype)}
+        return {k: _nan_unless(ok, v) for k, v in out.items()}
     g = inner_products(x)
     off = ~jnp.eye(n, dtype=bool)
     pairs = n * (n - 1)
     mean = jnp.sum(jnp.where(off, g, 0.0), axis=(-2, -1)) / pairs
     dev = jnp.where(off, g - mean[..., None, None], 0.0)
-    return {
+    out = {
         "mean": mean,
         "min": jnp.min(jnp.where(off, g, jnp.inf), axis=(-2, -1)),
         "max": jnp.max(jnp.where(off, g, -jnp.inf), axis=(-2, -1)),
         "std": jnp.sqrt(jnp.sum(dev * dev, axis=(-2, -1)) / pairs),
     }
+    return {k: _nan_unless(ok, v) for k, v in out.items()}
 
 
 def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) -> dict[str, Array]:
@@ -257,10 +327,13 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
     threshold δ)}, each of shape (...): the values of ``pair_statistics``, ``clustered_fraction``,
     ``n_clusters`` and ``cluster_sizes``, with the gaps ½‖x_i − x_j‖² formed once. Inner
     products are 1 − gap; with one particle they are 1 by convention. ``clusters=False`` leaves
-    out the two cluster statistics (their connected components cost the most).
+    out the two cluster statistics (their connected components cost the most). For a
+    configuration with a NaN or inf entry every value is NaN and n_clusters is −1 (a
+    RuntimeWarning when eager).
     """
     x = _check_config(x)
     delta = _check_delta(delta)
+    ok = finite_members(x, "pair_summary", "statistics are NaN and cluster count -1")
     n = x.shape[-2]
     gaps = small_d_gaps(x)
     # reductions written without selects (the diagonal gaps are exactly 0): XLA fuses them
@@ -270,21 +343,23 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
     if clusters:
         labels = _components(adj)
         sizes = jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1, dtype=jnp.int32)
-        out.update(n_clusters=_count(labels), cluster_level=jnp.sum(sizes, axis=-1).astype(gaps.dtype) / (n * n))
+        out.update(n_clusters=_minus_one_unless(ok, _count(labels)),
+                   cluster_level=_nan_unless(ok, jnp.sum(sizes, axis=-1).astype(gaps.dtype) / (n * n)))
     if n == 1:
-        one = jnp.ones(x.shape[:-2], dtype=x.dtype)
+        one = _nan_unless(ok, jnp.ones(x.shape[:-2], dtype=x.dtype))
         out.update(mean_inner_product=one, min_inner_product=one, max_inner_product=one, clustered_fraction=one)
         return out
     pairs = n * (n - 1)
     off = jnp.asarray(4.0 * np.eye(n), dtype=gaps.dtype)  # lifts the diagonal above every gap (≤ 2)
     # each reduction over j first, then over i: XLA's CPU backend reduces one axis at a time
     # about 1.5× faster than both at once (n = 32, d = 2)
-    out.update(
-        mean_inner_product=1.0 - jnp.sum(jnp.sum(gaps, axis=-1), axis=-1) / pairs,
-        min_inner_product=1.0 - jnp.max(jnp.max(gaps, axis=-1), axis=-1),
-        max_inner_product=1.0 - jnp.min(jnp.min(gaps + off, axis=-1), axis=-1),
-        clustered_fraction=_clustered_fraction(x, adj),
-    )
+    pair_values = {
+        "mean_inner_product": 1.0 - jnp.sum(jnp.sum(gaps, axis=-1), axis=-1) / pairs,
+        "min_inner_product": 1.0 - jnp.max(jnp.max(gaps, axis=-1), axis=-1),
+        "max_inner_product": 1.0 - jnp.min(jnp.min(gaps + off, axis=-1), axis=-1),
+        "clustered_fraction": _clustered_fraction(x, adj),
+    }
+    out.update({k: _nan_unless(ok, v) for k, v in pair_values.items()})
     return out
 
 
@@ -321,20 +396,24 @@ def inner_product_histogram(x: Float[Array, "... n d"], bins: int = 64) -> Int[A
     The histogram of [GLPR] Fig. 1 (and the object that concentrates on γ_β(t) in Thm 6.9).
     Bins are [e_k, e_{k+1}) with edges ``histogram_edges(bins)``, the last one closed, so
     ⟨x_i,x_j⟩ = 1 lands in the last bin; counts agree with ``numpy.histogram(..., bins,
-    range=(−1, 1))`` and sum to n(n−1)/2.
+    range=(−1, 1))`` and sum to n(n−1)/2. Every count is −1 for a configuration with a NaN or
+    inf entry (a RuntimeWarning when eager).
     """
     x = _check_config(x)
     bins = check_int("bins", bins, 1)
-    return _histogram(x, bins)
+    ok = finite_members(x, "inner_product_histogram", "counts are -1")
+    return _minus_one_unless(ok, _histogram(x, bins))
 
 
 def order_parameter(x: Float[Array, "... n d"]) -> Float[Array, "..."]:
     """Kuramoto order parameter R = ‖(1/n) Σ_i x_i‖ ∈ [0, 1]; R = 1 iff all particles coincide.
 
     R² = (1/n²) Σ_i Σ_j ⟨x_i, x_j⟩, so R² = 1/n + (1 − 1/n)·(mean pair inner product).
+    NaN for a configuration with a NaN or inf entry (a RuntimeWarning when eager).
     """
     x = _check_config(x)
-    return jnp.linalg.norm(jnp.mean(x, axis=-2), axis=-1)
+    ok = finite_members(x, "order_parameter", "order parameter is NaN")
+    return _nan_unless(ok, jnp.linalg.norm(jnp.mean(x, axis=-2), axis=-1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,7 +489,14 @@ class Clusters(NamedTuple):
 
 
 def clusters(x: Float[Array, "... n d"], delta=1e-3) -> Clusters:
-    """Connected components of {i ~ j : ⟨x_i,x_j⟩ ≥ 1 − δ}: labels (smallest index), count, each particle's cluster size."""
-    labels = cluster_labels(x, delta)
-    sizes = jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1)
-    return Clusters(labels=labels, count=_count(labels), sizes=sizes)
+    """Connected components of {i ~ j : ⟨x_i,x_j⟩ ≥ 1 − δ}: labels (smallest index), count, each particle's cluster size.
+
+    A configuration with a NaN or inf entry has count −1 and every label and size −1 (a
+    RuntimeWarning when eager), as ``n_clusters``, ``cluster_labels`` and ``cluster_sizes``.
+    """
+    x = _check_config(x)
+    delta = _check_delta(delta)
+    ok = finite_members(x, "clusters", "count, labels and sizes are -1")
+    labels = _labels(x, delta)
+    return Clusters(labels=_minus_one_unless(ok, labels), count=_minus_one_unless(ok, _count(labels)),
+                    sizes=_minus_one_unless(ok, _sizes(labels)))

@@ -508,6 +508,16 @@ CASES = {
     "api/SA-beta-nan": Api(lambda p: af.SA(beta=float("nan")), r"beta must be finite and ≥ 0, got nan"),
     "api/SA-beta-negative": Api(lambda p: af.SA(beta=-1.0), r"beta must be finite and ≥ 0"),
     "api/SA-beta-2d": Api(lambda p: af.SA(beta=jnp.ones((2, 2))), r"beta must be .* 1-D array .*shape \(2, 2\)"),
+    "api/SA-beta-string": Api(lambda p: af.SA(beta="hot"),
+                              r"beta must be a finite number ≥ 0 or a 1-D array of them, got 'hot' \(a string\)"),
+    "api/SA-beta-none": Api(lambda p: af.SA(beta=None), r"beta must be a finite number ≥ 0 or a 1-D array of them, got None"),
+    "api/USA-beta-dict": Api(lambda p: af.USA(beta={"low": 1}), r"beta must be .*\{'low': 1\} \(a dict\)"),
+    "api/SA-beta-list-of-strings": Api(lambda p: af.SA(beta=["1", "2"]), r"beta must be .*\['1', '2'\] \(a list of strings\)"),
+    "api/SA-beta-bool": Api(lambda p: af.SA(beta=True), r"beta must be .*True \(a bool\)"),
+    "api/Sinkhorn-beta-complex": Api(lambda p: af.Sinkhorn(beta=1 + 2j), r"beta must be .*\(1\+2j\) \(a complex\)"),
+    "api/SA-beta-empty-list": Api(lambda p: af.SA(beta=[]), r"beta must not be empty: give at least one temperature"),
+    "api/Circle-beta-empty-array": Api(lambda p: af.Circle(beta=jnp.zeros(0)),
+                                       r"beta must not be empty: give at least one temperature"),
     "api/SA-block": Api(lambda p: af.SA(1.0, block="big"), r"block must be None \(dense\), 'auto' or a positive int"),
     "api/USA-time": Api(lambda p: af.USA(1.0, time="bogus"), r"time must be one of 'glpr', 'rescaled'; got 'bogus'"),
     "api/simulate-unknown-solver": Api(lambda p: _sim(solver="rk5"), r"solver must be one of 'euler', .*got 'rk5'"),
@@ -643,6 +653,36 @@ def test_python_api(workdir, case):
     assert re.search(c.pattern, message), f"{c.pattern!r} does not match {message!r}"
     assert tree(workdir) == before
     assert not (workdir / SENTINEL).exists(), "a pickle was loaded"
+
+
+# -- observables of non-finite states: NaN or -1, consistently, and said eagerly ------------------------
+
+def _nan_state():
+    x = np.array(af.init.uniform(0, 5, 3, batch=3))
+    x[1, 2, 0] = np.nan
+    x[2, 0, 1] = np.inf
+    return x
+
+
+NON_FINITE = {
+    "clusters-count": (lambda x: af.clusters(x, 1e-3).count, -1),
+    "clusters-labels": (lambda x: af.clusters(x, 1e-3).labels, -1),
+    "clustered-fraction": (lambda x: af.clustered_fraction(x, 1e-3), np.nan),
+    "energy": (lambda x: af.energy(x, 2.0), np.nan),
+    "normalized-energy": (lambda x: af.normalized_energy(x, 2.0), np.nan),
+    "histogram": (lambda x: af.inner_product_histogram(x, 8), -1),
+}
+
+
+@pytest.mark.parametrize("case", list(NON_FINITE))
+def test_observables_of_non_finite_states(case):
+    fn, bad = NON_FINITE[case]
+    x = _nan_state()
+    with pytest.warns(RuntimeWarning, match=r"2 of 3 configurations hold non-finite entries \(NaN or inf\)"):
+        got = np.asarray(fn(x))
+    for member in (1, 2):
+        assert np.all(np.isnan(got[member])) if np.isnan(bad) else np.all(got[member] == bad), got[member]
+    np.testing.assert_array_equal(got[0], np.asarray(fn(x[:1]))[0])  # the finite member is untouched
 
 
 # -- the memory estimate ----------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def test_delta_edge_cases():
     assert float(clustered_fraction(x[:1], 0.0)) == 1.0
 
 
-def test_clustered_fraction_counts_exactly_in_float32_and_ignores_non_finite_rows():
+def test_clustered_fraction_counts_exactly_in_float32_and_is_nan_for_non_finite_configurations():
     # 40 of 64 points in one tight cap: 40·39 ordered pairs close, counted without rounding in float32
     rng = np.random.default_rng(3)
     theta = np.concatenate([rng.uniform(0, 1e-3, 40), np.linspace(1.0, 6.0, 24)])
@@ -116,11 +116,12 @@ def test_clustered_fraction_counts_exactly_in_float32_and_ignores_non_finite_row
     f32 = clustered_fraction(jnp.asarray(x, jnp.float32), 1e-3)
     assert f32.dtype == jnp.float32 and float(f32) == np.float32(40 * 39) / np.float32(64 * 63)
     assert float(clustered_fraction(x, 1e-3)) == pytest.approx(40 * 39 / (64 * 63), abs=1e-15)
-    # a non-finite particle is close to nothing, its own diagonal included: the others' count stands
+    # a configuration holding a non-finite particle has no fraction (as it has no cluster count)
     bad = x.copy()
     bad[0] = np.nan
     bad[1, 0] = np.inf
-    assert float(clustered_fraction(bad, 1e-3)) == pytest.approx(38 * 37 / (64 * 63), abs=1e-15)
+    with pytest.warns(RuntimeWarning, match="non-finite"):
+        assert np.isnan(float(clustered_fraction(bad, 1e-3)))
 
 
 def test_clustered_fraction_of_angles_is_the_fraction_of_their_points():
@@ -147,14 +148,14 @@ def test_clustered_fraction_of_angles_is_the_fraction_of_their_points():
         f32 = clustered_fraction_of_angles(jnp.asarray(theta, jnp.float32), d)
         assert f32.dtype == jnp.float32
         np.testing.assert_allclose(f32, want, atol=2 / (40 * 39))  # a pair within float32 rounding of α may flip
-    # a non-finite angle is close to nothing, its own diagonal included
-    bad = theta[0].copy()
-    bad[0] = np.nan
-    bad[1] = np.inf
-    keep = np.ones(40, bool)
-    keep[:2] = False
-    close = np.asarray(clustered_fraction(points[0][keep], 1e-3)) * 38 * 37
-    assert float(clustered_fraction_of_angles(bad, 1e-3)) == pytest.approx(close / (40 * 39), abs=1e-15)
+    # a configuration holding a non-finite angle has no fraction; the other members keep theirs
+    bad = theta.copy()
+    bad[0, 0] = np.nan
+    bad[0, 1] = np.inf
+    with pytest.warns(RuntimeWarning, match="1 of 6 configurations holds non-finite entries"):
+        got = np.asarray(clustered_fraction_of_angles(bad, 1e-3))
+    assert np.isnan(got[0])
+    np.testing.assert_array_equal(got[1:], clustered_fraction_of_angles(theta[1:], 1e-3))
     with pytest.raises(ValueError, match="one angle per particle"):
         clustered_fraction_of_angles(points, 1e-3)
 
