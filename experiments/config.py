@@ -58,6 +58,7 @@ _LIST_ELEMENT = {"float_list": "float", "int_list": "int", "str_list": "str"}
 FIXED_STEP_SOLVERS = ("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4")
 GRID_ONLY_SOLVERS = ("ab4",)  # fixed-step solvers that always step on the uniform grid and interpolate their saves
 MAX_GRID_POINTS = 100_000
+SEED_MAX = 2**63 - 1  # jax.random.key takes a signed 64-bit seed (particles.init.SEED_MAX)
 _BARE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
@@ -333,7 +334,8 @@ for _key in (
     Key("d", "int_list", 3, "dimension of the ambient space R^d; a list sweeps it", minimum=2),
     Key("beta", "float_list", 1.0, "inverse temperature β; a list runs one ensemble per value", minimum=0.0),
     Key("seeds", "int", 16, "ensemble size: independent initial conditions per β", minimum=1),
-    Key("seed", "int", 0, "random seed of the first ensemble member", minimum=0),
+    Key("seed", "int", 0, "random seed of the first ensemble member (member s draws from seed + s ≤ 2**63 - 1)",
+        minimum=0),
     Key(
         "init",
         "str",
@@ -382,6 +384,8 @@ for _key in (
     ),
     Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3, lie_trotter, ab4)",
         minimum=0.0),
+    Key("max_steps", "int", 1_000_000, "the most steps per member (adaptive solvers stop there; longer fixed-step "
+        "runs and more save times are refused before they start)", minimum=1),
     Key("dense", "bool", False,
         "rk4: uniform steps of dt, saves interpolated between them (ab4 and the adaptive solvers always interpolate)"),
     Key("rtol", "float", 1e-6, "relative tolerance of adaptive solvers", minimum=0.0, strict_min=True),
@@ -538,8 +542,9 @@ def validate(config: Config | Mapping[str, Any]) -> Config:
     """Check the rules that involve several keys, then the registered checks; return ``config``.
 
     Core rules: fixed-step solvers need ``dt > 0``; ``save_times`` increasing and within
-    ``[0, t1]``; ``init = 'file'`` needs ``init_file``; the initial conditions' own limits
-    (equiangular ρ and d ≥ n, orthogonal d ≥ n, at most n initial clusters), for every d listed.
+    ``[0, t1]``; the members' seeds ``seed + s`` ≤ 2**63 − 1; ``init = 'file'`` needs ``init_file``;
+    the initial conditions' own limits (equiangular ρ and d ≥ n, orthogonal d ≥ n, at most n initial
+    clusters), for every d listed.
     """
     if not isinstance(config, Config):
         return Config(config)  # normalizes every value, then comes back here
@@ -562,6 +567,11 @@ def validate(config: Config | Mapping[str, Any]) -> Config:
             )
     if times and times[-1] > c["t1"]:
         raise ConfigError(f"save_times must lie within [0, t1 = {c['t1']!r}]; got {times[-1]!r}")
+    if c["seed"] + c["seeds"] - 1 > SEED_MAX:
+        top = SEED_MAX - c["seeds"] + 1
+        fix = f"seed must lie in [0, {top}]" if top >= 0 else f"seeds must be ≤ 2**63 = {SEED_MAX + 1}"
+        raise ConfigError(f"seed + seeds - 1 must be ≤ 2**63 - 1 = {SEED_MAX} (member s draws from seed + s); got "
+                          f"seed = {c['seed']}, seeds = {c['seeds']}: {fix}")
     init, n = c["init"], c["n"]
     if init == "file" and not c["init_file"]:
         raise ConfigError("init = 'file' needs init_file, the path of a .npy array; got init_file = ''")

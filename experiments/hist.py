@@ -315,7 +315,7 @@ def simulate_layers(x0: np.ndarray, config, ts: np.ndarray, *, progress: bool) -
     sol = simulate(field, jnp.asarray(np.tile(x0, (len(betas), 1, 1)), dtype=config.dtype), config.t1,
                    ts=jnp.asarray(ts), solver=config.solver, dt=config.dt if fixed or config.dt > 0 else None,
                    rtol=config.rtol, atol=config.atol, dtype=config.dtype, dense=config.dense,
-                   key=jax.random.key(config.seed) if config.noise > 0 else None,
+                   max_steps=config.max_steps, key=jax.random.key(config.seed) if config.noise > 0 else None,
                    progress="hist: simulate" if progress else False)
     xs = np.asarray(sol.xs, dtype=np.float64)
     return xs.reshape((len(betas), batch) + xs.shape[1:]), int(round(float(np.mean(np.asarray(sol.steps)))))

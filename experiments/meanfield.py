@@ -123,7 +123,7 @@ def _particle_w1(config, sol, beta_m, seed_m) -> np.ndarray:
                            for m, s in enumerate(seed_m)])
         particles = simulate(field, jnp.asarray(theta0[..., None]), config.t1 - t0,
                              ts=jnp.asarray([0.0, config.t1 - t0]), solver=solver, dt=dt, rtol=config.rtol,
-                             atol=config.atol)
+                             atol=config.atol, max_steps=config.max_steps)
         final = np.asarray(particles.xs)[:, -1, :, 0]
         out[:, j] = [mf.w1_circle(final[m], sol.rho[m, -1]) for m in range(len(beta_m))]
     return out

@@ -2,22 +2,56 @@
 
 A configuration is validated key by key when it is made (``config.validate``); what it points to
 is checked here, once, before the first step and before a sweep writes its manifest: the arrays
-of ``init_file`` and ``weights_file`` (read without unpickling, with the shapes the run needs) and
-the memory of the run (``memory.check_fits``). Every problem is a ConfigError in one line.
+of ``init_file`` and ``weights_file`` (read without unpickling, with the shapes the run needs), the
+memory of the run (``memory.check_fits``), and its steps and save times against ``max_steps``
+(:func:`check_steps`). Every problem is a ConfigError in one line.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from collections.abc import Iterable
 
 import numpy as np
 
+from ..solvers import simulation
+from ..solvers.dense import grid_steps
 from . import memory
-from .config import Config, ConfigError
+from .config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, Config, ConfigError
 
-__all__ = ["check", "check_files"]
+__all__ = ["check", "check_files", "check_steps"]
+
+
+def check_steps(config: Config) -> None:
+    """Refuse a run with more save times than ``max_steps``, or whose fixed steps (of ``dt`` over
+    [0, t1]) vanish against t1 or number more than ``max_steps`` per member (``simulation.check_steps``).
+
+    The save times are not formed here (n_save may be absurd): the steps of a run stepping on a
+    uniform grid (ab4, rk4 with dense) are exact; the other fixed-step solvers shorten steps to land
+    on each save time, so the count is a lower bound, and ``simulate`` checks the exact one.
+    """
+    times = len(config.save_times) or config.n_save
+    if times > config.max_steps:
+        what = f"save_times holds {times} times" if config.save_times else f"n_save = {times} save times"
+        raise ConfigError(f"{what}, more than max_steps = {config.max_steps}: save fewer times, or raise max_steps")
+    solver, dt, t1 = config.solver, config.dt, config.t1
+    if solver not in FIXED_STEP_SOLVERS or not dt > 0:
+        return
+    if solver in GRID_ONLY_SOLVERS or config.dense:
+        steps, at_least = grid_steps(0.0, t1, dt), False
+    else:
+        # each of the times + 1 intervals between knots [0, save times, t1] rounds its steps up, with the
+        # 1e-9 that forgives rounding; each interval of positive length takes at least one step
+        ratio = t1 / dt
+        steps = max(math.ceil(ratio - 1e-9 * (times + 1)) if math.isfinite(ratio) else math.inf, times - 1)
+        at_least = steps < math.inf
+    label = f"solver {solver!r}" + (" (dense)" if config.dense and solver not in GRID_ONLY_SOLVERS else "")
+    try:
+        simulation.check_steps(label, 0.0, t1, dt, steps, config.max_steps, config.dtype, at_least=at_least)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _init_file(config: Config) -> None:
@@ -78,9 +112,11 @@ def check_files(config: Config) -> None:
 
 def check(configs: Config | Iterable[Config]) -> None:
     """Everything a run (one Config) or a sweep (its grid points' Configs) must pass before it starts:
-    ``memory.check_fits_all``, then :func:`check_files` for each distinct use of a file."""
+    ``memory.check_fits_all``, :func:`check_steps`, then :func:`check_files` for each distinct use of a file."""
     configs = [configs] if isinstance(configs, Config) else list(configs)
     memory.check_fits_all(configs)
+    for config in configs:
+        check_steps(config)
     seen = set()
     for config in configs:
         files = (config.init, config.init_file, config.weights_file, config.n, config.d, config.seeds,

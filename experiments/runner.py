@@ -282,6 +282,7 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"
             common = dict(ts=ts, solver=config.solver, dt=config.dt if config.solver in FIXED or config.dt > 0 else None,
                           rtol=config.rtol, atol=config.atol, dtype=config.dtype, dense=config.dense,
+                          max_steps=config.max_steps,
                           # stopping at δ/2 leaves the final state unambiguously one cluster at δ
                           stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None,
                           progress=label if show else False)

@@ -1,8 +1,8 @@
 """Initial configurations on (S^{d-1})^n, seeded and batchable.
 
-Every sampler takes a ``jax.random`` key (or an int seed), returns an (n, d) array, or
-(batch, n, d) when ``batch`` is given (one independent draw per member, from ``batch`` keys
-split off ``key``). Arrays are float64 unless ``dtype`` says otherwise.
+Every sampler takes a ``jax.random`` key (or an int seed in [0, 2**63 − 1]), returns an (n, d)
+array, or (batch, n, d) when ``batch`` is given (one independent draw per member, from ``batch``
+keys split off ``key``). Arrays are float64 unless ``dtype`` says otherwise.
 """
 
 from __future__ import annotations
@@ -22,9 +22,21 @@ from .sphere import expmap, normalize, project
 __all__ = ["uniform", "orthogonal", "equiangular", "cap", "clusters", "from_array"]
 
 
+SEED_MAX = 2**63 - 1
+"""The largest int seed: ``jax.random.key`` takes a signed 64-bit integer."""
+
+
+def check_seed(seed) -> int:
+    """``seed`` as an int, or a ValueError when it lies outside [0, 2**63 − 1]: above, jax overflows;
+    below, it silently takes the seed modulo 2**64, which is how a wrapped seed + s would go unseen."""
+    if not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"seed must be an integer in [0, 2**63 - 1], got {int(seed)}")
+    return int(seed)
+
+
 def _key(key):
     if isinstance(key, (int, np.integer)):
-        return jax.random.key(int(key))
+        return jax.random.key(check_seed(key))
     return key
 
 

@@ -31,6 +31,8 @@ taken in R^d and renormalized, as RK4's is.
 
 from __future__ import annotations
 
+import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -59,9 +61,27 @@ AB4_START = 3
 """RK4 steps that start AB4: they give f_0 … f_3, the history of its first step."""
 
 
+def steps_to_cover(span: float, dt: float) -> int | float:
+    """Steps of size ≤ dt that cover ``span`` ≥ 0: ⌈span/dt − 1e-9⌉ (the 1e-9 forgives a span that is
+    a multiple of dt up to rounding), in Python arithmetic: an int, or inf when span/dt overflows."""
+    ratio = float(span) / float(dt)  # a Python float division: inf on overflow, never an exception
+    return math.ceil(ratio - 1e-9) if math.isfinite(ratio) else math.inf
+
+
+def grid_steps(t0: float, t1: float, dt: float) -> int | float:
+    """Steps N of the uniform grid of [t0, t1] with h = (t1 − t0)/N ≤ dt (at least one; inf when they overflow)."""
+    return max(1, steps_to_cover(t1 - t0, dt))
+
+
 def grid(t0: float, t1: float, dt: float, ts: np.ndarray) -> tuple[int, float, np.ndarray, np.ndarray]:
-    """Steps N of the uniform grid (h = (t1 − t0)/N ≤ dt), and for each save time its step and θ."""
-    n_steps = max(1, int(np.ceil((t1 - t0) / dt - 1e-9)))
+    """Steps N of the uniform grid (h = (t1 − t0)/N ≤ dt), and for each save time its step and θ.
+
+    ``simulate`` refuses grids beyond ``max_steps`` before it gets here; N beyond int64 is refused too.
+    """
+    n_steps = grid_steps(t0, t1, dt)
+    if not n_steps <= np.iinfo(np.int64).max:
+        raise ValueError(f"dt = {dt:g} over [{t0:g}, {t1:g}] needs {float(n_steps):.3g} steps, "
+                         "more than a grid can count")
     h = (t1 - t0) / n_steps
     pos = (np.asarray(ts, dtype=float) - t0) / h if h > 0 else np.zeros(len(ts))
     index = np.clip(np.floor(pos).astype(np.int64), 0, n_steps - 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, Callable
 
 import diffrax
@@ -13,7 +14,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float, Int
 
-from ..particles._checks import check_choice, check_real
+from ..particles._checks import check_choice, check_int, check_real
 from ..particles import coalesce as _coalesce
 from ..particles.init import from_array
 from ..particles.sphere import normalize, within
@@ -31,6 +32,9 @@ GRID_ONLY = ("ab4",)
 """Fixed-step methods that always step on the uniform grid and interpolate their saves (``solvers/dense.py``)."""
 
 SOLVERS = tuple(FIXED_METHODS) + GRID_ONLY + tuple(ADAPTIVE_METHODS)
+
+MAX_COUNTED_STEPS = 2**31 - 1
+"""The most steps a fixed-step run takes per member, whatever ``max_steps``: its step counters are int32."""
 
 
 class Solution(eqx.Module):
@@ -144,6 +148,11 @@ def simulate(
                of about 32, 64 or 128 where the estimates predict saving at least 30% of the
                work. 0 or ≥ the number of members: one group. Progress then advances group by
                group (queue: member by member). Fixed-step solvers ignore it.
+    max_steps  the most steps per member. Adaptive solvers stop there (an error naming the members);
+               fixed-step runs (the fixed-step solvers, ``dense``, "ab4", noisy fields, and
+               ``adaptive=False``), whose step count is known in advance, are refused before anything
+               runs when they need more, as are runs whose step dt vanishes against t0 or t1 in
+               ``dtype`` (t + dt == t).
     progress   True (or a label to print) shows simulated time against t1 on stderr.
     dtype      "float32" or "float64"; default: x0's dtype (float64 for attnflow's samplers).
     key        noisy fields (``particles.noise.Noisy``) only: the jax.random key (or int seed;
@@ -176,8 +185,8 @@ def simulate(
     check_choice("solver", solver, SOLVERS)
     t0 = check_real("t0", t0)
     t1 = check_real("t1", t1, 0.0)
-    if t1 < t0:
-        raise ValueError(f"t1 must be ≥ t0 = {t0:g}, got {t1:g}")
+    if t1 <= t0:
+        raise ValueError(f"t1 must be > t0 = {t0:g}, got {t1:g}")
     rtol = check_real("rtol", rtol, 0.0, strict_min=True)
     atol = check_real("atol", atol, 0.0, strict_min=True)
     fixed = solver in FIXED_METHODS or solver in GRID_ONLY
@@ -232,12 +241,24 @@ def simulate(
         raise ValueError(f"ts must lie in [t0, t1] = [{t0:g}, {t1:g}], got [{ts[0]:g}, {ts[-1]:g}]")
 
     jumps = _jump_times(field, t0, t1)
+    # step counts known in advance are checked before anything is compiled: a step that overflows
+    # or vanishes would otherwise run for ever, or not at all and save the start as the result
+    max_steps = check_int("max_steps", max_steps, 1)
+    dense = (bool(dense) and fixed) or solver in GRID_ONLY  # adaptive solvers save from their dense output anyway
+    if fixed and not dense:
+        knots, keep, substeps = _fixed_knots(t0, t1, ts, jumps, dt)
+        check_steps(f"solver {solver!r}", t0, t1, dt, float(np.sum(substeps)), max_steps, dtype)
+    elif fixed:
+        check_steps(f"solver {solver!r}" + (" (dense)" if solver not in GRID_ONLY else ""), t0, t1, dt,
+                    _dense.grid_steps(t0, t1, dt), max_steps, dtype)
+    elif not adaptive:
+        # diffrax's constant steps, plus one more at each layer switch it steps to
+        check_steps(f"solver {solver!r} (adaptive=False)", t0, t1, dt,
+                    _dense.steps_to_cover(t1 - t0, dt) + len(jumps), max_steps, dtype)
     field = jax.tree_util.tree_map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, field)
     x0_b = jnp.broadcast_to(x0, (members, n, d))
     save_fn = _identity if save is None else _with_field(save)
 
-    # adaptive solvers save from their dense output anyway
-    dense = (bool(dense) and fixed) or solver in GRID_ONLY
     if dense:
         if solver not in _dense.GRID_METHODS:
             raise ValueError(f"dense=True interpolates RK4 or AB4 steps: use solver='rk4' or 'ab4' (or an adaptive "
@@ -250,12 +271,7 @@ def simulate(
         args = dict(method=solver, t0=jnp.asarray(t0, dtype), h=jnp.asarray(h, dtype), n_steps=jnp.asarray(n_steps),
                     index=jnp.asarray(index), theta=jnp.asarray(theta, dtype), times=jnp.asarray(ts, dtype))
     elif fixed:
-        # integrate t0 → ts[0] first, then between consecutive save times with equal substeps ≤ dt
-        # layer switches become knots too (saved, then dropped), so no step straddles one
-        internal = np.union1d(ts, jumps) if len(jumps) else ts
-        keep = np.searchsorted(internal, ts)
-        knots = np.concatenate([[t0], internal, [t1]])
-        substeps = np.ceil(np.diff(knots) / dt - 1e-9).astype(np.int64)
+        substeps = substeps.astype(np.int64)  # their sum is at most max_steps (check_steps above)
         runner = _run_fixed
         args = dict(method=FIXED_METHODS[solver](), knots=jnp.asarray(knots, dtype),
                     substeps=jnp.asarray(substeps), clamp=bool(len(jumps)))
@@ -306,6 +322,56 @@ def simulate(
     if not isinstance(t_fail, jax.core.Tracer) and not np.all(np.isinf(np.asarray(t_fail))):
         raise _non_finite(solution, np.asarray(t_fail), field, batched, save is None, fixed or not adaptive, dt, dtype)
     return _finish(solution, batched, save is None)
+
+
+def _fixed_knots(t0: float, t1: float, ts: np.ndarray, jumps: np.ndarray, dt: float):
+    """(knots, keep, substeps) of a fixed-step run: it integrates t0 → ts[0] first, then between
+    consecutive knots with equal substeps ≤ dt, the last interval ending at t1.
+
+    Layer switches become knots too (saved, then dropped: ``keep`` indexes the save times among
+    the knots), so no step straddles one. ``substeps`` are floats, inf where span/dt overflows,
+    so that their sum can be checked before any is made an integer.
+    """
+    internal = np.union1d(ts, jumps) if len(jumps) else ts
+    keep = np.searchsorted(internal, ts)
+    knots = np.concatenate([[t0], internal, [t1]])
+    with np.errstate(over="ignore"):
+        substeps = np.ceil(np.diff(knots) / dt - 1e-9)  # as dense.steps_to_cover
+    return knots, keep, substeps
+
+
+def check_steps(label: str, t0: float, t1: float, dt: float, steps, max_steps: int, dtype, *,
+                at_least: bool = False) -> None:
+    """Refuse, in one ValueError line, a run of constant step ``dt`` over [t0, t1] whose step vanishes
+    against t0 or t1 in ``dtype`` (t + dt == t), or which needs more than ``max_steps`` steps per member.
+
+    steps     the steps per member (an int or float, inf when they overflow); with ``at_least``, a
+              lower bound (the command line's preflight, before the save times that split steps exist)
+    label     names the method in the message, e.g. "solver 'rk4'"
+    """
+    real, name = np.dtype(dtype).type, np.dtype(dtype).name
+    h = min(float(dt), t1 - t0)  # a run shorter than dt takes one step of its length
+    for t in (t0, t1):
+        with np.errstate(over="ignore"):
+            if not np.isfinite(real(t)):
+                raise ValueError(f"t = {t:g} is beyond the range of {name}: use dtype float64")
+        if real(t) + real(h) == real(t):
+            what = f"dt = {dt:g}" if h == dt else f"the step t1 − t0 = {h:g}"
+            remedy = "raise dt" if h == dt else "integrate over a longer interval"
+            if name != "float64":
+                remedy += " or use dtype float64"
+            raise ValueError(f"{what} is below the resolution of {name} at t = {t:g} (added to t, it leaves t "
+                             f"unchanged; the spacing of {name} there is {float(np.spacing(real(t))):.3g}): "
+                             f"{remedy}")
+    limit = min(max_steps, MAX_COUNTED_STEPS)
+    if steps <= limit:
+        return
+    count = (f"{int(steps)}" if steps <= 10 * limit
+             else f"{float(steps):.3g}" if math.isfinite(steps) else "more than 1.8e+308")
+    span = f"{label} with dt = {dt:g} over [{t0:g}, {t1:g}] needs {'at least ' if at_least else ''}{count} steps"
+    if max_steps <= MAX_COUNTED_STEPS:
+        raise ValueError(f"{span}, more than max_steps = {max_steps}: raise dt, or pass a larger max_steps")
+    raise ValueError(f"{span}, more than the {MAX_COUNTED_STEPS} steps a fixed-step run can count: raise dt")
 
 
 def _finish(solution: Solution, batched: bool, states: bool) -> Solution:

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles.init import check_seed
 from ..particles.noise import deterministic, noise_sigma
 from ..particles.sphere import expmap, project
 from .fixed import FixedStep
@@ -79,11 +80,12 @@ class Strang(eqx.Module):
 
 
 def as_key(key):
-    """A typed PRNG key from None (key 0), an int seed, a typed key or a raw uint32 key (PRNGKey)."""
+    """A typed PRNG key from None (key 0), an int seed in [0, 2**63 − 1], a typed key or a raw uint32
+    key (PRNGKey)."""
     if key is None:
         return jax.random.key(0)
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.key(int(key))
+        return jax.random.key(check_seed(key))
     if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         if key.shape != ():
             raise ValueError(f"key must be a single PRNG key, got a key array of shape {key.shape}")
