@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import tomllib
 import warnings
 from pathlib import Path
 
@@ -39,24 +38,18 @@ def _log(message: str) -> None:
 def resolve_config(target: str, sets=(), *, quick: bool = False):
     """Config and Experiment for a built-in name or a TOML file, with ``--set`` overrides applied."""
     from . import builtin
-    from .config import ConfigError, load_config
+    from .config import ConfigError, load_config, read_toml_file, shorten
 
     if target in builtin.EXPERIMENTS:
         experiment, source = builtin.EXPERIMENTS[target], None
-    elif target.endswith(".toml") or os.path.sep in target or os.path.exists(target):
+    elif target.endswith(".toml") or os.path.sep in target or os.path.lexists(target):
         path = Path(target)
-        if path.is_dir():
-            raise UsageError(f"config file {target!r} is a directory, not a TOML file")
-        if not path.is_file():
-            raise UsageError(f"config file {target!r} does not exist")
         try:
-            name = tomllib.loads(path.read_text(encoding="utf-8")).get("experiment", "simulate")
-        except UnicodeDecodeError as err:
-            raise UsageError(f"{target}: malformed TOML: not UTF-8 text (byte {err.start})") from None
-        except tomllib.TOMLDecodeError as err:
-            raise UsageError(f"{target}: malformed TOML: {err}") from None
+            name = read_toml_file(path).get("experiment", "simulate")
+        except ConfigError as err:
+            raise UsageError(str(err)) from None
         if not isinstance(name, str):
-            raise UsageError(f"{target}: experiment must be a string, got {name!r}")
+            raise UsageError(f"{target}: experiment must be a string, got {shorten(repr(name))}")
         try:
             experiment = builtin.resolve(name)
         except ValueError as err:

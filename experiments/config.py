@@ -25,6 +25,7 @@ import math
 import numbers
 import os
 import re
+import stat
 import tomllib
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,6 +36,8 @@ import numpy as np
 
 __all__ = [
     "ConfigError",
+    "read_toml_file",
+    "shorten",
     "Key",
     "KEYS",
     "TYPES",
@@ -511,11 +514,16 @@ def _suggest(name: str, valid: Iterable[str]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
+def shorten(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis: what a message quotes of a user's input."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _unknown(name: str) -> ConfigError:
-    hint = _suggest(name, KEYS)
+    hint = _suggest(name, KEYS) if len(name) <= 60 else ""
     if not hint:
         hint = "; valid keys: " + ", ".join(KEYS)
-    return ConfigError(f"unknown key {name!r}{hint}")
+    return ConfigError(f"unknown key {shorten(name)!r}{hint}")
 
 
 def _coerce_layer(layer: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -676,11 +684,50 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set expects key=value, got {text!r} (the key is empty)")
     key = KEYS.get(name)
     if key is None:
-        raise ConfigError(f"--set {text}: {_unknown(name)}")
+        raise ConfigError(f"--set {text if len(name) <= 60 else '…'}: {_unknown(name)}")
     value = _toml_or_text(raw)
     if key.type == "str" and not isinstance(value, str):
         value = raw.strip()
     return name, value
+
+
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_toml_file(path: str | os.PathLike) -> dict:
+    """The table of a TOML config file; one ConfigError line naming the file for anything else.
+
+    Only regular files (or links to them) are read: a pipe (``<(...)``), a device or a socket is
+    refused by name before it is opened, since reading one can block or never end. A UTF-8 byte
+    order mark, as some editors write, is skipped.
+    """
+    path = Path(path)
+    label = str(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ConfigError(f"config file {label!r} is a broken symbolic link (to {os.readlink(path)!r})") from None
+        raise ConfigError(f"config file {label!r} does not exist") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {label!r}: {err.strerror or err}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"config file {label!r} is a directory, not a TOML file")
+    for test, kind in _SPECIAL_FILES:
+        if test(info.st_mode):
+            raise ConfigError(f"config file {label!r} is {kind}, not a regular file: save the configuration to a "
+                              ".toml file and give its path")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {label!r}: {err.strerror or err}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{label}: malformed TOML: not UTF-8 text (byte {err.start})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{label}: malformed TOML: {err}") from None
 
 
 def _read_toml(source: str | os.PathLike | Mapping) -> tuple[dict, str]:
@@ -690,26 +737,12 @@ def _read_toml(source: str | os.PathLike | Mapping) -> tuple[dict, str]:
     if isinstance(source, str) and ("\n" in source or "\r" in source):
         label = "config text"
         try:
-            return tomllib.loads(source), label
+            return tomllib.loads(source.removeprefix("\ufeff")), label
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{label}: malformed TOML: {err}") from None
     if not isinstance(source, (str, os.PathLike)):
         raise ConfigError(f"a configuration is a TOML file path, TOML text or a dict; got {type(source).__name__}")
-    path = Path(source)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file {str(path)!r} is a directory, not a TOML file") from None
-    except OSError as err:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {err.strerror or err}") from None
-    try:
-        return tomllib.loads(data.decode("utf-8")), str(path)
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: malformed TOML: not UTF-8 text (byte {err.start})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: malformed TOML: {err}") from None
+    return read_toml_file(source), str(source)
 
 
 def load_config(
@@ -734,7 +767,7 @@ def load_config(
         values.update(_coerce_layer(table, label))
     for text in overrides:
         name, value = parse_override(text)
-        values.update(_coerce_layer({name: value}, f"--set {text}"))
+        values.update(_coerce_layer({name: value}, f"--set {shorten(text)}"))
     config = Config._trusted(values)
     validate(config)
     return config

@@ -181,6 +181,9 @@ def workdir(tmp_path, monkeypatch):
     _stored_run(tmp_path / "zlibrun", small_config)
     _corrupt_compressed(tmp_path / "zlibrun")
     (tmp_path / "emptydir").mkdir()
+    os.mkfifo(tmp_path / "pipe.toml")  # what a shell's <(...) hands over, and what nobody may ever write to
+    os.symlink("/dev/null", tmp_path / "device.toml")
+    os.symlink("nowhere.toml", tmp_path / "broken.toml")
     os.symlink("emptydir", tmp_path / "linkdir")
     (tmp_path / "escsweep").mkdir()
     (tmp_path / "escsweep" / "manifest.json").write_text(json.dumps(
@@ -269,8 +272,14 @@ CASES = {
     "cli/empty-experiment-name": Cli(run(""), ("unknown experiment ''",)),
     "cli/missing-config-file": Cli(run("missing.toml"), ("'missing.toml'", "does not exist")),
     "cli/config-is-a-directory": Cli(run("dir.toml"), ("'dir.toml'", "is a directory")),
+    "cli/config-is-a-pipe": Cli(run("pipe.toml"), ("config file 'pipe.toml' is a named pipe (FIFO)",
+                                                   "not a regular file", "save the configuration")),
+    "cli/config-links-to-a-device": Cli(run("device.toml"), ("'device.toml' is a character device",)),
+    "cli/config-broken-link": Cli(run("broken.toml"), ("'broken.toml' is a broken symbolic link", "'nowhere.toml'")),
+    "cli/config-process-substitution": Cli(run("/dev/fd/0"), ("'/dev/fd/0'", "not a regular file")),
     # ---- --set: keys, types, values ---------------------------------------------------------------
     "set/unknown-key": Cli(fig4("bta=1"), ("unknown key 'bta'", "did you mean 'beta'")),
+    "set/unknown-key-huge": Cli(fig4("k" * 5000 + "=1"), ("unknown key 'kkkkk", "…'", "valid keys:")),
     "set/unknown-key-no-near-match": Cli(fig4("zzzzzz=1"), ("unknown key 'zzzzzz'", "valid keys:", "beta")),
     "set/no-equals": Cli(fig4("beta"), ("--set expects key=value", "'beta'")),
     "set/empty-key": Cli(fig4("=3"), ("--set expects key=value", "key is empty")),
@@ -612,6 +621,8 @@ CASES = {
                                           ConfigError),
     "api/load-config-wrong-type": Api(lambda p: load_config({"n": "many"}), r"n must be an integer ≥ 1, got 'many'",
                                       ConfigError),
+    "api/load-config-pipe": Api(lambda p: load_config(p / "pipe.toml"), r"'.*pipe\.toml' is a named pipe \(FIFO\)",
+                                ConfigError),
     "api/load-config-not-a-mapping": Api(lambda p: load_config([("n", 3)]), r"a configuration is a TOML file path",
                                          ConfigError),
     "api/load-config-inf": Api(lambda p: load_config({"t1": float("inf")}), r"t1 must be a finite number",
@@ -657,6 +668,15 @@ def _check_cli_refusal(workdir: Path, argv, fragments) -> None:
 def test_command_line(workdir, case):
     c = CASES[case]
     _check_cli_refusal(workdir, c.argv, c.fragments)
+    if case == "set/unknown-key-huge":  # the key is quoted once, cut short
+        _, _, err = cli([str(workdir / "OUT") if a == "OUT" else a for a in c.argv])
+        assert len(re.findall("k{20,}", err)) == 1 and len(err) < 1000, err
+
+
+def test_a_byte_order_mark_is_skipped(workdir):
+    (workdir / "bom.toml").write_bytes("\ufeff".encode() + SMALL.encode())
+    assert load_config(workdir / "bom.toml") == load_config(SMALL)
+    assert load_config("\ufeff" + SMALL) == load_config(SMALL)
 
 
 @pytest.mark.parametrize("case", _ids(Toml))
