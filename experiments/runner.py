@@ -25,6 +25,7 @@ from ..particles.circle import Circle
 from ..particles.energy import energy, normalized_energy
 from ..solvers import NonFiniteError, simulate
 from ..solvers.fusion import materialized
+from ..solvers.progress import Counter
 from . import models  # also registers the variant keys (heads, mask, norm, weights, ...)
 from . import preflight
 from .config import Config, to_toml
@@ -263,6 +264,10 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
 
     per_d_stats, states, steps, events = [], None, [], []
     failed = []  # (d, member within d, last finite time, cause) of members that became non-finite
+    # an ensemble of several compiled calls reports between them, so that its programs hold no
+    # callback and stay in the compilation cache; a single call reports from inside its loop
+    calls = sum(-(-members_per_d // _chunk_size(config, d, members_per_d, len(ts), keep)) for d in config.d)
+    meter = Counter(nd * members_per_d, label="simulate").__enter__() if show and calls > 1 else None
     for d in config.d:
         x0 = initial_conditions(config, d)  # (seeds, n, d)
         if models.in_angles(config, d):
@@ -285,7 +290,7 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
                           max_steps=config.max_steps,
                           # stopping at δ/2 leaves the final state unambiguously one cluster at δ
                           stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None,
-                          progress=label if show else False)
+                          progress=label if show and meter is None else False)
             # Brownian paths of noisy runs: one key per chunk from the run's seed
             key = jax.random.fold_in(jax.random.key(config.seed), lo) if config.noise > 0 else None
             try:
@@ -295,6 +300,8 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
                 sol = err.solution
                 failed += [(d, lo + m, t, err.cause) for m, t in zip(err.members, err.times) if lo + m < hi]
             piece = {k: np.asarray(v)[: hi - lo] for k, v in sol.stats.items()}
+            if meter is not None:
+                meter.advance(hi - lo, f"d={d}" if nd > 1 else "simulate")
             pieces.append((piece, np.asarray(sol.steps)[: hi - lo], np.asarray(sol.t_event)[: hi - lo]))
         merged = {k: np.concatenate([p[0][k] for p in pieces]) for k in pieces[0][0]}
         merged = {k: v.reshape((nb, seeds) + v.shape[1:]) for k, v in merged.items()}
@@ -303,6 +310,8 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
         per_d_stats.append(merged)
         steps.append(np.concatenate([p[1] for p in pieces]).reshape(nb, seeds))
         events.append(np.concatenate([p[2] for p in pieces]).reshape(nb, seeds))
+    if meter is not None:
+        meter.__exit__(None, None, None)
     stats = {k: np.stack([s[k] for s in per_d_stats]) for k in per_d_stats[0]}
     result = RunResult(config=config, ts=ts, stats=stats, xs=states, steps=np.stack(steps),
                        t_event=np.stack(events), wall_time_s=time.perf_counter() - start)

@@ -72,6 +72,45 @@ class Progress:
         self.printed = True
 
 
+class Counter:
+    """Progress counted in units done between compiled calls (chunks of an ensemble), printed to stderr.
+
+    Unlike ``Progress``, nothing calls back from inside a compiled loop, so the programs stay
+    cacheable (a program holding a host callback never enters the persistent compilation cache).
+    """
+
+    def __init__(self, total: int, *, label: str = "simulate", unit: str = "members", stream=None):
+        self.total, self.label, self.unit = max(int(total), 1), label, unit
+        self.stream = sys.stderr if stream is None else stream
+        self.done = 0
+        self.start = 0.0
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        self._print()
+        return self
+
+    def __exit__(self, *exc):
+        self.stream.write("\n")
+        self.stream.flush()
+        return False
+
+    def advance(self, count: int, label: str | None = None) -> None:
+        self.done = min(self.done + int(count), self.total)
+        if label is not None:
+            self.label = label
+        self._print()
+
+    def _print(self) -> None:
+        frac = self.done / self.total
+        bar = "#" * int(round(24 * frac))
+        elapsed = time.perf_counter() - self.start
+        eta = f", {elapsed / frac - elapsed:5.0f} s left" if 0 < frac < 1 else ""
+        self.stream.write(f"\r{self.label}: [{bar:<24}] {self.done} / {self.total} {self.unit} ({100 * frac:3.0f}%)  "
+                          f"{elapsed:6.1f} s{eta}   ")
+        self.stream.flush()
+
+
 def report(member, t) -> None:
     """Callback target: record that ``member`` (−1 for all) reached time ``t``."""
     if _active is not None:

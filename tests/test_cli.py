@@ -296,6 +296,34 @@ def test_json_stdout_stays_parseable_with_progress_on(json_run, tmp_path):
                                    rtol=1e-12, err_msg=key)
 
 
+def test_progress_of_a_chunked_ensemble_is_reported_between_compiled_calls(json_run, tmp_path, monkeypatch):
+    # a memory budget of a few members per call: progress is counted between the calls, and no
+    # call compiles a callback into its loop (such a program never enters the compilation cache)
+    seen = []
+    real = runner.simulate
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["progress"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "simulate", spy)
+    rc, out, err = cli(["run", json_run["cfg"], "--json", "--no-plot", "--set", "memory_gb=0.0000003",
+                        "--out", tmp_path / "chunked"])
+    assert rc == 0, err
+    members = len(BETAS) * SEEDS
+    assert len(seen) > 1 and not any(seen)
+    lines = err.replace("\r", "\n").splitlines()
+    assert f"simulate: [{'#' * 24}] {members} / {members} members (100%)" in "\n".join(lines)
+    counts = [int(m.group(1)) for line in lines if (m := re.search(r"\] (\d+) / \d+ members", line))]
+    assert counts == sorted(counts) and counts[0] == 0 and len(counts) == len(seen) + 1
+    np.testing.assert_allclose(json.loads(out)["mean_inner_product"], json_run["summary"]["mean_inner_product"],
+                               rtol=1e-12)
+    # one call for the whole ensemble: progress from inside its loop, as before
+    seen.clear()
+    rc, _, err = cli(["run", json_run["cfg"], "--no-plot", "--out", tmp_path / "whole"])
+    assert rc == 0 and seen == ["simulate"]
+
+
 def test_run_without_json_reports_on_stdout(json_run, tmp_path):
     out_dir = tmp_path / "report"
     rc, out, _ = cli(["run", json_run["cfg"], "--no-plot", "--quiet", "--out", out_dir])
