@@ -61,6 +61,7 @@ from .particles import (  # noqa: E402
     row_entropy,
     sample_weights,
     second_eigenvalue,
+    span,
     stationary_distribution,
     to_angles,
     wendel_probability,

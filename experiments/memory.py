@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable
 
 from .config import Config, ConfigError
-from .models import in_angles
+from .models import in_angles, span_reduction
 
 __all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all"]
 
@@ -42,8 +42,9 @@ ATTENTION_COPIES = 3
 _DENSE_ONLY = ("sinkhorn", "hardmax")
 
 
-def _attention_words(config: Config, n: int, d: int, block) -> tuple[int, bool]:
-    """Numbers held by one member's attention, and whether that is the dense n×n evaluation."""
+def _attention_words(config: Config, n: int, d: int, block, r: int | None = None) -> tuple[int, bool]:
+    """Numbers held by one member's attention, and whether that is the dense n×n evaluation
+    (``r``: the dimension the members move in, n where they are reduced to the span of the tokens)."""
     from ..particles import blocked
 
     heads = config.heads
@@ -52,7 +53,7 @@ def _attention_words(config: Config, n: int, d: int, block) -> tuple[int, bool]:
     tile = blocked.resolve_block(block, n, config.dtype)
     if tile is None:
         return ATTENTION_COPIES * n * n, True
-    return ATTENTION_COPIES * tile * tile + 4 * n * d, False
+    return ATTENTION_COPIES * tile * tile + 4 * n * (d if r is None else r), False
 
 
 def _parts(config: Config, block="auto") -> tuple[dict[str, int], bool]:
@@ -72,20 +73,25 @@ def _parts(config: Config, block="auto") -> tuple[dict[str, int], bool]:
     working, dense, statistics, trajectories = {}, False, 0, 0
     for d in config.d:
         nd = n * d
-        attention, dense_d = _attention_words(config, n, d, block)
+        # members reduced to the span of their tokens move n × n coordinates (runner.span_initial_conditions);
+        # frames (seeds, d, n) exist where the init is drawn in R^d, the field or the saved states need them
+        reduction = span_reduction(config, d)
+        r = n if reduction else d
+        frames = reduction is not None and (config.init != "uniform" or reduction == "frame" or keep)
+        attention, dense_d = _attention_words(config, n, d, block, r)
         weights = 0
         if config.weights != "identity" or config.weights_file:
             layers = max(1, math.ceil(config.t1 / config.layer_tau)) if config.layer_tau > 0 else 1
             weights = 3 * d * d * layers
         per_member = {
-            "states": STATE_COPIES.get(config.solver, 12) * nd + times * (saved + (nd if keep else 0)),
-            "jacobian": 2 * nd * nd if config.solver == "kvaerno5" else 0,
+            "states": STATE_COPIES.get(config.solver, 12) * n * r + times * (saved + (nd if keep else 0)),
+            "jacobian": 2 * (n * r) ** 2 if config.solver == "kvaerno5" else 0,
             "attention": attention,
             "weights": weights + 2 * config.ff_width * (n + d),
         }
         chunk = runner._chunk_size(config, d, members, times, keep)
         call = {k: itemsize * chunk * v for k, v in per_member.items()}
-        call["initial"] = itemsize * seeds * nd
+        call["initial"] = itemsize * seeds * (n * r + (d * r if frames else 0))
         if sum(call.values()) > sum(working.values()):
             working, dense = call, dense_d
         # gathered on the host for every d, twice while the chunks are concatenated

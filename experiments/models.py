@@ -8,6 +8,8 @@ The keys compose the way the fields do: an attention term (``model``, ``heads``,
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -229,6 +231,27 @@ def build_field(config: Config, beta, seeds: np.ndarray, d: int):
 
         field = Noisy(field, config.noise)
     return field
+
+
+@functools.lru_cache(maxsize=64)
+def span_reduction(config: Config, d: int) -> str | None:
+    """Whether the members of dimension ``d`` are simulated in the span of their n tokens, and how.
+
+    "any frame" where the reduced field is the same in every frame (Q = K = identity: it is the field
+    at dimension n), "frame" where it needs each member's frame (random Q, K enter as UᵀQᵀK U), None
+    where the run is simulated in R^d: ``span`` off, d ≤ n, angles on the circle, or a field that
+    answers None to ``in_span`` (its span is not invariant: V ≠ λI, noise, feed-forward, ...). Asks a
+    one-member field of the run, built as the run builds its fields (once per configuration and d).
+    """
+    n = config.n
+    if not config.span or d <= n or n < 2 or in_angles(config, d):
+        return None
+    probe = build_field(config, jnp.asarray([float(config.beta[0])]), np.asarray([config.seed]), d)
+    if probe.in_span(n) is not None:
+        return "any frame"
+    if probe.in_span(jnp.eye(d, n)) is not None:
+        return "frame"
+    return None
 
 
 def describe() -> str:

@@ -12,6 +12,7 @@ import functools
 import importlib.metadata
 import math
 import platform
+import sys
 import time
 from dataclasses import dataclass, field as dc_field
 
@@ -105,6 +106,34 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
         raise ValueError(f"unknown init {init!r}")
     keys = jax.vmap(jax.random.key)(config.seed + jnp.arange(seeds))
     return jax.vmap(samplers[init])(keys)
+
+
+def span_initial_conditions(config: Config, d: int, frames: bool = False):
+    """The ``seeds`` initial configurations as coordinates in the span of their tokens: (y, U), x = y Uᵀ.
+
+    y has shape (seeds, n, n); U (seeds, d, n) holds orthonormal frames, or is None when ``frames`` is
+    False and the configurations are drawn in reduced form. ``init = "uniform"`` draws y directly
+    (``particles.span.uniform``: the Bartlett decomposition, O(n²) per member whatever d) and, with
+    ``frames``, U Haar-distributed and independent of y, so x = y Uᵀ has exactly the law of
+    ``initial_conditions`` (not the same points: member s draws both from seed + s). Every other init
+    reduces the configurations of ``initial_conditions`` by QR (``particles.span.span_basis``).
+    """
+    n, seeds, dtype = config.n, config.seeds, config.dtype
+    if config.init != "uniform":
+        U, y = particles.span.span_basis(initial_conditions(config, d))
+        return y, U
+    keys = jax.vmap(jax.random.split)(jax.vmap(jax.random.key)(config.seed + jnp.arange(seeds)))
+    y = jax.vmap(lambda k: particles.span.uniform(k, n, d, dtype=dtype))(keys[:, 0])
+    U = jax.vmap(lambda k: particles.span.haar_frame(k, d, n, dtype=dtype))(keys[:, 1]) if frames else None
+    return y, U
+
+
+def _in_span(field, frames, r: int):
+    """``field`` on the coordinates of the span: with the members' ``frames``, or for any frame (None)."""
+    reduced = field.in_span(r if frames is None else frames)
+    if reduced is None:  # span_reduction asked a field of the same run
+        raise RuntimeError(f"{type(field).__name__} does not reduce to the span of the tokens for every member")
+    return reduced
 
 
 GROUPS = {
@@ -207,8 +236,9 @@ CPU_CHUNK_BYTES = 8 * 2**20  # n×n attention bytes per compiled call on CPU bac
 def _chunk_size(config: Config, d: int, members: int, n_times: int, keep_states: bool) -> int:
     """Members per compiled call that fit the memory budget (state, RK stages, attention, saves)."""
     n = config.n
+    r = n if models.span_reduction(config, d) else d  # the dimension the members are simulated in
     itemsize = 4 if config.dtype == "float32" else 8
-    per_member = itemsize * (16 * n * d + 6 * n * n + n_times * (8 + config.histogram_bins))
+    per_member = itemsize * (16 * n * r + 6 * n * n + n_times * (8 + config.histogram_bins))
     if "attention" in statistics_groups(config):  # the stationary law per save, and A(t), its powers and spectrum
         per_member += itemsize * (n_times * (n + 4) + 4 * n * n)
     if config.weights != "identity":
@@ -269,7 +299,15 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
     calls = sum(-(-members_per_d // _chunk_size(config, d, members_per_d, len(ts), keep)) for d in config.d)
     meter = Counter(nd * members_per_d, label="simulate").__enter__() if show and calls > 1 else None
     for d in config.d:
-        x0 = initial_conditions(config, d)  # (seeds, n, d)
+        reduction = models.span_reduction(config, d)
+        if reduction is None:
+            x0, frames = initial_conditions(config, d), None  # (seeds, n, d)
+        else:
+            # (seeds, n, n) coordinates; frames (seeds, d, n) where the field or the saved states need them
+            x0, frames = span_initial_conditions(config, d, frames=reduction == "frame" or keep)
+            if show:  # over a progress bar's unfinished line, if one is drawn
+                note = f"d={d}: simulated in the {x0.shape[-1]}-dimensional span of the tokens (exact for this field)"
+                print(f"\r{note:<80}", file=sys.stderr)
         if models.in_angles(config, d):
             x0 = particles.to_angles(x0)  # the field moves angles; statistics see their points on the circle
         beta_members = np.repeat(betas, seeds)
@@ -282,6 +320,8 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
             # pad the last chunk to the common size so it reuses the compiled call
             idx = np.minimum(np.arange(lo, lo + chunk), members_per_d - 1)
             field = build_field(config, jnp.asarray(beta_members[idx]), seed_members[idx], d)
+            if reduction is not None:
+                field = _in_span(field, None if reduction == "any frame" else frames[idx % seeds], config.n)
             label = f"d={d}" if nd > 1 else "simulate"
             if members_per_d > chunk:
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"
@@ -300,6 +340,8 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
                 sol = err.solution
                 failed += [(d, lo + m, t, err.cause) for m, t in zip(err.members, err.times) if lo + m < hi]
             piece = {k: np.asarray(v)[: hi - lo] for k, v in sol.stats.items()}
+            if frames is not None and "states" in piece:  # statistics were computed from y; states go back to R^d
+                piece["states"] = np.asarray(particles.span.to_ambient(piece["states"], frames[idx[: hi - lo] % seeds]))
             if meter is not None:
                 meter.advance(hi - lo, f"d={d}" if nd > 1 else "simulate")
             pieces.append((piece, np.asarray(sol.steps)[: hi - lo], np.asarray(sol.t_event)[: hi - lo]))

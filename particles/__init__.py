@@ -1,6 +1,6 @@
 """What moves: sphere geometry, attention vector fields, energies, initial conditions, observables."""
 
-from . import init
+from . import init, span
 from .attention_stats import (
     attention_matrix,
     attention_spectrum,

@@ -150,6 +150,71 @@ def query_key(Q, K, x: Float[Array, "n d"]) -> tuple[Array, Array]:
     return q, k
 
 
+def identity_scale(V) -> Array | None:
+    """λ with V = λI (shape V.shape[:-2]: one per member), 1.0 for V None (the identity), None otherwise.
+
+    None also where nothing can be proven: V traced (inside jit), or equal to λI only to rounding.
+    The comparison is exact, so −I, 2I or I/H (stored as such) qualify.
+    """
+    if V is None:
+        return jnp.asarray(1.0)
+    if isinstance(V, jax.core.Tracer):
+        return None
+    arr = np.asarray(V)
+    diagonal = np.diagonal(arr, axis1=-2, axis2=-1)
+    lam = diagonal[..., 0]
+    # a constant diagonal and nothing off it (counted, so a stack of large V needs no copy)
+    if not np.all(diagonal == lam[..., None]) or np.count_nonzero(arr) != np.count_nonzero(diagonal):
+        return None
+    return jnp.asarray(lam)
+
+
+def span_rank(U) -> int:
+    """r, the dimension of the span a frame U (..., d, r) stands for; an int U is r itself."""
+    return U if isinstance(U, (int, np.integer)) else int(np.shape(U)[-1])
+
+
+def span_kernel(Q, K, U, inner_axes: int = 0) -> Array | None:
+    """The r × r kernel M = UᵀQᵀK U with ⟨Q x_i, K x_j⟩ = ⟨y_i, M y_j⟩ for x = y Uᵀ; None when Q, K are identities.
+
+    Q, K (..., k, d) or None, U (..., d, r); ``inner_axes`` axes of Q, K between the member axis and
+    the matrix (heads, layers) are broadcast against U. M is formed as (QU)ᵀ(KU), O(k d r).
+    """
+    if Q is None and K is None:
+        return None
+    U = jnp.asarray(U)
+    U = U.reshape(U.shape[:-2] + (1,) * inner_axes + U.shape[-2:]) if U.ndim > 2 else U
+    qu = U if Q is None else Q @ U
+    ku = U if K is None else K @ U
+    return jnp.swapaxes(qu, -1, -2) @ ku
+
+
+def span_weights(Q, K, V, U) -> tuple[None, Array | None, Array | None] | None:
+    """Q', K', V' of an attention acting on span coordinates y = x U, or None where the span is not invariant.
+
+    With V = λI every value V x_j = λ x_j lies in the span of the tokens; the logits become
+    ⟨y_i, M y_j⟩ with M = UᵀQᵀK U (Q' = None, K' = M), and V' = λI_r. ``U`` is an orthonormal frame
+    (d, r) or one per member (B, d, r), or the int r when the frame is left unspecified: then only
+    Q = K = identity (a rotation-equivariant field, the same for every frame) reduces.
+    """
+    scale = identity_scale(V)
+    if scale is None:
+        return None
+    r = span_rank(U)
+    if Q is not None or K is not None:
+        if isinstance(U, (int, np.integer)):
+            return None
+        d = (Q if Q is not None else K).shape[-1]
+        if np.shape(U)[-2] != d:
+            raise ValueError(f"the frame U has shape {np.shape(U)} but the weights act on d = {d}: expected (..., {d}, r)")
+    Vr = None if V is None else scale[..., None, None] * jnp.eye(r, dtype=V.dtype)
+    return None, span_kernel(Q, K, U), Vr
+
+
+def _is_none(a) -> bool:
+    return a is None
+
+
 class Field(eqx.Module):
     """A vector field on configurations x of shape (n, d).
 
@@ -177,6 +242,18 @@ class Field(eqx.Module):
     def directions(self, x: Float[Array, "... n d"]) -> Float[Array, "... n d"]:
         """The tokens' directions on the sphere, on which clusters and inner products are measured."""
         return normalize(x) if self.geometry != "sphere" else x
+
+    def in_span(self, U) -> "Field | None":
+        """This field acting on the coordinates y ∈ R^r of the span of U's columns, or None.
+
+        U is an orthonormal frame (d, r), or one per ensemble member (B, d, r), whose span holds the
+        tokens; or the int r, a frame left unspecified (only fields that are the same in every frame
+        reduce then). The result g satisfies field(t, y Uᵀ) = g(t, y) Uᵀ, so the particles never leave
+        the span and g moves their coordinates exactly; inner products, hence every statistic, are
+        those of y. None (this default) wherever the span is not invariant or that cannot be proven:
+        general V, noise, feed-forward terms, angles on the circle.
+        """
+        return None
 
     def __add__(self, other: "Field") -> "Sum":
         if not isinstance(other, Field):
@@ -222,6 +299,11 @@ class Sum(Field):
     def check(self, n, d, dtype):
         for f in self.terms:
             f.check(n, d, dtype)
+
+    def in_span(self, U):
+        """The sum of the terms' reductions, if every term reduces (the span is invariant under each)."""
+        terms = [f.in_span(U) for f in self.terms]
+        return None if any(f is None for f in terms) else Sum(*terms)
 
 
 def ensemble_axes(field: Field) -> tuple[Field, int | None]:
@@ -320,6 +402,18 @@ class Attention(Field):
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:
         check_weights(self.Q, self.K, self.V, d)
+
+    def in_span(self, U) -> "Attention | None":
+        """With V = λI (or None): the same attention on y = x U, with K' = UᵀQᵀK U (r × r), Q' = I, V' = λI_r.
+
+        Every velocity Σ_j A_ij λ x_j, projected or not, is a combination of the tokens, whatever Q, K
+        and the mask; the logits ⟨Q x_i, K x_j⟩ = ⟨y_i, K' y_j⟩ are unchanged. Q = K = identity stays
+        the identity: the reduced field is this field at dimension r. None for any other V.
+        """
+        weights = span_weights(self.Q, self.K, self.V, U)
+        if weights is None:
+            return None
+        return eqx.tree_at(lambda f: (f.Q, f.K, f.V), self, weights, is_leaf=_is_none)
 
     def kernel_norm(self) -> float:
         """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities; max over members)."""

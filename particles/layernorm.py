@@ -75,6 +75,13 @@ class _Wrapper(Field):
     def check(self, n: int, d: int, dtype) -> None:
         self.inner.check(n, d, dtype)
 
+    def in_span(self, U) -> "Field | None":
+        """The same scheme around the sublayer's reduction: every scheme feeds the sublayer the tokens
+        or their directions and adds a multiple of its output, so the span is invariant when the
+        sublayer's is (for the rescaled no-LN form, e^{−tV} = e^{−λt} keeps it too)."""
+        inner = self.inner.in_span(U)
+        return None if inner is None else eqx.tree_at(lambda f: f.inner, self, inner)
+
 
 class PostLN(_Wrapper):
     """Post-LN, the sphere model of [GLPR] (2.3): ẋ_i = P_{x_i} A_i(X).

@@ -28,7 +28,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._checks import check_int, check_real
-from .fields import Attention, Field, _as_matrix
+from .fields import Attention, Field, _as_matrix, identity_scale, span_kernel, span_rank, span_weights
 from .weights import member_keys, sample_weights
 
 __all__ = ["LayerWise"]
@@ -38,6 +38,10 @@ _NAMES = ("Q", "K", "V")
 
 def _is_none(v) -> bool:
     return v is None
+
+
+def _one_layer(m):
+    return None if m is None else m[..., None, :, :]
 
 
 def _with_weights(inner: Attention, Q=None, K=None, V=None) -> Attention:
@@ -149,6 +153,40 @@ class LayerWise(Field):
     def kernel_norm(self) -> float:
         """Largest ‖QᵀK‖₂ over layers (and members)."""
         return _with_weights(self.inner, self.Qs, self.Ks, self.Vs).kernel_norm()
+
+    def in_span(self, U) -> "LayerWise | None":
+        """The layers' reductions, when every layer's V is a multiple of the identity (Vs, or inner's V).
+
+        Layer ℓ becomes the inner attention on y = x U with K'_ℓ = UᵀQ_ℓᵀK_ℓ U and V'_ℓ = λ_ℓ I_r (as
+        ``Attention.in_span``); the layer boundaries are unchanged. None as soon as one layer's V is
+        not λI (the random ensembles but ``repulsive``), or for an unspecified frame (int U) when
+        some layer's Q, K are not identities.
+        """
+        r = span_rank(U)
+        if self.Vs is not None:
+            scale = identity_scale(self.Vs)
+            if scale is None:
+                return None
+            Vs, inner_v = scale[..., None, None] * jnp.eye(r, dtype=self.Vs.dtype), None  # every layer sets V
+        else:
+            own = span_weights(None, None, self.inner.V, r)
+            if own is None:
+                return None
+            Vs, inner_v = None, own[2]
+        if self.Qs is None and self.Ks is None:
+            own = span_weights(self.inner.Q, self.inner.K, None, U)
+            if own is None:
+                return None
+            Ks, inner_qk = None, own[:2]
+        elif isinstance(U, (int, np.integer)):
+            return None
+        else:
+            # a layer without its own Q (or K) uses inner's, the same in every layer: a layer axis of 1
+            Q = self.Qs if self.Qs is not None else _one_layer(self.inner.Q)
+            K = self.Ks if self.Ks is not None else _one_layer(self.inner.K)
+            Ks, inner_qk = span_kernel(Q, K, U, inner_axes=1), (None, None)
+        inner = eqx.tree_at(lambda f: (f.Q, f.K, f.V), self.inner, (*inner_qk, inner_v), is_leaf=_is_none)
+        return LayerWise(inner, Ks=Ks, Vs=Vs, tau=self.tau)
 
     # -- constructors --------------------------------------------------------------------------
     @classmethod

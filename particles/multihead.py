@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._checks import check_choice, check_int
-from .fields import _MASKS, Field, _as_beta, _as_matrix
+from .fields import _MASKS, Field, _as_beta, _as_matrix, identity_scale, span_kernel
 
 _MODELS = ("sa", "usa", "usa-rescaled")
 
@@ -125,6 +125,26 @@ class MultiHead(Field):
         # A^h x first, then V_h: O(H n² d + H n d²) and no (H, n, d) stack of V_h x_j kept around
         mixed = jnp.einsum("hij,jd->hid", w, x)
         return jnp.einsum("hed,hid->ie", self.V.astype(x.dtype), mixed)
+
+    def in_span(self, U) -> "MultiHead | None":
+        """With every V_h = λ_h I: the same heads on y = x U, Q'_h = I_r, K'_h = UᵀQ_hᵀK_h U, V'_h = λ_h I_r.
+
+        Each head's output Σ_j A^h_ij λ_h x_j is a combination of the tokens whatever Q_h, K_h (the
+        coordinate blocks of ``identity`` included, whose V_h = I/H); the logits are unchanged. None
+        when some V_h is not a multiple of the identity (e.g. a projection onto a block), or for a
+        frame left unspecified (an int U: Q_h, K_h need the frame).
+        """
+        scale = identity_scale(self.V)
+        if scale is None or isinstance(U, (int, np.integer)):
+            return None
+        if np.shape(U)[-2] != self.Q.shape[-1]:
+            raise ValueError(f"the frame U has shape {np.shape(U)} but the heads act on d = {self.Q.shape[-1]}")
+        K = span_kernel(self.Q, self.K, U, inner_axes=1)
+        r = K.shape[-1]
+        eye = jnp.eye(r, dtype=K.dtype)
+        Q = jnp.broadcast_to(eye, (self.heads, r, r))
+        V = scale[..., None, None] * eye
+        return eqx.tree_at(lambda f: (f.Q, f.K, f.V), self, (Q, K, V))
 
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:

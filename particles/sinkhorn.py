@@ -104,6 +104,16 @@ class Sinkhorn(Attention):
         self.tol = check_real("tol", tol, 0.0, strict_min=True)
         self.max_iter = check_int("max_iter", max_iter, 1)
 
+    def in_span(self, U) -> "Sinkhorn | None":
+        """As ``Attention.in_span``: S mixes the values λ x_j, so with V = λI the span of the tokens is invariant.
+
+        A symmetric kernel's K' = UᵀQᵀQ U is symmetrized, as the symmetric iteration assumes.
+        """
+        reduced = super().in_span(U)
+        if reduced is None or reduced.K is None or not self.symmetric:
+            return reduced
+        return eqx.tree_at(lambda f: f.K, reduced, 0.5 * (reduced.K + jnp.swapaxes(reduced.K, -1, -2)))
+
     def potentials(self, x: Float[Array, "n d"]):
         """Sinkhorn potentials (f, g), final marginal error and sweeps used, for configuration x."""
         return sinkhorn_potentials(self.logits(x), self.tol, self.max_iter, self.symmetric)

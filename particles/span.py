@@ -1,0 +1,139 @@
+"""Configurations in the span of their tokens: coordinates y ∈ R^{n×r} in an orthonormal frame U (d × r).
+
+With V = λI the attention velocities are combinations of the tokens, so the particles never leave
+the span of x_1(0), …, x_n(0) (``Field.in_span``). Writing x = y Uᵀ with U ∈ R^{d×r} orthonormal
+columns spanning it, inner products are those of the coordinates, ⟨x_i, x_j⟩ = ⟨y_i, y_j⟩, so a run
+with d > n can move y ∈ (S^{r−1})^n (r ≤ n) instead of x and map states back only where they are saved.
+
+Uniform initial conditions directly in reduced form, exactly in law (``uniform``). Let G be an n × d
+matrix of independent N(0, 1) entries, d ≥ n, so that x_i = g_i / ‖g_i‖ are n independent uniform
+points of S^{d−1}. Its Gram matrix G Gᵀ is Wishart(d, I_n), and by the Bartlett decomposition
+(M. S. Bartlett, Proc. Roy. Soc. Edinburgh 53 (1933) 260–283; R. J. Muirhead, *Aspects of
+Multivariate Statistical Theory*, Wiley 1982, §3.2) its Cholesky factor L (G Gᵀ = L Lᵀ, L lower
+triangular with a positive diagonal) has independent entries
+
+    L_ii² ~ χ²_{d−i+1}  (i = 1 … n),     L_ij ~ N(0, 1)  (i > j),     L_ij = 0  (i < j).
+
+Then W = Gᵀ L^{−T} (d × n) has orthonormal columns and G = L Wᵀ, so x_i = (L_i / ‖L_i‖) Wᵀ: the rows
+y_i = L_i / ‖L_i‖ are the coordinates of the x_i in the frame W. Drawing L costs O(n²) per member,
+whatever d. W is Haar-distributed on the Stiefel manifold and independent of L (for any orthogonal
+O, G O has the law of G and Cholesky factor L, with frame Oᵀ W), so x = y Uᵀ with U drawn by
+``haar_frame`` independently of y has exactly the law of n independent uniform points: that is how
+states of such a run are written in R^d, and how random Q, K enter its reduced field (K' = UᵀQᵀK U).
+Note that y_1 = e_1 always: the law of y is not rotation-invariant in R^n, only the joint law of
+(y Uᵀ) is that of the uniform sample, and so is that of every inner product.
+
+Any other configuration (orthogonal, equiangular, cap, clusters, a file) is reduced by a QR
+factorization of xᵀ (``span_basis``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._checks import check_int
+from .init import check_seed
+from .sphere import normalize
+
+__all__ = ["uniform", "haar_frame", "span_basis", "to_ambient"]
+
+
+def _key(key):
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return jax.random.key(check_seed(key))
+    return key
+
+
+def _dtype(dtype):
+    dt = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
+    if not jnp.issubdtype(dt, jnp.floating):
+        raise ValueError(f"dtype must be a floating type such as 'float32' or 'float64', got {dt.name}")
+    return dt
+
+
+def _bartlett_rows(key, n: int, d: int):
+    """L_i / ‖L_i‖ for the Bartlett factor L of a Wishart(d, I_n) matrix (module docstring)."""
+    k_diag, k_low = jax.random.split(key)
+    f = jnp.result_type(float)
+    df = (d - jnp.arange(n)).astype(f)  # d − i + 1 for i = 1 … n
+    diagonal = jnp.sqrt(jax.random.chisquare(k_diag, df, shape=(n,), dtype=f))
+    below = jnp.tril(jax.random.normal(k_low, (n, n), f), -1)
+    return normalize(below + jnp.diag(diagonal))
+
+
+def _haar(key, d: int, r: int):
+    """r orthonormal columns of R^d, Haar-distributed: QR of a Gaussian d × r matrix, signs fixed by R's diagonal."""
+    q, rr = jnp.linalg.qr(jax.random.normal(key, (d, r), jnp.result_type(float)))
+    return q * jnp.sign(jnp.diagonal(rr))
+
+
+@functools.partial(jax.jit, static_argnames=("sample", "batch", "dtype", "shape"))
+def _draw(key, *, sample, batch, dtype, shape):
+    if batch is None:
+        return sample(key, *shape).astype(dtype)
+    return jax.vmap(lambda k: sample(k, *shape))(jax.random.split(key, batch)).astype(dtype)
+
+
+def _keys_or_key(key, batch):
+    if batch is not None:
+        batch = check_int("batch", batch, 1)
+    return _key(key), batch
+
+
+def uniform(key, n: int, d: int, *, batch: int | None = None, dtype=None) -> Float[Array, "... n n"]:
+    """Coordinates y (n × n) of n independent uniform points of S^{d−1} (d ≥ n) in a frame of their span.
+
+    Exactly in law: x = y Uᵀ, with U a ``haar_frame(key', d, n)`` independent of y, has the law of
+    ``init.uniform(key, n, d)`` (Bartlett decomposition, module docstring); the inner products
+    ⟨y_i, y_j⟩ have the law of the ⟨x_i, x_j⟩ without U. O(n²) per draw, independent of d. The same
+    key does not give the same points as ``init.uniform``, only the same distribution. ``batch``:
+    independent draws from ``batch`` keys split off ``key``, shape (batch, n, n).
+    """
+    n, d = check_int("n", n, 1), check_int("d", d, 2)
+    if d < n:
+        raise ValueError(f"uniform in the span needs d ≥ n (the span of n points of R^d has dimension n), "
+                         f"got n = {n}, d = {d}")
+    key, batch = _keys_or_key(key, batch)
+    return _draw(key, sample=_bartlett_rows, batch=batch, dtype=_dtype(dtype), shape=(n, d))
+
+
+def haar_frame(key, d: int, r: int, *, batch: int | None = None, dtype=None) -> Float[Array, "... d r"]:
+    """A Haar-distributed orthonormal frame U (d × r, UᵀU = I_r) of R^d; (batch, d, r) with ``batch``."""
+    d, r = check_int("d", d, 1), check_int("r", r, 1)
+    if r > d:
+        raise ValueError(f"a frame of r orthonormal vectors in R^d needs r ≤ d, got r = {r}, d = {d}")
+    key, batch = _keys_or_key(key, batch)
+    return _draw(key, sample=_haar, batch=batch, dtype=_dtype(dtype), shape=(d, r))
+
+
+@jax.jit
+def span_basis(x: Float[Array, "... n d"]) -> tuple[Float[Array, "... d r"], Float[Array, "... n r"]]:
+    """(U, y): an orthonormal frame U of a span holding the rows of x, and their coordinates y = x U.
+
+    QR of xᵀ = U R (reduced), r = min(n, d) columns; x = y Uᵀ to rounding, whatever the rank of x
+    (U's span contains the rows; for x of rank < r it is larger than their span). Batched over
+    leading axes: x (B, n, d) gives U (B, d, r) and y (B, n, r).
+    """
+    x = jnp.asarray(x)
+    U, _ = jnp.linalg.qr(jnp.swapaxes(x, -1, -2))
+    return U, x @ U
+
+
+def to_ambient(y: Float[Array, "... n r"], U: Float[Array, "... d r"]) -> Float[Array, "... n d"]:
+    """x = y Uᵀ: coordinates back in R^d.
+
+    U's leading (member) axes are those of y; axes of y between them and (n, r), such as the save
+    times of a trajectory (B, T, n, r) with U (B, d, r), share their member's frame.
+    """
+    y, U = jnp.asarray(y), jnp.asarray(U)
+    extra = y.ndim - U.ndim
+    if extra < 0:
+        raise ValueError(f"y of shape {y.shape} has fewer axes than the frame U of shape {U.shape}")
+    if U.ndim > 2:
+        U = U.reshape(U.shape[:-2] + (1,) * extra + U.shape[-2:])
+    return y @ jnp.swapaxes(U, -1, -2)
