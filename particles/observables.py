@@ -24,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ._checks import check_int, check_real
-from .sphere import inner_products, pairwise_gaps, small_d_gaps
+from .sphere import SMALL_D, inner_products, pairwise_gaps, small_d_gaps
 
 __all__ = [
     "cluster_labels",
@@ -232,7 +232,29 @@ def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, "..."]
     n = x.shape[-2]
     if n == 1:
         return _nan_unless(ok, jnp.ones(x.shape[:-2]))
-    return _nan_unless(ok, _clustered_fraction(x, _close(small_d_gaps(x), delta)))
+    return _nan_unless(ok, _clustered_fraction(x, _close(_gaps_against(x, delta), delta)))
+
+
+GRAM_MARGIN = 100.0
+"""The Gram matrix decides gaps ≤ δ where δ ≥ GRAM_MARGIN · d · ε (``_gaps_against``)."""
+
+
+def _gaps_against(x: Float[Array, "... n d"], delta) -> Float[Array, "... n n"]:
+    """The gaps 1 − ⟨x_i, x_j⟩ as precise as a comparison with ``delta`` needs them.
+
+    For d > ``SMALL_D`` and a known δ ≥ GRAM_MARGIN · d · ε (ε of x's precision), from the Gram
+    matrix: one batched matrix product, ≈ 4× cheaper at n = d = 32 than the squared distances
+    ½‖x_i − x_j‖², whose (n, n, d) differences XLA reduces over their short minor axis. Each
+    entry of 1 − G is then within d·ε of its value, so only a pair whose gap lies within 1% of δ
+    can be counted on the other side. Otherwise (small d, a δ near the rounding, or a traced δ)
+    the squared distances, accurate to relative precision (``sphere.pairwise_gaps``).
+    """
+    d = x.shape[-1]
+    if d > SMALL_D and not isinstance(delta, jax.core.Tracer):
+        eps = float(jnp.finfo(jnp.result_type(x.dtype, jnp.float32)).eps)
+        if float(np.min(np.asarray(delta))) >= GRAM_MARGIN * d * eps:
+            return 1.0 - inner_products(x)
+    return small_d_gaps(x)
 
 
 def clustered_fraction_of_angles(theta: Float[Array, "... n 1"], delta) -> Float[Array, "..."]:

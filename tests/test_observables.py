@@ -333,3 +333,28 @@ def test_bad_arguments_are_named():
         inner_product_histogram(x, 0)
     with pytest.raises(ValueError, match="shape"):
         order_parameter(np.ones(3))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_clustered_fraction_from_the_gram_matrix_counts_every_pair_away_from_delta(dtype):
+    # d > SMALL_D and δ far above d·ε: the count comes from 1 − G (one matrix product); it must equal
+    # the exact count of float64 squared distances for every pair not within 1% of δ
+    from attnflow.particles.observables import GRAM_MARGIN
+
+    rng = np.random.default_rng(11)
+    n, d, delta = 32, 32, 1e-3
+    centers = rng.normal(size=(6, 1, d))
+    x = centers + rng.normal(size=(6, n, d)) * rng.choice([1e-3, 2e-2, 1.0], size=(6, n, 1))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    gaps = 0.5 * np.sum((x[:, :, None] - x[:, None]) ** 2, axis=-1)
+    assert np.any((gaps < delta) & ~np.eye(n, dtype=bool)) and np.any(gaps > delta)
+    exact = (gaps <= delta).sum(axis=(1, 2)) - n  # ordered pairs i ≠ j
+    near = np.abs(gaps - delta) <= 0.01 * delta
+    assert delta >= GRAM_MARGIN * d * np.finfo(dtype).eps
+    got = np.asarray(af.clustered_fraction(jnp.asarray(x, dtype), delta))
+    for m in range(6):
+        if not near[m].any():
+            assert round(float(got[m]) * n * (n - 1)) == exact[m]
+    # under jit with a traced δ the squared distances decide, as for δ near the rounding
+    traced = np.asarray(jax.jit(af.clustered_fraction)(jnp.asarray(x, dtype), delta))
+    np.testing.assert_allclose(traced, got, atol=1e-12)
