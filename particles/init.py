@@ -34,13 +34,15 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
-def _key(key):
-    if isinstance(key, (int, np.integer)):
+def as_key(key):
+    """A jax.random key from a key or an int seed (checked to [0, 2**63 − 1])."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         return jax.random.key(check_seed(key))
     return key
 
 
-def _dtype(dtype):
+def float_dtype(dtype):
+    """The floating dtype of a draw (default: JAX's float, float64 under attnflow); ValueError otherwise."""
     dt = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
     if not jnp.issubdtype(dt, jnp.floating):
         raise ValueError(f"dtype must be a floating type such as 'float32' or 'float64', got {dt.name}")
@@ -54,8 +56,8 @@ def _batched(sample, key, batch, dtype, arrays=(), static=()):
     one compiled program per sampler and shapes (drawn eagerly, each of its operations would be
     compiled on its own for every new shape: ≈ 0.7 s for a uniform draw).
     """
-    key = _key(key)
-    dt = _dtype(dtype)
+    key = as_key(key)
+    dt = float_dtype(dtype)
     if batch is not None:
         batch = check_int("batch", batch, 1)
     return _draw(key, tuple(arrays), sample=sample, batch=batch, dtype=dt, static=tuple(static))
@@ -253,4 +255,4 @@ def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:
     if unit and np.any(norms == 0):
         bad = np.argwhere(norms == 0)[0].tolist()
         raise ValueError(f"initial configuration has a zero row at index {bad}; rows must be nonzero vectors")
-    return jnp.asarray(arr / norms[..., None] if unit else arr, dtype=_dtype(dtype))
+    return jnp.asarray(arr / norms[..., None] if unit else arr, dtype=float_dtype(dtype))

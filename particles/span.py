@@ -33,27 +33,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 from ._checks import check_int
-from .init import check_seed
+from .init import as_key, float_dtype
 from .sphere import normalize
 
 __all__ = ["uniform", "haar_frame", "span_basis", "to_ambient"]
-
-
-def _key(key):
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.key(check_seed(key))
-    return key
-
-
-def _dtype(dtype):
-    dt = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
-    if not jnp.issubdtype(dt, jnp.floating):
-        raise ValueError(f"dtype must be a floating type such as 'float32' or 'float64', got {dt.name}")
-    return dt
 
 
 def _bartlett_rows(key, n: int, d: int):
@@ -82,7 +68,7 @@ def _draw(key, *, sample, batch, dtype, shape):
 def _keys_or_key(key, batch):
     if batch is not None:
         batch = check_int("batch", batch, 1)
-    return _key(key), batch
+    return as_key(key), batch
 
 
 def uniform(key, n: int, d: int, *, batch: int | None = None, dtype=None) -> Float[Array, "... n n"]:
@@ -99,7 +85,7 @@ def uniform(key, n: int, d: int, *, batch: int | None = None, dtype=None) -> Flo
         raise ValueError(f"uniform in the span needs d ≥ n (the span of n points of R^d has dimension n), "
                          f"got n = {n}, d = {d}")
     key, batch = _keys_or_key(key, batch)
-    return _draw(key, sample=_bartlett_rows, batch=batch, dtype=_dtype(dtype), shape=(n, d))
+    return _draw(key, sample=_bartlett_rows, batch=batch, dtype=float_dtype(dtype), shape=(n, d))
 
 
 def haar_frame(key, d: int, r: int, *, batch: int | None = None, dtype=None) -> Float[Array, "... d r"]:
@@ -108,7 +94,7 @@ def haar_frame(key, d: int, r: int, *, batch: int | None = None, dtype=None) -> 
     if r > d:
         raise ValueError(f"a frame of r orthonormal vectors in R^d needs r ≤ d, got r = {r}, d = {d}")
     key, batch = _keys_or_key(key, batch)
-    return _draw(key, sample=_haar, batch=batch, dtype=_dtype(dtype), shape=(d, r))
+    return _draw(key, sample=_haar, batch=batch, dtype=float_dtype(dtype), shape=(d, r))
 
 
 @jax.jit

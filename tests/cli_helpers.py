@@ -9,6 +9,19 @@ from pathlib import Path
 
 from attnflow.experiments.cli import main
 
+SMALL = """\
+model = "sa"
+n = 6
+d = 3
+beta = [1.0, 3.0]
+seeds = 2
+t1 = 2.0
+n_save = 5
+solver = "rk4"
+dt = 0.05
+"""
+"""A small run (6 tokens in R^3, 2 β × 2 seeds, RK4 to t = 2): a second or two, compiled."""
+
 
 def cli(argv) -> tuple[int, str, str]:
     """Run the command line in-process: (exit status, stdout, stderr). argparse's own exits count too."""

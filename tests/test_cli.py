@@ -25,19 +25,8 @@ from attnflow.experiments import builtin, runner, store, validate
 from attnflow.experiments.builtin import Check
 from attnflow.experiments.cli import main
 from attnflow.experiments.config import KEYS, load_config
-from cli_helpers import cli, tree
+from cli_helpers import SMALL, cli, tree
 
-SMALL = """\
-model = "sa"
-n = 6
-d = 3
-beta = [1.0, 3.0]
-seeds = 2
-t1 = 2.0
-n_save = 5
-solver = "rk4"
-dt = 0.05
-"""
 N, D, BETAS, SEEDS, T1, N_SAVE, DT, DELTA = 6, 3, [1.0, 3.0], 2, 2.0, 5, 0.05, 1e-3
 CONTRACT_KEYS = {"config", "times", "mean_inner_product", "min_inner_product", "clustered_fraction", "n_clusters",
                  "energy", "t_clustered", "steps", "wall_time_s", "versions"}

@@ -30,21 +30,10 @@ import attnflow as af
 from attnflow.experiments import builtin, memory, runner, store
 from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid, to_toml
 from attnflow.particles import LayerWise
-from cli_helpers import cli, tree
+from cli_helpers import SMALL, cli, tree
 
 SENTINEL = "UNPICKLED"  # created in the working directory if anything ever unpickles our files
 
-SMALL = """\
-model = "sa"
-n = 6
-d = 3
-beta = [1.0, 3.0]
-seeds = 2
-t1 = 2.0
-n_save = 5
-solver = "rk4"
-dt = 0.05
-"""
 
 SOLVER_CHOICES = "'euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5'"
 INIT_CHOICES = "'uniform', 'orthogonal', 'equiangular', 'cap', 'clusters', 'file', 'angles'"

@@ -19,19 +19,8 @@ from attnflow.experiments import preflight
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.solvers.dense import grid, grid_steps, steps_to_cover
 from attnflow.solvers.simulation import MAX_COUNTED_STEPS
-from cli_helpers import cli, tree
+from cli_helpers import SMALL, cli, tree
 
-SMALL = """\
-model = "sa"
-n = 6
-d = 3
-beta = [1.0, 3.0]
-seeds = 2
-t1 = 2.0
-n_save = 5
-solver = "rk4"
-dt = 0.05
-"""
 
 SEED_MAX = 2**63 - 1
 
