@@ -53,3 +53,46 @@ def sa_euler(x: np.ndarray, beta: float, t1: float, dt: float = DT, *, checkpoin
 def phase_diagram(x0: np.ndarray, betas, t1: float = 30.0, dt: float = DT, **kw) -> np.ndarray:
     """The authors' loop: one β at a time over the whole ensemble; returns fractions (β, checkpoints)."""
     return np.stack([sa_euler(x0, float(beta), t1, dt, **kw)[1].mean(axis=1) for beta in betas])
+
+
+def weighted_euler(x: np.ndarray, beta: float, t1: float, Q=None, K=None, V=None, dt: float = DT, *,
+                   checkpoints: int = 200, delta: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """SA with per-member random weights ([GLPR] Fig. 5), the authors' way: Euler dt = 0.1, rows renormalized.
+
+    x (B, n, d); Q, K (B, k, d) and V (B, d, d), or None for the identity. Like the authors' script
+    (it draws the bilinear form QᵀK itself), QᵀK is formed once per member, so the logits
+    β⟨Q x_i, K x_j⟩ = β x_iᵀ(QᵀK)x_j cost one d×d product per step; the values are V x_j, applied
+    after the attention (A X)Vᵀ = A(X Vᵀ). The step is projected on the tangent space, as in
+    ``sa_euler`` and attnflow's "euler" (theirs adds it unprojected; the two differ by O(dt²) in step
+    length only). Returns the final states and the clustered fraction (checkpoints, B).
+    """
+    x = np.array(x, dtype=np.float64)
+    b, n, d = x.shape
+
+    def stack(m):
+        return np.broadcast_to(np.eye(d), (b, d, d)) if m is None else np.asarray(m, dtype=np.float64)
+
+    # x_i M x_jᵀ with M = QᵀK: (x M) xᵀ
+    M = np.ascontiguousarray(np.swapaxes(stack(Q), 1, 2) @ stack(K)) if Q is not None or K is not None else None
+    Vt = None if V is None else np.ascontiguousarray(np.swapaxes(stack(V), 1, 2))
+    steps = int(round(t1 / dt))
+    record = set(np.linspace(0, steps, checkpoints, dtype=int).tolist())
+    off = ~np.eye(n, dtype=bool)
+    fractions = []
+    for k in range(steps + 1):
+        xt = np.swapaxes(x, 1, 2)
+        if k in record:
+            fractions.append(np.mean((x @ xt)[:, off] > 1.0 - delta, axis=1))
+        if k == steps:
+            break
+        w = (x if M is None else x @ M) @ xt
+        w *= beta
+        np.exp(w, out=w)
+        w /= w.sum(axis=2, keepdims=True)
+        y = w @ x
+        if Vt is not None:
+            y = y @ Vt
+        v = y - np.sum(y * x, axis=2, keepdims=True) * x
+        x = x + dt * v
+        x /= np.linalg.norm(x, axis=2, keepdims=True)
+    return x, np.asarray(fractions)

@@ -158,13 +158,188 @@ def accuracy_usa(n: int = 32, members: int = 8, t1: float = 5.0) -> dict:
     return out
 
 
+
+# -- fig5: random weights, d = 128 ------------------------------------------------------------
+
+FIG5 = EXPERIMENTS["fig5-random-matrices"]
+FIG5_ENSEMBLES = tuple(FIG5.grid["weights"])
+# fig5's method in simulate's terms (its defaults: rk4 dt = 0.25 dense, float32, stopped at consensus δ/2)
+FIG5_METHOD = dict(solver="rk4", dt=0.25, dense=True, dtype="float32", stop=True)
+# candidates of the accuracy table: simulate's keywords, "stop" = stop_when_clustered at δ/2 as the runner does
+FIG5_CANDIDATES = {
+    "Euler dt 0.1 f64 (authors)": dict(solver="euler", dt=baseline.DT),
+    "tsit5 rtol 1e-6 f64 (before)": dict(solver="tsit5"),
+    "rk4 dt 0.75 dense f32 (fig3's)": dict(solver="rk4", dt=0.75, dense=True, dtype="float32"),
+    "rk4 dt 0.5 dense f32": dict(solver="rk4", dt=0.5, dense=True, dtype="float32"),
+    "rk4 dt 0.25 dense f32": dict(solver="rk4", dt=0.25, dense=True, dtype="float32"),
+    "ab4 dt 0.25 f32": dict(solver="ab4", dt=0.25, dtype="float32"),
+    "tsit5 rtol 1e-3 f32": dict(solver="tsit5", rtol=1e-3, atol=1e-6, dtype="float32"),
+    "rk4 dt 0.3 dense f32, stop": dict(solver="rk4", dt=0.3, dense=True, dtype="float32", stop=True),
+    "rk4 dt 0.25 dense f32, stop (fig5)": FIG5_METHOD,
+}
+# field evaluations per step (tsit5: accepted steps, FSAL; its rejected steps come on top)
+_EVALS_PER_STEP = {"euler": 1, "rk4": 4, "ab4": 1, "tsit5": 6, "dopri5": 6}
+
+
+def _fig5_config(weights: str, seeds: int, extra=()):
+    return load_config(None, [f"weights={weights}", f"seeds={seeds}", "progress=false", *extra], base=FIG5.defaults)
+
+
+def _fig5_members(weights: str, members: int, beta: float, d: int = 128):
+    """fig5's first ``members`` seeds of one ensemble at one β, as the runner draws them: (x0 float64, field)."""
+    c = _fig5_config(weights, members, ["dtype=float64"])
+    seeds = c.seed + np.arange(members)
+    return runner.initial_conditions(c, d), runner.build_field(c, np.full(members, beta), seeds, d)
+
+
+def accuracy_fig5(members: int = 16, t1: float = 30.0, betas=(1.0, 4.0, 9.0), candidates=None) -> dict:
+    """fig5's members (n = 32, d = 128, its random Q, K, V) against dopri8 at rtol 1e-11 (float64).
+
+    Per ensemble and β: the max and median over members of max_t |x − x_ref| at fig5's 201 save
+    times, the mean |Δ| of the clustered fraction at δ = 1e-3 over members and times, and the steps
+    per member. The authors' Euler is saved on its own grid (every step of 0.1; at 201 save times
+    attnflow's Euler would shorten its steps to land on them) against the reference there. A method
+    that stops a member at consensus holds its state from then on: its trajectory error is taken up
+    to that time, its clustered fraction at every time.
+    """
+    candidates = FIG5_CANDIDATES if candidates is None else candidates
+    ts = np.linspace(0.0, t1, FIG5.defaults["n_save"])
+    te = np.arange(round(t1 / baseline.DT) + 1) * baseline.DT
+    tall = np.union1d(ts, te)
+    delta = FIG5.defaults["delta"]
+    out = {}
+    for w in FIG5_ENSEMBLES:
+        for beta in betas:
+            x0, field = _fig5_members(w, members, beta)
+            ref_all = np.asarray(af.simulate(field, x0, t1, ts=tall, solver="dopri8", rtol=1e-11, atol=1e-13).xs)
+            refs = {False: ref_all[:, np.searchsorted(tall, ts)], True: ref_all[:, np.searchsorted(tall, te)]}
+            fracs = {k: np.asarray(af.clustered_fraction(v, delta)) for k, v in refs.items()}
+            row = {}
+            for name, kw in candidates.items():
+                kw = dict(kw)
+                stop = kw.pop("stop", False)
+                own = kw["solver"] == "euler"
+                grid = te if own else ts
+                sol = af.simulate(field, x0, t1, ts=grid, stop_when_clustered=delta / 2 if stop else None, **kw)
+                xs = np.asarray(sol.xs, dtype=np.float64)
+                held = grid[None, :] > np.asarray(sol.t_event)[:, None]  # saves after a member stopped
+                err = np.where(held[:, :, None, None], 0.0, np.abs(xs - refs[own])).max(axis=(1, 2, 3))
+                frac = np.mean(np.abs(np.asarray(af.clustered_fraction(xs, delta)) - fracs[own]))
+                steps = float(np.mean(sol.steps))
+                row[name] = dict(max=float(np.max(err)), median=float(np.median(err)), fraction=float(frac),
+                                 steps=steps, evals=steps * _EVALS_PER_STEP.get(kw["solver"], np.nan))
+            out[(w, beta)] = row
+    return out
+
+
+def fig5_acceptable(table: dict, reference: str = "Euler dt 0.1 f64 (authors)") -> dict:
+    """Per candidate: whether its max and median trajectory errors and its clustered-fraction error are
+    no larger than the authors' Euler's in every (ensemble, β) of ``accuracy_fig5``."""
+    names = next(iter(table.values())).keys()
+    return {name: all(row[name][k] <= row[reference][k] for row in table.values() for k in ("max", "median", "fraction"))
+            for name in names}
+
+
+# methods timed through the runner (fig5's defaults with these keys changed), same members, alternated
+FIG5_TIMED = {
+    "fig5 (rk4 dt 0.25 f32, stop)": (),
+    "the same without stopping": ("stop_when_clustered=false",),
+    "rk4 dt 0.3 f32, stop": ("dt=0.3",),
+    "the same in float64": ("dtype=float64",),
+    "tsit5 rtol 1e-3 f32": ("solver=tsit5", "dense=false", "dt=0", "rtol=1e-3", "atol=1e-6",
+                            "stop_when_clustered=false"),
+    "before: tsit5 rtol 1e-6 f64, every statistic": ("solver=tsit5", "dense=false", "dt=0", "dtype=float64",
+                                                      "stop_when_clustered=false",
+                                                      "statistics=pairs,clusters,energy"),
+}
+
+
+def speed_fig5_methods(seeds: int = 32, pairs=(0, 88), reps: int = 2, methods=None) -> dict:
+    """Per method: ms per member through ``runner.run`` on the same members (each ensemble, β pairs of
+    the grid at the given indices × ``seeds``), calls alternated between methods, the minimum of ``reps``
+    timed runs after one untimed (compiling) run; and the mean and largest steps per member."""
+    methods = FIG5_TIMED if methods is None else methods
+    grid = np.linspace(0.1, 9.0, 90)
+    configs = {(m, w, i): _fig5_config(w, seeds, [f"beta=[{float(grid[i])!r},{float(grid[i + 1])!r}]", *extra])
+               for m, extra in methods.items() for w in FIG5_ENSEMBLES for i in pairs}
+    times = {k: [] for k in configs}
+    steps = {k: runner.run(c).steps for k, c in configs.items()}
+    for _ in range(reps):
+        for k, c in configs.items():
+            t = time.perf_counter()
+            runner.run(c)
+            times[k].append(time.perf_counter() - t)
+    out = {}
+    for m in methods:
+        per = {w: float(np.mean([min(times[(m, w, i)]) for i in pairs]) / (2 * seeds) * 1e3) for w in FIG5_ENSEMBLES}
+        out[m] = dict(per_ensemble=per, ms=float(np.mean(list(per.values()))),
+                      steps=float(np.mean([steps[(m, w, i)] for w in FIG5_ENSEMBLES for i in pairs])),
+                      max_steps=int(np.max([steps[(m, w, i)] for w in FIG5_ENSEMBLES for i in pairs])))
+    return out
+
+
+def fig5_cell(seeds: int = 1024, pairs=(0, 30, 58, 88), baseline_seeds: int = 32) -> dict:
+    """Target: fig5 through ``runner.run`` with its defaults, against the authors' scheme on the same members.
+
+    The sample is whole compiled calls of the real run: the runner takes fig5's members β by β, 2048
+    (two neighbouring β × 1024 seeds) per call, and a call that stops its members at consensus ends
+    with its slowest member, so each sampled pair (grid indices ``pairs``, each ensemble) runs with
+    all ``seeds``; its per-member time stands for the grid around it. The first call of each
+    ensemble runs twice (compile estimate = first − second). The baseline (NumPy float64, Euler
+    dt = 0.1, its cost the same for every member) runs the first ``baseline_seeds`` seeds of each
+    sample at its first β, with the very same initial conditions and Q, K, V; half of its samples
+    before attnflow's calls, half after.
+    """
+    grid = np.linspace(0.1, 9.0, 90)
+    d = FIG5.defaults["d"]
+    samples = [(w, i) for w in FIG5_ENSEMBLES for i in pairs]
+    configs = {k: _fig5_config(k[0], seeds, [f"beta=[{float(grid[k[1]])!r},{float(grid[k[1] + 1])!r}]"]) for k in samples}
+
+    def base(ks):
+        spent, count = 0.0, 0
+        for w, i in ks:
+            c = configs[(w, i)]
+            x0 = np.asarray(runner.initial_conditions(c, d)[:baseline_seeds], dtype=np.float64)
+            f = runner.build_field(c, np.full(baseline_seeds, grid[i]), c.seed + np.arange(baseline_seeds), d)
+            t = time.perf_counter()
+            baseline.weighted_euler(x0, float(grid[i]), c.t1, f.Q, f.K, f.V)
+            spent += time.perf_counter() - t
+            count += baseline_seeds
+        return spent, count
+
+    b1, n1 = base(samples[::2])
+    ours, compile_s, steps = {}, 0.0, {}
+    for k in samples:
+        t = time.perf_counter()
+        result = runner.run(configs[k])
+        first = time.perf_counter() - t
+        if k[1] == pairs[0]:  # the ensemble's first call compiled: run it again
+            t = time.perf_counter()
+            result = runner.run(configs[k])
+            ours[k] = time.perf_counter() - t
+            compile_s += max(first - ours[k], 0.0)
+        else:
+            ours[k] = first
+        steps[k] = (float(np.mean(result.steps)), int(np.max(result.steps)))
+    b2, n2 = base(samples[1::2])
+    base_ms = (b1 + b2) / (n1 + n2) * 1e3
+    per = {k: v / (2 * seeds) * 1e3 for k, v in ours.items()}
+    ours_ms = float(np.mean(list(per.values())))
+    members = len(FIG5_ENSEMBLES) * len(grid) * FIG5.defaults["seeds"]
+    return dict(per_sample=per, steps=steps, ours_ms=ours_ms, baseline_ms=base_ms, ratio=base_ms / ours_ms,
+                compile_s=compile_s, figure_members=members, ours_figure_min=ours_ms * members / 6e4,
+                baseline_figure_h=base_ms * members / 3.6e6, seeds=seeds, pairs=tuple(pairs),
+                betas={i: (float(grid[i]), float(grid[i + 1])) for i in pairs}, baseline_members=n1 + n2)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="shrunk cells (256 seeds, 18 β) and short field runs")
     p.add_argument("--seeds", type=int, default=None)
     p.add_argument("--betas", type=int, default=None)
-    p.add_argument("--only", choices=("cell", "usa", "accuracy", "field", "startup", "grouping"), action="append",
-                   help="run only these parts (repeatable)")
+    p.add_argument("--only", choices=("cell", "usa", "accuracy", "field", "startup", "grouping", "fig5",
+                                      "fig5-accuracy"), action="append",
+                   help="run only these parts (repeatable); fig5 and fig5-accuracy (several minutes each) run only so")
     args = p.parse_args(argv)
     seeds = args.seeds or (256 if args.quick else 2048)
     n_betas = args.betas or (18 if args.quick else 90)
@@ -212,6 +387,42 @@ def main(argv=None) -> int:
         for beta, rows in acc.items():
             print(f"  β = {beta:g}: " + "   ".join(f"{k} {mx:.1e} / {md:.1e}, fraction {fr:.1e}"
                                                  for k, (mx, md, fr) in rows.items()))
+
+    if "fig5-accuracy" in parts:
+        members = 8 if args.quick else 16
+        table = accuracy_fig5(members=members)
+        ok = fig5_acceptable(table)
+        print(f"\nfig5 accuracy: n = 32, d = 128, {members} members (fig5's seeds, its Q, K, V) per ensemble and β, "
+              "201 saves over t ≤ 30; max / median over members of max_t |x − x_ref|, mean |Δ| of the clustered "
+              "fraction at δ = 1e-3, steps (field evaluations) per member; ref: dopri8 rtol 1e-11 f64")
+        for (w, beta), rows in table.items():
+            print(f"  {w}, β = {beta:g}")
+            for name, r in rows.items():
+                print(f"    {name:38s} {r['max']:.1e} / {r['median']:.1e}   fraction {r['fraction']:.1e}   "
+                      f"{r['steps']:.0f} steps ({r['evals']:.0f} evaluations)")
+        print("  no worse than the authors' Euler everywhere (max, median, fraction): "
+              + ", ".join(f"{name} {'yes' if good else 'no'}" for name, good in ok.items()))
+        speed = speed_fig5_methods(seeds=16 if args.quick else 32)
+        print("  speed through runner.run, same members (β pairs 0.1/0.2 and 8.9/9.0 of the grid, "
+              f"{16 if args.quick else 32} seeds each; a call stops with its slowest member): ms per member")
+        for name, r in speed.items():
+            print(f"    {name:46s} {r['ms']:6.2f}  (" + ", ".join(f"{w} {v:.2f}" for w, v in r["per_ensemble"].items())
+                  + f"; steps mean {r['steps']:.0f}, max {r['max_steps']})")
+
+    if "fig5" in parts:
+        cell = fig5_cell(seeds=256 if args.quick else 1024, pairs=(0, 88) if args.quick else (0, 30, 58, 88))
+        print(f"\nfig5-random-matrices: n = 32, d = 128, 201 saves, t ≤ 30; sampled calls of {2 * cell['seeds']} members "
+              f"(β pairs {', '.join(f'{a:.1f}/{b:.1f}' for a, b in cell['betas'].values())}) for each ensemble")
+        for (w, i), ms in cell["per_sample"].items():
+            mean, top = cell["steps"][(w, i)]
+            print(f"  {w:13s} β {cell['betas'][i][0]:.1f}/{cell['betas'][i][1]:.1f}: {ms:.2f} ms per member "
+                  f"(steps mean {mean:.0f}, max {top})")
+        print(f"  attnflow, fig5 defaults (rk4 dt 0.25 dense f32, stopped at consensus, clustered fraction): "
+              f"{cell['ours_ms']:.2f} ms per member + {cell['compile_s']:.1f} s compile")
+        print(f"  baseline (authors' scheme, NumPy f64, Euler dt = 0.1, {cell['baseline_members']} of the same members): "
+              f"{cell['baseline_ms']:.1f} ms per member")
+        print(f"  speed-up over the baseline: {cell['ratio']:.1f}×; the whole figure ({cell['figure_members']:,} members): "
+              f"attnflow ≈ {cell['ours_figure_min']:.0f} min, baseline ≈ {cell['baseline_figure_h']:.1f} h")
 
     if "field" in parts:
         import field
