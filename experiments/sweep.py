@@ -127,8 +127,8 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
             done = sum(store.is_complete(out / store.run_name(point)) for point, _ in points)
             keys = sorted({d.split(":", 1)[0] for diff in stale.values() for d in diff})
             first = next(iter(stale.values()))
-            raise ValueError(f"--resume: {len(stale)} of the {done} complete runs in {str(out)!r} were made with "
-                             f"another configuration (differing keys: {', '.join(keys)}; e.g. {'; '.join(first[:3])}); "
+            raise ValueError(f"cannot resume the sweep in {str(out)!r}: {len(stale)} of the {done} complete runs "
+                             f"there were made with another configuration (differing keys: {', '.join(keys)}; e.g. {'; '.join(first[:3])}); "
                              "pass --overwrite to replace them, or choose another --out")
     check_writable(out / "probe")
     return axes, points

@@ -439,7 +439,7 @@ def test_sweep_resume_with_another_configuration_is_refused_and_overwrite_replac
     with count_runs() as calls:
         rc, stdout, err = cli(base + ["--resume", "--set", "seed=7"])
     assert rc == 2 and stdout == "" and calls == []
-    assert "--resume: 4 of the 4 complete runs" in err and "differing keys: seed" in err
+    assert "cannot resume the sweep in" in err and "differing keys: seed" in err
     assert "seed: stored 0, requested 7" in err and "--overwrite" in err
     assert tree(out) == before
 

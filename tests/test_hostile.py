@@ -354,7 +354,7 @@ CASES = {
                                              ("'donesweep' already holds a sweep", "--resume", "--overwrite")),
     "out/sweep-resume-other-n": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--set", "n=16", "--out",
                                      "donesweep", "--resume"),
-                                    ("--resume: 2 of the 2 complete runs in 'donesweep'", "another configuration",
+                                    ("cannot resume the sweep in 'donesweep': 2 of the 2 complete runs", "another configuration",
                                      "differing keys: n", "n: stored 6, requested 16", "--overwrite")),
     "out/sweep-resume-other-solver": Cli(("sweep", "small.toml", "--grid", "beta=1,2,3", "--set", "solver=rk4",
                                           "--set", "dt=0.01", "--out", "donesweep", "--resume"),
@@ -365,7 +365,7 @@ CASES = {
     "out/sweep-resume-and-overwrite": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "donesweep",
                                            "--resume", "--overwrite"), ("--resume", "--overwrite", "give one")),
     "out/grid-experiment-rerun-other-config": Cli(("run", "fig5-random-matrices", "--quick", "--out", "fig5sweep"),
-                                                  ("--resume:", "'fig5sweep'", "differing keys: n",
+                                                  ("cannot resume the sweep in 'fig5sweep'", "differing keys: n",
                                                    "stored 5, requested", "--overwrite")),
     # ---- step counts and seeds: refused before anything runs, never zero steps or a wrapped seed -----
     "steps/dt-tiny": Cli(small("dt=1e-12"), ("solver 'rk4'", "needs at least 2e+12 steps", "max_steps = 1000000")),
