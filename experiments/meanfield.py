@@ -204,9 +204,10 @@ def density_heatmap(ts, density, *, beta=None, model="sa", title=None, path=None
     from matplotlib import colors as mcolors
 
     from . import plots
+    from .plots import style
 
-    ts = plots._axis_values("ts", ts)
-    density = plots._array("density", density, "(T, N)", 2)
+    ts = style.axis_values("ts", ts)
+    density = style.as_array("density", density, "(T, N)", 2)
     if density.shape[0] != ts.shape[0]:
         raise ValueError(f"density must have shape (T, N) with T = len(ts) = {ts.shape[0]}; got {density.shape}")
     N = density.shape[1]
@@ -219,18 +220,18 @@ def density_heatmap(ts, density, *, beta=None, model="sa", title=None, path=None
     vmin = max(float(finite[finite > 0].min()) if np.any(finite > 0) else vmax * 1e-3, vmax * 1e-3)
     shown = np.ma.masked_invalid(np.clip(density, vmin, None))
 
-    fig = plots._new_figure(7.2, 4.2)
+    fig = style.new_figure(7.2, 4.2)
     ax = fig.add_subplot()
-    mesh = ax.pcolormesh(plots._centers_to_edges(ts), edges, shown.T, cmap=plots.SEQUENTIAL_CMAP,
+    mesh = ax.pcolormesh(style.centers_to_edges(ts), edges, shown.T, cmap=plots.SEQUENTIAL_CMAP,
                          norm=mcolors.LogNorm(vmin=vmin, vmax=vmax), shading="flat", rasterized=True)
     ax.set_xlim(ts[0], ts[-1])
     ax.set_ylim(edges[0], edges[-1])
-    plots._angle_ticks(ax, edges[0], edges[-1])
+    style.angle_ticks(ax, edges[0], edges[-1])
     ax.set_xlabel(plots.TIME_LABEL)
     # one period, cut at the emptiest angle of the last time so that no cluster is split
     ax.set_ylabel(r"angle $\theta$ (rad, mod $2\pi$)")
     head = f"Mean-field density on the circle, {_MODEL_NAMES.get(model, model)}"
-    ax.set_title(plots._title(head, title, beta=beta))
+    ax.set_title(style.title_text(head, title, beta=beta))
     clipped = bool(np.any(finite < vmin))
     cbar = fig.colorbar(mesh, ax=ax, aspect=30, pad=0.02, extend="min" if clipped else "neither")
     cbar.set_label(r"density $\rho(\theta, t)$", fontsize=plots.LABEL_SIZE)
@@ -239,7 +240,7 @@ def density_heatmap(ts, density, *, beta=None, model="sa", title=None, path=None
         cbar.ax.axhline(uniform, color="white", linewidth=1.0)
         cbar.ax.annotate(r"$1/2\pi$", (0, uniform), xycoords=("axes fraction", "data"), xytext=(-3, 0),
                          textcoords="offset points", ha="right", va="center", fontsize=plots.TICK_SIZE)
-    return plots._finish(fig, path)
+    return style.finish(fig, path)
 
 
 def growth_rates_plot(betas, measured, *, model="sa", title=None, path=None):
@@ -249,12 +250,13 @@ def growth_rates_plot(betas, measured, *, model="sa", title=None, path=None):
     from matplotlib.lines import Line2D
 
     from . import plots
+    from .plots import style
 
     betas = np.asarray(betas, dtype=float)
     measured = np.asarray(measured, dtype=float)
     K = measured.shape[-1]
     k = np.arange(1, K + 1)
-    fig = plots._new_figure(6.2, 4.0)
+    fig = style.new_figure(6.2, 4.0)
     ax = fig.add_subplot()
     cmap = mpl.colormaps[plots.SEQUENTIAL_CMAP]
     for j, beta in enumerate(betas):
@@ -274,11 +276,11 @@ def growth_rates_plot(betas, measured, *, model="sa", title=None, path=None):
     ax.set_xticks(k)
     ax.set_xlabel(r"Fourier mode $k$")
     ax.set_ylabel(r"growth rate $\lambda_k$ (1/time)")
-    ax.set_title(plots._title(f"Linear growth at the uniform density, {_MODEL_NAMES.get(model, model)}", title,
-                              beta=betas[0] if len(betas) == 1 else None))
+    ax.set_title(style.title_text(f"Linear growth at the uniform density, {_MODEL_NAMES.get(model, model)}", title,
+                                  beta=betas[0] if len(betas) == 1 else None))
     ax.legend(handles=handles, frameon=False, loc="best")
-    plots._despine(ax)
-    return plots._finish(fig, path)
+    style.despine(ax)
+    return style.finish(fig, path)
 
 
 def w1_plot(counts, w1, *, t=None, t_start=None, model="sa", title=None, path=None):
@@ -287,13 +289,14 @@ def w1_plot(counts, w1, *, t=None, t_start=None, model="sa", title=None, path=No
     from matplotlib import ticker
 
     from . import plots
+    from .plots import style
 
     counts = np.asarray(counts, dtype=float)
     w1 = np.asarray(w1, dtype=float).reshape(-1, len(counts))
     order = np.argsort(counts)
     counts, w1 = counts[order], w1[:, order]
     mean = np.nanmean(w1, axis=0)
-    fig = plots._new_figure(5.6, 4.0)
+    fig = style.new_figure(5.6, 4.0)
     ax = fig.add_subplot()
     for row in w1:
         ax.plot(counts, row, linestyle="none", marker=".", color=plots.BAND_COLOR, markersize=6, zorder=2)
@@ -320,5 +323,5 @@ def w1_plot(counts, w1, *, t=None, t_start=None, model="sa", title=None, path=No
     when += [f"compared at $t = {t:.3g}$"] if t is not None else []
     ax.set_title(head + ("\n" + ", ".join(when) if when else ""))
     ax.legend(frameon=False)
-    plots._despine(ax)
-    return plots._finish(fig, path)
+    style.despine(ax)
+    return style.finish(fig, path)

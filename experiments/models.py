@@ -15,112 +15,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles import fields
-from .config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, Config, ConfigError, Key, register, register_check
-
-MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax", "linear", "least_squares")
-_UNNORMALIZED = ("linear", "least_squares")  # no softmax, no β
-ATTENTION_STATISTICS_MAX_N = 1024  # the "attention" statistics form A(t) (n×n) and its spectrum at every save
-NORMS = ("post", "pre", "peri", "ngpt", "none")
-WEIGHTS = ("identity", "ginibre", "wigner-psd", "ginibre-v-qk", "wigner-v-qk", "v-minus-qk", "repulsive")
-ACTIVATIONS = ("relu", "tanh", "gelu", "sigmoid", "identity")
-
-for _key in (
-    Key("heads", "int", 1, "attention heads; each has (d/heads)×d projections ([GLPR] (2.7))", minimum=1),
-    Key("mask", "str", "none", "attention mask: causal lets token i see tokens j ≤ i only", choices=("none", "causal")),
-    Key("norm", "str", "post", "layer norm: post (the sphere), pre, peri, ngpt, or none (dynamics in R^d)",
-        choices=NORMS),
-    Key("ngpt_alpha", "float", 1.0, "step size α of the nGPT update (norm = 'ngpt')", minimum=0.0, strict_min=True),
-    Key("weights", "str", "identity", "Q, K, V: identity, or a random ensemble drawn per seed (Fig. 5)",
-        choices=WEIGHTS),
-    Key("value", "str", "identity", "value matrix V with identity weights: identity or -identity (repulsive)",
-        choices=("identity", "-identity")),
-    Key("layer_tau", "float", 0.0, "redraw the random weights every τ time units (0: the same weights throughout)",
-        minimum=0.0),
-    Key("weights_file", "str", "", ".npz of per-layer Q, K, V (arrays of shape (layers, ·, ·)), used every layer_tau"),
-    Key("ff_width", "int", 0, "hidden width m of a feed-forward term w σ(a x + b) (0: none, [GLPR] (2.8))", minimum=0),
-    Key("ff_activation", "str", "relu", "activation σ of the feed-forward term", choices=ACTIVATIONS),
-    Key("ff_scale", "float", 1.0, "scale of the feed-forward output weights w", minimum=0.0),
-    Key("noise", "float", 0.0, "noise strength σ of dX = … dt + σ P_X ∘ dW (κ = 2/σ²); needs a fixed-step solver",
-        minimum=0.0),
-    Key("coalesce", "float", 0.0, "tokens within ½‖x_i − x_j‖² ≤ coalesce of an earlier token move with it "
-        "(particles/coalesce.py): removes the stiff contraction of collapsed clusters; 0 = off", minimum=0.0),
-    Key("circle", "str", "no", "integrate d = 2 runs of plain SA/USA in angles θ (n, 1), the circle fast path: "
-        "yes, no, or auto (where the run allows it)", choices=("auto", "yes", "no")),
-    Key("sinkhorn_tol", "float", 1e-9, "tolerance of the Sinkhorn normalization (model = 'sinkhorn')",
-        minimum=0.0, strict_min=True),
-    Key("alpha", "float", 1.0, "ridge regularization α of least-squares attention Q(KᵀK + αI)⁻¹KᵀV "
-        "(model = 'least_squares')", minimum=0.0, strict_min=True),
-    Key("linear_normalize", "str", "n", "linear attention (model = 'linear'): divide the kernel sum by n, "
-        "or by the row sum Σ_j⟨φ(Qx_i),φ(Kx_j)⟩", choices=("n", "sum")),
-    Key("linear_feature", "str", "identity", "feature map φ of linear attention: identity (the raw kernel "
-        "⟨Qx_i,Kx_j⟩) or elu (elu + 1 > 0, Katharopoulos et al.)", choices=("identity", "elu")),
-):
-    register(_key)
-del _key
-
-
-@register_check
-def _check_combinations(c: Config) -> None:
-    """Refuse combinations of variant keys that have no meaning, naming the keys involved."""
-    if c.model == "hardmax" and c.heads > 1:
-        raise ConfigError("model = 'hardmax' has a single head; got heads = %d" % c.heads)
-    if c.model == "sinkhorn" and c.mask == "causal":
-        raise ConfigError("model = 'sinkhorn' cannot be combined with mask = 'causal' "
-                          "(a causal matrix is not doubly stochastic)")
-    if c.heads > 1:
-        bad = [d for d in c.d if d % c.heads]
-        if bad:
-            raise ConfigError(f"heads must divide d: heads = {c.heads} does not divide d = {bad[0]}")
-    if c.value == "-identity" and c.weights != "identity":
-        raise ConfigError(f"value = '-identity' applies to identity weights; with weights = {c.weights!r} "
-                          "use weights = 'repulsive' or 'v-minus-qk'")
-    if c.weights_file and c.weights != "identity":
-        raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
-    if (c.weights_file or (c.layer_tau > 0 and c.weights != "identity")) and c.layer_tau <= 0:
-        raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
-    one_step = [s for s in FIXED_STEP_SOLVERS if s not in GRID_ONLY_SOLVERS]  # what a Strang splitting wraps
-    if c.noise > 0 and c.solver not in one_step:
-        raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
-                          f"{', '.join(one_step)} and dt (got solver = {c.solver!r})")
-    grid_only = c.solver in GRID_ONLY_SOLVERS
-    if (grid_only or (c.dense and c.solver in FIXED_STEP_SOLVERS)) and (c.noise > 0 or c.layer_tau > 0):
-        what, fix = (f"solver = {c.solver!r}", "use solver = 'rk4'") if grid_only else ("dense = true",
-                                                                                          "set dense = false")
-        raise ConfigError(f"{what} interpolates a smooth deterministic path: it does not combine with noise > 0 "
-                          f"or layer_tau > 0 (weights switching during the run); {fix}")
-    if c.norm in ("pre", "peri", "none") and c.solver in ("lie_euler", "cg3"):
-        raise ConfigError(f"norm = {c.norm!r} moves tokens in R^d; solver {c.solver!r} only rotates on the sphere")
-    if c.circle == "yes":
-        changed = _not_plain(c)
-        if tuple(c.d) != (2,) or c.model not in _CIRCLE_MODELS or changed:
-            raise ConfigError("circle = 'yes' is the angle form of plain SA/USA on the circle: it needs d = 2, "
-                              "model sa/usa/usa-rescaled and no other variant key"
-                              + (f" (got {', '.join(changed)})" if changed else "")
-                              + "; circle = 'auto' uses it only where it applies")
-        if c.solver in _ROTATING:
-            raise ConfigError(f"circle = 'yes' integrates angles in R; solver {c.solver!r} rotates on the sphere")
-    if c.coalesce > 0 and c.norm in ("pre", "peri", "none"):
-        raise ConfigError(f"coalesce moves tokens on the sphere together; norm = {c.norm!r} leaves the sphere "
-                          "(use norm = 'post' or 'ngpt', or coalesce = 0)")
-    if c.ff_width and c.model == "hardmax":
-        raise ConfigError("a feed-forward term needs a smooth attention model (sa, usa, sinkhorn), not hardmax")
-    if c.model in _UNNORMALIZED:
-        other = ("heads = %d" % c.heads if c.heads > 1 else "mask = 'causal'" if c.mask == "causal"
-                 else "weights_file" if c.weights_file else "layer_tau = %g" % c.layer_tau if c.layer_tau > 0
-                 else None)
-        if other:
-            raise ConfigError(f"model = {c.model!r} is one attention term with fixed Q, K, V; it does not combine "
-                              f"with {other} (heads, masks and layer-wise weights are those of softmax attention)")
-    if "attention" in c.statistics:
-        stochastic = c.model not in _UNNORMALIZED or (
-            c.model == "linear" and c.linear_normalize == "sum" and c.linear_feature == "elu")
-        if not stochastic:
-            raise ConfigError(f"statistics 'attention' treat the attention matrix as a random walk, but model = "
-                              f"{c.model!r} has signed weights; use linear_normalize = 'sum' with linear_feature = "
-                              f"'elu' (model = 'linear'), or leave 'attention' out of statistics")
-        if c.n > ATTENTION_STATISTICS_MAX_N:
-            raise ConfigError(f"statistics 'attention' form the n×n attention matrix and its spectrum at every save "
-                              f"time: n ≤ {ATTENTION_STATISTICS_MAX_N}, got n = {c.n}")
+from .config import (
+    CIRCLE_MODELS,
+    MODELS,
+    NORMS,
+    ROTATING_SOLVERS,
+    WEIGHTS,
+    Config,
+    ConfigError,
+    non_plain_keys,
+)
 
 
 def _member_keys(seeds: np.ndarray):
@@ -175,23 +79,13 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
     return inner
 
 
-_CIRCLE_MODELS = ("sa", "usa", "usa-rescaled")
-_ROTATING = ("lie_euler", "cg3")
-
-
-def _not_plain(c: Config) -> list[str]:
-    """The variant keys of ``c`` that take a run off plain SA/USA (which the angle form cannot express)."""
-    return ([k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
-             if c[k] != KEYS[k].default] + [k for k in ("noise",) if c[k] > 0])
-
-
 def in_angles(config: Config, d: int) -> bool:
     """Whether the members of dimension ``d`` run in angles (``Circle``): circle = 'yes' (validated to
     apply), or 'auto' for d = 2 with plain SA/USA and a solver that does not rotate on the sphere."""
     if config.circle == "yes":
         return True
-    return (config.circle == "auto" and d == 2 and config.model in _CIRCLE_MODELS and not _not_plain(config)
-            and config.solver not in _ROTATING)
+    return (config.circle == "auto" and d == 2 and config.model in CIRCLE_MODELS and not non_plain_keys(config)
+            and config.solver not in ROTATING_SOLVERS)
 
 
 def build_field(config: Config, beta, seeds: np.ndarray, d: int):

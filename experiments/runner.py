@@ -27,7 +27,7 @@ from ..particles.energy import energy, normalized_energy
 from ..solvers import NonFiniteError, simulate
 from ..solvers.fusion import materialized
 from ..solvers.progress import Counter
-from . import models  # also registers the variant keys (heads, mask, norm, weights, ...)
+from . import models
 from . import preflight
 from .config import Config, to_toml
 

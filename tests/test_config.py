@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 import pickle
+import subprocess
+import sys
+import tomllib
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ from hypothesis import strategies as st
 
 from attnflow.experiments import config as cfgmod
 from attnflow.experiments.config import (
+    CHECKS,
     KEYS,
     MAX_GRID_POINTS,
     Config,
@@ -30,11 +34,13 @@ from attnflow.experiments.config import (
 
 
 @pytest.fixture
-def registry(monkeypatch):
-    """A private copy of the key registry and check list, so tests can register freely."""
-    monkeypatch.setattr(cfgmod, "KEYS", dict(cfgmod.KEYS))
-    monkeypatch.setattr(cfgmod, "_CHECKS", list(cfgmod._CHECKS))
-    return cfgmod.KEYS
+def registry():
+    """The key registry and check list, restored after the test, so tests can register freely."""
+    keys, checks = dict(KEYS), list(CHECKS)
+    yield KEYS
+    KEYS.clear()
+    KEYS.update(keys)
+    CHECKS[:] = checks
 
 
 def one_line_error(excinfo) -> str:
@@ -323,7 +329,7 @@ def test_registered_checks_run(registry):
     with pytest.raises(ConfigError, match="beta must be ≤ 50 for model 'usa'; got 60.0"):
         load_config({"model": "usa", "beta": 60})
     register_check(no_big_usa)
-    assert cfgmod._CHECKS.count(no_big_usa) == 1
+    assert CHECKS.count(no_big_usa) == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,6 +383,28 @@ def test_register_a_new_key(registry):
     with pytest.raises(ConfigError, match="already registered"):
         register(Key("experts", "int", 2, "number of experts", minimum=1))
     assert "experts" in describe_keys()
+
+
+def test_every_key_is_declared_when_the_config_module_is_imported():
+    """In a fresh interpreter the variant keys and their rules exist without importing the models."""
+    script = (
+        "import sys\n"
+        "from attnflow.experiments.config import ConfigError, load_config\n"
+        "c = load_config(None, ['heads=2', 'd=4'])\n"
+        "print(c.heads, c.d)\n"
+        "try:\n"
+        "    load_config(None, ['heads=3', 'd=4'])\n"
+        "except ConfigError as err:\n"
+        "    print(err)\n"
+        "print('attnflow.experiments.models' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "2 (4,)",
+        "heads must divide d: heads = 3 does not divide d = 4",
+        "False",
+    ]
 
 
 def test_bad_key_definitions():
@@ -525,6 +553,40 @@ def test_to_toml_round_trip_tricky_values():
     assert back == c
     assert math.copysign(1.0, back.rho) == -1.0
     assert all(type(a) is type(b) for a, b in zip(back.values(), c.values()))
+
+
+def test_to_toml_writes_a_header_and_reads_back_lists_and_nested_tables(registry):
+    register(Key("schedule", "table", {}, "schedule parameters"))
+    schedule = {
+        "kappa": 1e308, "tiny": 5e-324, "neg_zero": -0.0, "big": 2**62,
+        "text": 'say "hi" \\ ünïcødé ✓ \t\r\n\x00\x1f\x7f',
+        "dotted.key": True, "": "empty key", "ключ": [1.5, -2.25e-300],
+        "nested": {"deeper": {"x": [[1, 2], ["a", "b"]]}, "empty": {}},
+        "rows": [{"a": 1, "b": "x" * 120}, {"a": 2, "b": "y"}],
+        "short_rows": [{"a": 1}, {"a": 2}],
+        "mixed": [1, "two", 3.0, False, {"t": 1}],
+    }
+    c = load_config({"schedule": schedule, "beta": [0.1, 1 / 3, 1e300], "statistics": ["pairs"], "angles": []})
+    text = to_toml(c)
+    assert text.startswith("# attnflow configuration\n")
+    assert "\n[schedule]\n" in text
+    back = load_config(text)
+    assert back == c and back.to_dict() == c.to_dict()
+    assert math.copysign(1.0, back.schedule["neg_zero"]) == -1.0
+    assert all(type(a) is type(b) for a, b in zip(back.values(), c.values()))
+
+
+def test_to_toml_of_plain_values_and_refusals():
+    text = to_toml({"layers": np.array([1, 2]), "bins": np.int64(3), "w": np.float32(0.5), "f": (0.25,)})
+    assert text.startswith("# attnflow configuration\n")
+    assert tomllib.loads(text) == {"layers": [1, 2], "bins": 3, "w": 0.5, "f": [0.25]}
+    for bad in (math.inf, -math.inf, math.nan):
+        with pytest.raises(ConfigError, match="cannot write the non-finite number"):
+            to_toml({"x": bad})
+        with pytest.raises(ConfigError, match="cannot write the non-finite number"):
+            to_toml({"x": [1.0, bad]})
+    with pytest.raises(ConfigError, match=r"cannot write None \(of type NoneType\) to TOML"):
+        to_toml({"x": None})
 
 
 _finite = dict(allow_nan=False, allow_infinity=False)

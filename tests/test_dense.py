@@ -176,7 +176,6 @@ def test_ab4_members_stop_at_consensus_and_batch_members_agree():
 def test_ab4_refuses_noise_and_switching_weights():
     with pytest.raises(ValueError, match="stochastic field: solver 'ab4'"):
         af.simulate(af.Noisy(FIELD, 0.1), X0, 1.0, solver="ab4", dt=0.1)
-    from attnflow.experiments import models  # noqa: F401  (registers the variant keys)
     from attnflow.experiments.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match="noise > 0 integrates an SDE"):

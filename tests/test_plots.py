@@ -1,7 +1,9 @@
 """Plots: the right data lands in the right artists, images are not blank, bad input is named."""
 
 import ast
+import importlib
 import inspect
+import pkgutil
 import threading
 
 import matplotlib as mpl
@@ -325,11 +327,16 @@ def test_bad_input_names_the_argument(phase_data, tmp_path):
 
 
 def test_no_pyplot_and_no_latex_even_if_requested(phase_data, tmp_path):
-    tree = ast.parse(inspect.getsource(plots))
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {f"{node.module}.{alias.name}" for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
-    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    modules = [plots] + [importlib.import_module(f"{plots.__name__}.{m.name}")
+                         for m in pkgutil.iter_modules(plots.__path__)]
+    imported = set()
+    for module in modules:
+        tree = ast.parse(inspect.getsource(module))
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert len(modules) > 1 and "matplotlib.figure.Figure" in imported
     assert not any("pyplot" in name for name in imported)
     ts, betas, fraction, curve = phase_data
     # A user's usetex=True must neither require LaTeX (absent on test machines) nor be changed.
@@ -344,6 +351,16 @@ def test_no_pyplot_and_no_latex_even_if_requested(phase_data, tmp_path):
         assert mpl.rcParams["text.usetex"] is True
     for fig in figs:
         assert not any(t.get_usetex() for t in fig.findobj(mpl.text.Text))
+
+
+def test_families_share_only_public_names_of_style():
+    """Each family of figures imports from its siblings only the public names of ``style``."""
+    for info in pkgutil.iter_modules(plots.__path__):
+        tree = ast.parse(inspect.getsource(importlib.import_module(f"{plots.__name__}.{info.name}")))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level > 0:
+                assert info.name != "style" and node.module == "style", (info.name, node.module)
+                assert not [a.name for a in node.names if a.name.startswith("_")], info.name
 
 
 def test_threads_draw_identical_pictures(phase_data):

@@ -1,0 +1,184 @@
+"""Rules across keys: the checks every configuration passes, run by ``validate`` in registration order.
+
+A check takes the configuration (a :class:`~attnflow.experiments.config.Config`, read here as a
+mapping) and raises a one-line :class:`ConfigError` naming the keys involved, or returns. The core
+rules come first (solver and step, save times, seeds, the initial condition), then the rules of the
+model variant keys. :func:`register_check` adds a rule from elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .keys import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, SEED_MAX
+from .types import ConfigError
+
+__all__ = [
+    "CHECKS",
+    "register_check",
+    "CIRCLE_MODELS",
+    "ROTATING_SOLVERS",
+    "ATTENTION_STATISTICS_MAX_N",
+    "non_plain_keys",
+]
+
+Check = Callable[[Mapping[str, Any]], None]
+CHECKS: list[Check] = []
+
+CIRCLE_MODELS = ("sa", "usa", "usa-rescaled")  # the models the angle form on the circle expresses
+ROTATING_SOLVERS = ("lie_euler", "cg3")  # solvers that rotate on the sphere (no motion in R^d or in angles)
+ATTENTION_STATISTICS_MAX_N = 1024  # the "attention" statistics form A(t) (n×n) and its spectrum at every save
+_UNNORMALIZED = ("linear", "least_squares")  # no softmax, no β
+
+
+def register_check(check: Check) -> Check:
+    """Add a cross-key rule run by ``validate``: ``check(config)`` raises ConfigError or returns.
+
+    Usable as a decorator. Registering the same function twice runs it once.
+    """
+    if check not in CHECKS:
+        CHECKS.append(check)
+    return check
+
+
+@register_check
+def check_solver_and_saves(c: Mapping[str, Any]) -> None:
+    """Fixed-step solvers need ``dt > 0``; ``dense`` needs an interpolant; ``save_times`` increasing within [0, t1]."""
+    if c["solver"] in FIXED_STEP_SOLVERS and c["dt"] <= 0:
+        raise ConfigError(
+            f"dt must be > 0 for the fixed-step solver {c['solver']!r} (dt = 0 means unset); "
+            f"set dt, or pick an adaptive solver (tsit5, dopri5, dopri8)"
+        )
+    if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] not in ("rk4",) + GRID_ONLY_SOLVERS:
+        raise ConfigError(f"dense = true interpolates between rk4 or ab4 steps; the fixed-step solver "
+                          f"{c['solver']!r} has no interpolant: set solver = 'rk4' or 'ab4' (or an adaptive solver, "
+                          f"which always interpolates) or dense = false")
+    times = c["save_times"]
+    for i in range(1, len(times)):
+        if not times[i] > times[i - 1]:
+            raise ConfigError(
+                f"save_times must be strictly increasing; got save_times[{i - 1}] = {times[i - 1]!r} "
+                f"then save_times[{i}] = {times[i]!r}"
+            )
+    if times and times[-1] > c["t1"]:
+        raise ConfigError(f"save_times must lie within [0, t1 = {c['t1']!r}]; got {times[-1]!r}")
+
+
+@register_check
+def check_seeds(c: Mapping[str, Any]) -> None:
+    """The members' seeds ``seed + s`` stay ≤ 2**63 − 1."""
+    if c["seed"] + c["seeds"] - 1 > SEED_MAX:
+        top = SEED_MAX - c["seeds"] + 1
+        fix = f"seed must lie in [0, {top}]" if top >= 0 else f"seeds must be ≤ 2**63 = {SEED_MAX + 1}"
+        raise ConfigError(f"seed + seeds - 1 must be ≤ 2**63 - 1 = {SEED_MAX} (member s draws from seed + s); got "
+                          f"seed = {c['seed']}, seeds = {c['seeds']}: {fix}")
+
+
+@register_check
+def check_initial_condition(c: Mapping[str, Any]) -> None:
+    """The initial condition's own limits, for every d listed.
+
+    ``init = 'file'`` needs ``init_file``; equiangular needs ρ ≥ −1/(n−1) and d ≥ n (d ≥ n − 1 at
+    the simplex); orthogonal needs d ≥ n; angles need d = 2 and n angles; at most n clusters.
+    """
+    init, n = c["init"], c["n"]
+    if init == "file" and not c["init_file"]:
+        raise ConfigError("init = 'file' needs init_file, the path of a .npy array; got init_file = ''")
+    if init == "equiangular" and n > 1:
+        lower = -1.0 / (n - 1)
+        rho = c["rho"]
+        simplex = math.isclose(rho, lower, rel_tol=0.0, abs_tol=1e-12)
+        if rho < lower and not simplex:
+            raise ConfigError(f"rho must be ≥ -1/(n-1) = {lower:g} for equiangular init with n = {n}; got {rho!r}")
+        need = n - 1 if simplex else n
+        small = [d for d in c["d"] if d < need]
+        if small:
+            raise ConfigError(
+                f"d must be ≥ {need} for equiangular init with n = {n}, rho = {rho!r} "
+                f"(n vectors with equal inner products); got d = {small[0]}"
+            )
+    if init == "orthogonal":
+        small = [d for d in c["d"] if d < n]
+        if small:
+            raise ConfigError(f"d must be ≥ n = {n} for orthogonal init; got d = {small[0]}")
+    if init == "angles":
+        if tuple(c["d"]) != (2,):
+            raise ConfigError(f"init = 'angles' places particles on the circle and needs d = 2; got d = {list(c['d'])}")
+        if len(c["angles"]) != n:
+            raise ConfigError(f"init = 'angles' needs one angle per particle: n = {n} but {len(c['angles'])} angles")
+    if init == "clusters" and c["n_init_clusters"] > n:
+        raise ConfigError(f"n_init_clusters must be ≤ n = {n}; got {c['n_init_clusters']}")
+
+
+def non_plain_keys(c: Mapping[str, Any]) -> list[str]:
+    """The variant keys of ``c`` that take a run off plain SA/USA (which the angle form cannot express)."""
+    return ([k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
+             if c[k] != KEYS[k].default] + [k for k in ("noise",) if c[k] > 0])
+
+
+@register_check
+def check_variants(c: Mapping[str, Any]) -> None:
+    """Refuse combinations of variant keys that have no meaning, naming the keys involved."""
+    model, solver, heads, mask, norm = c["model"], c["solver"], c["heads"], c["mask"], c["norm"]
+    weights, layer_tau, noise = c["weights"], c["layer_tau"], c["noise"]
+    if model == "hardmax" and heads > 1:
+        raise ConfigError(f"model = 'hardmax' has a single head; got heads = {heads}")
+    if model == "sinkhorn" and mask == "causal":
+        raise ConfigError("model = 'sinkhorn' cannot be combined with mask = 'causal' "
+                          "(a causal matrix is not doubly stochastic)")
+    if heads > 1:
+        bad = [d for d in c["d"] if d % heads]
+        if bad:
+            raise ConfigError(f"heads must divide d: heads = {heads} does not divide d = {bad[0]}")
+    if c["value"] == "-identity" and weights != "identity":
+        raise ConfigError(f"value = '-identity' applies to identity weights; with weights = {weights!r} "
+                          "use weights = 'repulsive' or 'v-minus-qk'")
+    if c["weights_file"] and weights != "identity":
+        raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
+    if (c["weights_file"] or (layer_tau > 0 and weights != "identity")) and layer_tau <= 0:
+        raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
+    one_step = [s for s in FIXED_STEP_SOLVERS if s not in GRID_ONLY_SOLVERS]  # what a Strang splitting wraps
+    if noise > 0 and solver not in one_step:
+        raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
+                          f"{', '.join(one_step)} and dt (got solver = {solver!r})")
+    grid_only = solver in GRID_ONLY_SOLVERS
+    if (grid_only or (c["dense"] and solver in FIXED_STEP_SOLVERS)) and (noise > 0 or layer_tau > 0):
+        what, fix = (f"solver = {solver!r}", "use solver = 'rk4'") if grid_only else ("dense = true",
+                                                                                      "set dense = false")
+        raise ConfigError(f"{what} interpolates a smooth deterministic path: it does not combine with noise > 0 "
+                          f"or layer_tau > 0 (weights switching during the run); {fix}")
+    if norm in ("pre", "peri", "none") and solver in ROTATING_SOLVERS:
+        raise ConfigError(f"norm = {norm!r} moves tokens in R^d; solver {solver!r} only rotates on the sphere")
+    if c["circle"] == "yes":
+        changed = non_plain_keys(c)
+        if tuple(c["d"]) != (2,) or model not in CIRCLE_MODELS or changed:
+            raise ConfigError("circle = 'yes' is the angle form of plain SA/USA on the circle: it needs d = 2, "
+                              "model sa/usa/usa-rescaled and no other variant key"
+                              + (f" (got {', '.join(changed)})" if changed else "")
+                              + "; circle = 'auto' uses it only where it applies")
+        if solver in ROTATING_SOLVERS:
+            raise ConfigError(f"circle = 'yes' integrates angles in R; solver {solver!r} rotates on the sphere")
+    if c["coalesce"] > 0 and norm in ("pre", "peri", "none"):
+        raise ConfigError(f"coalesce moves tokens on the sphere together; norm = {norm!r} leaves the sphere "
+                          "(use norm = 'post' or 'ngpt', or coalesce = 0)")
+    if c["ff_width"] and model == "hardmax":
+        raise ConfigError("a feed-forward term needs a smooth attention model (sa, usa, sinkhorn), not hardmax")
+    if model in _UNNORMALIZED:
+        other = (f"heads = {heads}" if heads > 1 else "mask = 'causal'" if mask == "causal"
+                 else "weights_file" if c["weights_file"] else f"layer_tau = {layer_tau:g}" if layer_tau > 0
+                 else None)
+        if other:
+            raise ConfigError(f"model = {model!r} is one attention term with fixed Q, K, V; it does not combine "
+                              f"with {other} (heads, masks and layer-wise weights are those of softmax attention)")
+    if "attention" in c["statistics"]:
+        stochastic = model not in _UNNORMALIZED or (
+            model == "linear" and c["linear_normalize"] == "sum" and c["linear_feature"] == "elu")
+        if not stochastic:
+            raise ConfigError(f"statistics 'attention' treat the attention matrix as a random walk, but model = "
+                              f"{model!r} has signed weights; use linear_normalize = 'sum' with linear_feature = "
+                              f"'elu' (model = 'linear'), or leave 'attention' out of statistics")
+        if c["n"] > ATTENTION_STATISTICS_MAX_N:
+            raise ConfigError(f"statistics 'attention' form the n×n attention matrix and its spectrum at every save "
+                              f"time: n ≤ {ATTENTION_STATISTICS_MAX_N}, got n = {c['n']}")
