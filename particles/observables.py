@@ -53,7 +53,11 @@ def _check_config(x) -> Array:
 
 
 def _check_delta(delta, name: str = "delta"):
-    """δ ≥ 0 and finite; traced values pass unchecked (validation needs concrete numbers)."""
+    """δ ≥ 0 and finite, as a NumPy value; traced values pass unchecked (validation needs concrete numbers).
+
+    A NumPy value stays concrete under ``jit``, where a ``jnp`` array would be traced, so that the
+    routes chosen by δ's value (``_gaps_against``) are taken in compiled runs too.
+    """
     if isinstance(delta, jax.core.Tracer):
         return delta
     arr = np.asarray(delta)
@@ -61,7 +65,7 @@ def _check_delta(delta, name: str = "delta"):
         raise ValueError(f"{name} must be a real number, got {delta!r}")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"{name} must be finite and ≥ 0, got {arr.tolist()}")
-    return jnp.asarray(arr, dtype=jnp.result_type(float))
+    return np.asarray(arr, dtype=jnp.result_type(float))
 
 
 def finite_members(x: Float[Array, "... n d"], name: str, consequence: str) -> Bool[Array, "..."]:
@@ -228,11 +232,30 @@ def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, "..."]
     """
     x = _check_config(x)
     delta = _check_delta(delta)
-    ok = finite_members(x, "clustered_fraction", "fraction is NaN")
     n = x.shape[-2]
-    if n == 1:
-        return _nan_unless(ok, jnp.ones(x.shape[:-2]))
-    return _nan_unless(ok, _clustered_fraction(x, _close(_gaps_against(x, delta), delta)))
+    gram = n > 1 and _gram_decides(x, delta)
+    if not gram or not isinstance(x, jax.core.Tracer):  # eager calls warn about non-finite configurations
+        ok = finite_members(x, "clustered_fraction", "fraction is NaN")
+        if n == 1:
+            return _nan_unless(ok, jnp.ones(x.shape[:-2]))
+        if not gram:
+            return _nan_unless(ok, _clustered_fraction(x, _close(small_d_gaps(x), delta)))
+    return _clustered_fraction_of_gram_gaps(x, 1.0 - inner_products(x), delta)
+
+
+def _clustered_fraction_of_gram_gaps(x, gaps, delta):
+    """The fraction from gaps 1 − G, NaN where a gap is not finite, in one reduction.
+
+    Each term is [gap ≤ δ] + 0·gap, and 0·gap is NaN exactly where the gap is NaN or infinite:
+    a configuration with a non-finite entry has such gaps, so it gets NaN without a pass of its
+    own over x (at n = d = 32 that pass cost a tenth of a phase-diagram run). A finite x whose
+    squared norms overflow gets NaN too; the Gram route is taken for points of the sphere.
+    """
+    n = x.shape[-2]
+    if n * n > 2 ** (jnp.finfo(jnp.result_type(x.dtype, jnp.float32)).nmant + 1):  # counts exact in int64
+        ok = jnp.isfinite(jnp.sum(gaps * 0.0, axis=(-2, -1)))
+        return jnp.where(ok, _clustered_fraction(x, _close(gaps, delta)), jnp.nan)
+    return _clustered_fraction(x, _close(gaps, delta).astype(gaps.dtype) + gaps * 0.0)
 
 
 GRAM_MARGIN = 100.0
@@ -249,12 +272,16 @@ def _gaps_against(x: Float[Array, "... n d"], delta) -> Float[Array, "... n n"]:
     can be counted on the other side. Otherwise (small d, a δ near the rounding, or a traced δ)
     the squared distances, accurate to relative precision (``sphere.pairwise_gaps``).
     """
+    return 1.0 - inner_products(x) if _gram_decides(x, delta) else small_d_gaps(x)
+
+
+def _gram_decides(x, delta) -> bool:
+    """Whether 1 − ⟨x_i, x_j⟩ from the Gram matrix decides gap ≤ δ (``_gaps_against``)."""
     d = x.shape[-1]
-    if d > SMALL_D and not isinstance(delta, jax.core.Tracer):
-        eps = float(jnp.finfo(jnp.result_type(x.dtype, jnp.float32)).eps)
-        if float(np.min(np.asarray(delta))) >= GRAM_MARGIN * d * eps:
-            return 1.0 - inner_products(x)
-    return small_d_gaps(x)
+    if d <= SMALL_D or isinstance(delta, jax.core.Tracer):
+        return False
+    eps = float(jnp.finfo(jnp.result_type(x.dtype, jnp.float32)).eps)
+    return float(np.min(np.asarray(delta))) >= GRAM_MARGIN * d * eps
 
 
 def clustered_fraction_of_angles(theta: Float[Array, "... n 1"], delta) -> Float[Array, "..."]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,6 +40,7 @@ import numpy as np
 from ..particles import coalesce as _coalesce
 from ..particles.sphere import normalize, within
 from . import progress as _progress
+from .compiler import jit_with_options
 from .fusion import materialized
 
 
@@ -89,7 +89,7 @@ def grid(t0: float, t1: float, dt: float, ts: np.ndarray) -> tuple[int, float, n
     return n_steps, h, index, theta
 
 
-@eqx.filter_jit
+@jit_with_options
 def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, index, theta, times, method="rk4"):
     """Steps of ``method`` ("rk4" or "ab4") of size h from t0, saves at ``times`` (step ``index``,
     fraction ``theta``), vmapped.

@@ -25,6 +25,7 @@ from . import sharding as _sharding
 from ..particles.fields import USA, Attention, ensemble_axes
 from ..particles.noise import noise_sigma
 from .adaptive import ADAPTIVE_METHODS, NON_FINITE, FiniteSteps, OnSphere, make_method
+from .compiler import jit_with_options, loop_options
 from .fixed import FIXED_METHODS
 from .stochastic import Strang, as_key
 
@@ -269,12 +270,13 @@ def simulate(
         n_steps, h, index, theta = _dense.grid(t0, t1, dt, ts)
         runner = _dense.run_dense
         args = dict(method=solver, t0=jnp.asarray(t0, dtype), h=jnp.asarray(h, dtype), n_steps=jnp.asarray(n_steps),
-                    index=jnp.asarray(index), theta=jnp.asarray(theta, dtype), times=jnp.asarray(ts, dtype))
+                    index=jnp.asarray(index), theta=jnp.asarray(theta, dtype), times=jnp.asarray(ts, dtype),
+                    compiler_options=loop_options(d))
     elif fixed:
         substeps = substeps.astype(np.int64)  # their sum is at most max_steps (check_steps above)
         runner = _run_fixed
         args = dict(method=FIXED_METHODS[solver](), knots=jnp.asarray(knots, dtype),
-                    substeps=jnp.asarray(substeps), clamp=bool(len(jumps)))
+                    substeps=jnp.asarray(substeps), clamp=bool(len(jumps)), compiler_options=loop_options(d))
         if noisy:
             args.update(method=Strang(args["method"]), key=as_key(key))
     else:
@@ -525,7 +527,7 @@ class _Clamped(eqx.Module):
         return self.field.drift(self._t(t), x)
 
 
-@eqx.filter_jit
+@jit_with_options
 def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False):
     """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
 

@@ -1,5 +1,6 @@
 """Dense output of RK4 on a uniform grid: saves interpolated between steps, not stepped onto."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -182,3 +183,19 @@ def test_ab4_refuses_noise_and_switching_weights():
         load_config(None, ["solver=ab4", "dt=0.1", "noise=0.5"])
     with pytest.raises(ConfigError, match="solver = 'ab4'"):
         load_config(None, ["solver=ab4", "dt=0.1", "weights=ginibre", "layer_tau=1"])
+
+
+def test_library_fusions_of_products_change_no_result(monkeypatch):
+    # d ≥ 9 on CPUs: the loop is compiled with XLA's YNNPACK fusions of dots (solvers/compiler.py);
+    # the same run compiled with XLA's defaults gives the same states to rounding
+    from attnflow.solvers import compiler
+
+    x0 = af.init.uniform(11, 12, 16, batch=3)
+    field = af.SA(np.array([0.5, 3.0, 8.0]))
+    ts = np.linspace(0.0, 4.0, 9)
+    assert compiler.loop_options(16) == (compiler.PRODUCTS_ON_CPU if jax.default_backend() == "cpu" else {})
+    fused = af.simulate(field, x0, 4.0, ts=ts, solver="rk4", dt=0.25, dense=True)
+    monkeypatch.setattr(compiler, "PRODUCTS_FROM_D", 10**9)
+    plain = af.simulate(field, x0, 4.0, ts=ts, solver="rk4", dt=0.25, dense=True)
+    np.testing.assert_allclose(fused.xs, plain.xs, atol=1e-13)
+    assert float(af.particles.norm_error(fused.xs)) < 1e-14

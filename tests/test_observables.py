@@ -108,6 +108,24 @@ def test_delta_edge_cases():
     assert float(clustered_fraction(x[:1], 0.0)) == 1.0
 
 
+def test_clustered_fraction_takes_the_gram_route_under_jit_and_is_nan_for_non_finite_members():
+    # n = d = 32 in float32 at δ = 1e-3: the Gram matrix decides (δ ≥ 100·d·ε), also inside jit and vmap,
+    # where δ must stay a concrete number; 12 of 32 tokens in a cap of gaps ≤ 2e-4 (far from δ)
+    rng = np.random.default_rng(5)
+    pole = np.eye(32)[0]
+    cap = pole + 0.02 * rng.standard_normal((3, 12, 32)) * np.r_[0, np.ones(31)] / np.sqrt(31)
+    spread = rng.standard_normal((3, 20, 32))
+    x = np.concatenate([cap, spread], axis=1)
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    x[2, 5, 7] = np.nan
+    x = jnp.asarray(x, jnp.float32)
+    fn = jax.jit(jax.vmap(lambda y: clustered_fraction(y, 1e-3)))
+    assert "dot_general" in str(jax.make_jaxpr(fn)(x))
+    frac = np.asarray(fn(x))
+    np.testing.assert_allclose(frac[:2], 12 * 11 / (32 * 31), rtol=1e-6)  # 132 pairs: a miscount is 1/132
+    assert np.isnan(frac[2])
+
+
 def test_clustered_fraction_counts_exactly_in_float32_and_is_nan_for_non_finite_configurations():
     # 40 of 64 points in one tight cap: 40·39 ordered pairs close, counted without rounding in float32
     rng = np.random.default_rng(3)

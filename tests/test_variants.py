@@ -91,8 +91,10 @@ def test_variant_keys_build_the_fields_they_name():
 def test_members_with_the_same_seed_share_random_weights():
     c = config(["weights=ginibre"])
     f = runner.build_field(c, np.array([1.0, 3.0, 1.0]), np.array([4, 4, 5]), D)
-    np.testing.assert_array_equal(f.Q[0], f.Q[1])
-    assert not np.allclose(f.Q[0], f.Q[2])
+    # square Ginibre Q, K enter as K = QᵀK (test_square_query_and_key_enter_as_their_product)
+    np.testing.assert_array_equal(f.K[0], f.K[1])
+    np.testing.assert_array_equal(f.V[0], f.V[1])
+    assert not np.allclose(f.K[0], f.K[2])
 
 
 @pytest.mark.parametrize(
@@ -190,3 +192,20 @@ def test_circle_auto_runs_d_2_in_angles_where_the_run_allows_it():
     np.testing.assert_array_equal(frac, plane.stats["clustered_fraction"])
     # not a vacuous comparison: the members start apart and some, not all, gather into one cluster by t = 6
     assert np.all(frac[:, :, :, 0] < 1.0) and 0.0 < np.mean(frac[:, :, :, -1] == 1.0) < 1.0
+
+
+@pytest.mark.parametrize("ensemble", ["ginibre", "ginibre-v-qk"])
+def test_square_query_and_key_enter_as_their_product(ensemble):
+    # ⟨Q x_i, K x_j⟩ = ⟨x_i, QᵀK x_j⟩: the run forms QᵀK once per member, from the same draws
+    from attnflow.particles.fields import ensemble_axes
+    from attnflow.particles.weights import sample_weights
+
+    field = runner.build_field(config([f"weights={ensemble}"]), BETAS, np.array([0, 1, 2]), D)
+    drawn = jax.vmap(lambda s: sample_weights(jax.random.key(s), D, ensemble))(np.array([0, 1, 2]))
+    assert field.Q is None
+    np.testing.assert_allclose(field.K, np.swapaxes(drawn["Q"], -1, -2) @ drawn["K"], rtol=1e-14, atol=1e-15)
+    separate = af.SA(BETAS, drawn["Q"], drawn["K"], drawn["V"])
+    x = np.stack([X0] * 3)
+    velocity = jax.vmap(lambda f, y: f(0.0, y), in_axes=(ensemble_axes(field)[0], 0))
+    np.testing.assert_allclose(velocity(field, x), jax.vmap(lambda f, y: f(0.0, y),
+                               in_axes=(ensemble_axes(separate)[0], 0))(separate, x), atol=1e-13)

@@ -1,0 +1,51 @@
+"""XLA compiler options for the time loops, by backend and by the kind of arithmetic a field does.
+
+On CPUs, XLA hands dots, elementwise chains and reductions to the YNNPACK library only for the fusion
+kinds its ``xla_cpu_experimental_ynn_fusion_type`` option lists. The attention of n tokens in d ≥ 3
+dimensions is two batched n × n products per member and evaluation; with dots handed over too, those
+run ≈ 3× faster (two 32 × 32 × 32 products: 0.5 against 1.6 µs per member on the 2-core EPYC of
+``benchmarks/README.md``) and the field twice as fast. On the circle (angles, or d = 2 written term by
+term) there is no product to hand over, and the same option slows the elementwise sums 3–4×, so those
+programs keep XLA's defaults. Other backends keep theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import equinox as eqx
+import jax
+
+PRODUCTS_ON_CPU = {
+    "xla_cpu_experimental_ynn_fusion_type":
+        "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE",
+}
+"""The options of CPU programs whose fields form batched matrix products (d ≥ 3)."""
+
+PRODUCTS_FROM_D = 9
+"""Smallest dimension of the simulated coordinates whose fields form matrix products."""
+
+
+def loop_options(d: int) -> dict[str, str]:
+    """Compiler options for a time loop over configurations with ``d`` coordinates per token."""
+    if d >= PRODUCTS_FROM_D and jax.default_backend() == "cpu":
+        return dict(PRODUCTS_ON_CPU)
+    return {}
+
+
+def jit_with_options(fn: Callable) -> Callable:
+    """``eqx.filter_jit(fn)`` compiled with the options passed as ``compiler_options=`` at each call.
+
+    One compiled function per distinct set of options, so that calls with the same options share
+    their compilations (and the persistent cache) as ``eqx.filter_jit`` alone would.
+    """
+    compiled: dict[tuple, Callable] = {}
+
+    def call(*args, compiler_options: dict[str, str] | None = None, **kwargs):
+        key = tuple(sorted((compiler_options or {}).items()))
+        if key not in compiled:
+            compiled[key] = eqx.filter_jit(fn, compiler_options=dict(key)) if key else eqx.filter_jit(fn)
+        return compiled[key](*args, **kwargs)
+
+    call.__doc__, call.__name__, call.__wrapped__ = fn.__doc__, fn.__name__, fn
+    return call
