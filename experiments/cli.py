@@ -93,7 +93,7 @@ def cmd_list(args) -> int:
 
 def cmd_run(args) -> int:
     from ..solvers.simulation import NonFiniteError
-    from . import results
+    from . import output, results
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
     out = Path(args.out or os.path.join("runs", _default_name(args.target)))
@@ -101,7 +101,7 @@ def cmd_run(args) -> int:
         config = config.replace(progress=False)
     if experiment.grid:
         return _run_grid_experiment(config, experiment, out, args)
-    results.check_writable(out, overwrite=args.overwrite)
+    output.check_writable(out, overwrite=args.overwrite)
     try:
         result = results.execute(config)
     except NonFiniteError as err:
@@ -122,7 +122,7 @@ def cmd_run(args) -> int:
 
 def _run_grid_experiment(config, experiment, out: Path, args) -> int:
     """An experiment made of several runs (e.g. Fig. 5's four weight ensembles): a sweep plus joint figures."""
-    from . import results, store, sweep
+    from . import output, results, store, sweep
 
     if any(key in experiment.grid for key in (s.split("=", 1)[0].strip() for s in args.set)):
         raise UsageError(f"{experiment.name} sweeps {', '.join(experiment.grid)} itself; do not --set it")
@@ -136,8 +136,8 @@ def _run_grid_experiment(config, experiment, out: Path, args) -> int:
         value = run["point"][next(iter(experiment.grid))]
         loaded[value] = results.load_result(out / run["name"])[0]
     if not args.no_plot:
-        results.write_figures(out, experiment.grid_figures(loaded))
-    summaries = {str(k): json.loads((out / r["name"] / "summary.json").read_text()) for k, r in zip(loaded, runs)}
+        output.write_figures(out, experiment.grid_figures(loaded))
+    summaries = {str(k): store.read_summary(out / r["name"] / store.SUMMARY_FILE) for k, r in zip(loaded, runs)}
     if args.json:
         print(json.dumps({"sweep": str(out), "runs": summaries}, indent=2, allow_nan=False))
     else:

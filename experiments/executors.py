@@ -1,6 +1,6 @@
 """Executors: where the tasks of a sweep run.
 
-A sweep is cut into tasks, each one compiled, vmapped ``runner.run`` over a list of β values
+A sweep is cut into tasks, each one compiled, vmapped run (``builtin.run``) over a list of β values
 (see ``sweep.py``). An executor runs the tasks and hands their results back as they finish; the
 sweep (the client) alone writes run directories and the manifest, so the store's atomicity holds
 wherever the work ran.
@@ -43,10 +43,10 @@ def run_task(config: dict):
     """Run one task's configuration (in whatever process executes it) and return its RunResult."""
     for name, value in WORKER_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    from . import runner
+    from . import builtin
     from .config import validate
 
-    return runner.run(validate(config), progress=False)
+    return builtin.run(validate(config), progress=False)
 
 
 class LocalExecutor:
@@ -58,12 +58,12 @@ class LocalExecutor:
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Any]]:
         """Yield (task, RunResult) in order, or (task, error) when the simulation failed
         (non-finite values, a solver that gave up); any other exception propagates."""
-        from . import runner
+        from . import builtin
         from .config import validate
 
         for task in tasks:
             try:
-                result = runner.run(validate(task.config))
+                result = builtin.run(validate(task.config))
             except (FloatingPointError, RuntimeError) as err:
                 result = err
             yield task, result

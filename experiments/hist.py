@@ -100,8 +100,8 @@ def _check_memory(shape: tuple, label: str) -> None:
     need = 3 * math.prod(shape) * 8  # the array, in float64, and its normalized copy
     have = memory.machine_bytes()
     if have is not None and need > have:
-        raise ValueError(f"{label} holds shape {shape}, which needs about {memory._size(need)} of memory, "
-                         f"more than this machine's {memory._size(have)}; select fewer layers or prompts "
+        raise ValueError(f"{label} holds shape {shape}, which needs about {memory.format_bytes(need)} of memory, "
+                         f"more than this machine's {memory.format_bytes(have)}; select fewer layers or prompts "
                          "when saving")
 
 
@@ -305,18 +305,14 @@ def simulate_layers(x0: np.ndarray, config, ts: np.ndarray, *, progress: bool) -
 
     from ..solvers import simulate
     from . import models
-    from .config import FIXED_STEP_SOLVERS
 
     betas = np.asarray(config.beta, dtype=float)
     batch = x0.shape[0]
     members = len(betas) * batch
     field = models.build_field(config, jnp.asarray(np.repeat(betas, batch)), np.full(members, config.seed), config.d[0])
-    fixed = config.solver in FIXED_STEP_SOLVERS
-    sol = simulate(field, jnp.asarray(np.tile(x0, (len(betas), 1, 1)), dtype=config.dtype), config.t1,
-                   ts=jnp.asarray(ts), solver=config.solver, dt=config.dt if fixed or config.dt > 0 else None,
-                   rtol=config.rtol, atol=config.atol, dtype=config.dtype, dense=config.dense,
-                   max_steps=config.max_steps, key=jax.random.key(config.seed) if config.noise > 0 else None,
-                   progress="hist: simulate" if progress else False)
+    arguments = models.simulate_arguments(config, jnp.asarray(ts), progress="hist: simulate" if progress else False,
+                                          key=jax.random.key(config.seed) if config.noise > 0 else None)
+    sol = simulate(field, jnp.asarray(np.tile(x0, (len(betas), 1, 1)), dtype=config.dtype), config.t1, **arguments)
     xs = np.asarray(sol.xs, dtype=np.float64)
     return xs.reshape((len(betas), batch) + xs.shape[1:]), int(round(float(np.mean(np.asarray(sol.steps)))))
 
@@ -473,9 +469,8 @@ def is_hist_run(run_dir) -> bool:
 def load_result(run_dir) -> HistResult:
     """A HistResult back from the directory ``attnflow hist`` wrote (arrays read without unpickling)."""
     run_dir = Path(run_dir)
-    table = store.read_config(run_dir / store.CONFIG_FILE)
-    summary = store.read_summary(run_dir / store.SUMMARY_FILE)
-    data, _ = store.read_arrays(run_dir / store.RESULTS_FILE)
+    files = store.read_run(run_dir)
+    table, summary, data = files.config, files.summary, files.arrays
     try:
         result = HistResult(states=table["states"], key=table.get("key"), shape=tuple(table["shape"]),
                             layers=data["layer"], edges=data["edges"], counts=data["histogram"],
@@ -495,7 +490,7 @@ def load_result(run_dir) -> HistResult:
 
 def replot(run_dir, kinds=None) -> list[Path]:
     """Redraw the figures of an ``attnflow hist`` directory in place (``attnflow plot DIR``)."""
-    from .results import write_figures
+    from .output import write_figures
 
     writers = figures(load_result(run_dir))
     if kinds:
@@ -528,7 +523,7 @@ def print_report(result: HistResult, out: Path) -> None:
 
 def main(args) -> int:
     """``attnflow hist`` (arguments parsed by ``cli.build_parser``): every check before any work."""
-    from .results import check_writable
+    from .output import check_writable
 
     simulating = args.simulate_from is not None
     if not simulating:
@@ -585,4 +580,3 @@ def main(args) -> int:
         print_report(result, out)
     sys.stdout.flush()
     return 0
-

@@ -3,7 +3,7 @@
 A run holds, at its peak:
 
 * the working set of one compiled call: for each of the ``chunk`` members it integrates at once
-  (``runner._chunk_size``), the state and the solver's stages (``STATE_COPIES`` state-sized
+  (``plan.chunk_size``), the state and the solver's stages (``STATE_COPIES`` state-sized
   arrays), the Jacobian of implicit solvers ((n·d)² twice), the attention (three n×n arrays on the
   dense path, three tiles and O(n·d) on the blocked one), the weights of every layer and the
   feed-forward term, and the values it saves (statistics per save time, and the states
@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .config import Config, ConfigError
 from .models import in_angles, span_reduction
+from .plan import chunk_size, ensemble_key, keep_attention, keep_states, statistics_groups
 
-__all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all"]
+__all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all", "format_bytes"]
 
 STATE_COPIES = {"euler": 3, "rk4": 7, "ab4": 8, "lie_euler": 4, "cg3": 7, "lie_trotter": 7,
                 "tsit5": 12, "dopri5": 12, "dopri8": 18, "kvaerno5": 14}
@@ -34,7 +35,7 @@ STATE_COPIES = {"euler": 3, "rk4": 7, "ab4": 8, "lie_euler": 4, "cg3": 7, "lie_t
 estimate and the dense-output coefficients."""
 
 STAT_VALUES = {"pairs": 4, "clustered": 1, "clusters": 2, "energy": 3, "attention": 3}
-"""Numbers saved per member and save time by each group of statistics (``runner.GROUPS``)."""
+"""Numbers saved per member and save time by each group of statistics (``plan.GROUPS``)."""
 
 ATTENTION_COPIES = 3
 """n×n arrays of the dense attention (logits, their exponentials, one temporary); tiles on the blocked path."""
@@ -56,20 +57,18 @@ def _attention_words(config: Config, n: int, d: int, block, r: int | None = None
     return ATTENTION_COPIES * tile * tile + 4 * n * (d if r is None else r), False
 
 
-def _parts(config: Config, block="auto") -> tuple[dict[str, int], bool]:
+def _parts(config: Config, block="auto", needs: Iterable[str] = ()) -> tuple[dict[str, int], bool]:
     """The estimate in bytes by what holds them (see the module docstring), and whether the
     attention of the largest compiled call is the dense n×n evaluation."""
-    from . import runner
-
     itemsize = 4 if config.dtype == "float32" else 8
     n, seeds = config.n, config.seeds
     times = len(config.save_times) or config.n_save  # never materialized: n_save may be absurd
     members = len(config.beta) * seeds
-    keep = runner._keep_states(config, members, times)
-    groups = runner.statistics_groups(config)
+    keep = keep_states(config, members, times)
+    groups = statistics_groups(config, needs)
     saved = sum(STAT_VALUES[g] for g in groups) + config.histogram_bins
     if "attention" in groups:  # the stationary law (n values) and, when it is kept, A(t) itself
-        saved += n + (n * n if runner._keep_attention(config, members, times) else 0)
+        saved += n + (n * n if keep_attention(config, members, times) else 0)
     working, dense, statistics, trajectories = {}, False, 0, 0
     for d in config.d:
         nd = n * d
@@ -89,7 +88,7 @@ def _parts(config: Config, block="auto") -> tuple[dict[str, int], bool]:
             "attention": attention,
             "weights": weights + 2 * config.ff_width * (n + d),
         }
-        chunk = runner._chunk_size(config, d, members, times, keep)
+        chunk = chunk_size(config, d, members, times, keep, groups)
         call = {k: itemsize * chunk * v for k, v in per_member.items()}
         call["initial"] = itemsize * seeds * (n * r + (d * r if frames else 0))
         if sum(call.values()) > sum(working.values()):
@@ -101,13 +100,14 @@ def _parts(config: Config, block="auto") -> tuple[dict[str, int], bool]:
     return {**working, "statistics": statistics, "trajectories": trajectories}, dense
 
 
-def estimate_bytes(config: Config, *, block="auto") -> int:
+def estimate_bytes(config: Config, *, block="auto", needs: Iterable[str] = ()) -> int:
     """Peak bytes of a run of ``config``: one compiled call's working set plus what the run keeps.
 
     ``block`` is the attention fields' option (``"auto"``: dense while the n×n logits are small,
-    blocked beyond; None: always dense; an int: blocked tiles of that side).
+    blocked beyond; None: always dense; an int: blocked tiles of that side). ``needs``: groups of
+    statistics the run computes beyond its ``statistics`` key (``plan.statistics_groups``).
     """
-    return sum(_parts(config, block)[0].values())
+    return sum(_parts(config, block, needs)[0].values())
 
 
 def _meminfo_bytes(field: str) -> int | None:
@@ -151,7 +151,7 @@ def machine_bytes() -> int | None:
     return total if total and total > 0 else None
 
 
-def _size(nbytes: int) -> str:
+def format_bytes(nbytes: int) -> str:
     """Bytes in GiB, TiB or PiB, for messages."""
     unit, scale = next((u, s) for u, s in (("GiB", 2**30), ("TiB", 2**40), ("PiB", 2**50))
                        if nbytes < 1024 * s or u == "PiB")
@@ -165,16 +165,17 @@ _WHAT = {"states": "states and solver stages", "jacobian": "the implicit solver'
          "statistics": "the statistics of every member", "trajectories": "the saved trajectories"}
 
 
-def check_fits(config: Config, *, block="auto") -> None:
+def check_fits(config: Config, *, block="auto", needs: Iterable[str] = ()) -> None:
     """Raise ConfigError, in one line, when ``estimate_bytes(config)`` exceeds :func:`machine_bytes`.
 
     The message gives the estimate, its largest part, the machine's memory and what would shrink
-    the run. Nothing is refused when the machine's memory cannot be read.
+    the run. Nothing is refused when the machine's memory cannot be read. ``needs``: as for
+    :func:`estimate_bytes`.
     """
     have = machine_bytes()
     if have is None:
         return
-    parts, dense = _parts(config, block)
+    parts, dense = _parts(config, block, needs)
     need = sum(parts.values())
     if need <= have:
         return
@@ -203,19 +204,21 @@ def check_fits(config: Config, *, block="auto") -> None:
         remedies.append("dtype = 'float32'")
     advice = remedies[0] if len(remedies) == 1 else f"{', '.join(remedies[:-1])} or {remedies[-1]}"
     raise ConfigError(
-        f"this run needs about {_size(need)} of memory (mostly {_WHAT[largest]}, {_size(parts[largest])}), "
-        f"more than this machine's {_size(have)}; try {advice}"
+        f"this run needs about {format_bytes(need)} of memory (mostly {_WHAT[largest]}, "
+        f"{format_bytes(parts[largest])}), more than this machine's {format_bytes(have)}; try {advice}"
     )
 
 
-def check_fits_all(configs: Iterable[Config]) -> None:
+def check_fits_all(configs: Iterable[Config], *, needs: Callable[[Config], Iterable[str]] | None = None) -> None:
     """:func:`check_fits` for the runs of a sweep: grid points that differ only in β run as one
-    ensemble (``sweep._group_key``), so each group is checked with its β values merged."""
+    ensemble (``plan.ensemble_key``), so each group is checked with its β values merged.
+
+    ``needs`` gives, for a configuration, the groups of statistics it computes beyond its
+    ``statistics`` key (none when None)."""
     groups: dict[tuple, list[Config]] = {}
     for config in configs:
-        key = tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k != "beta"))
-        groups.setdefault(key, []).append(config)
+        groups.setdefault(ensemble_key(config), []).append(config)
     for members in groups.values():
         merged = members[0] if len(members) == 1 else members[0].replace(
             beta=[b for c in members for b in c.beta])
-        check_fits(merged)
+        check_fits(merged, needs=() if needs is None else needs(merged))

@@ -1,9 +1,11 @@
-"""From configuration keys to a vector field: every model variant reachable from TOML and ``--set``.
+"""From configuration keys to a vector field and to ``simulate``'s arguments.
 
 The keys compose the way the fields do: an attention term (``model``, ``heads``, ``mask``,
 ``weights``, ``value``, ``layer_tau``/``weights_file``), an optional feed-forward term
 (``ff_width``), a layer-norm scheme wrapped around the sum (``norm``), and noise on top
-(``noise``). Combinations that make no sense are refused with one clear line.
+(``noise``). Combinations that make no sense are refused with one clear line. The method keys
+(``solver``, ``dt``, tolerances, ``dtype``, ``dense``, ``max_steps``, ``stop_when_clustered``) become
+``simulate``'s keywords in :func:`simulate_arguments`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from ..particles import fields
 from .config import (
     CIRCLE_MODELS,
+    FIXED_STEP_SOLVERS,
     MODELS,
     NORMS,
     ROTATING_SOLVERS,
@@ -159,6 +162,25 @@ def span_reduction(config: Config, d: int) -> str | None:
     if probe.in_span(jnp.eye(d, n)) is not None:
         return "frame"
     return None
+
+
+def simulate_arguments(config: Config, ts, *, progress: bool | str = False, key=None,
+                       method_only: bool = False) -> dict:
+    """``simulate``'s keyword arguments for the members of ``config`` saved at ``ts``.
+
+    dt is passed to fixed-step solvers, and to adaptive ones as their first step when it is set
+    (dt > 0); a run stopping at consensus stops at δ/2, which leaves its final state unambiguously one
+    cluster at δ. ``key``: the Brownian key of a noisy run. ``method_only`` keeps the integration
+    method alone (solver, dt, tolerances, max_steps), for particles that are not the configuration's
+    ensemble: they keep the precision they are given, are saved where asked only and run to the end.
+    """
+    out = dict(ts=ts, solver=config.solver,
+               dt=config.dt if config.solver in FIXED_STEP_SOLVERS or config.dt > 0 else None,
+               rtol=config.rtol, atol=config.atol, max_steps=config.max_steps, progress=progress, key=key)
+    if not method_only:
+        out.update(dtype=config.dtype, dense=config.dense,
+                   stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None)
+    return out
 
 
 def describe() -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -110,11 +110,14 @@ def check_files(config: Config) -> None:
         _weights_file(config)
 
 
-def check(configs: Config | Iterable[Config]) -> None:
+def check(configs: Config | Iterable[Config], *, needs: Callable[[Config], Iterable[str]] | None = None) -> None:
     """Everything a run (one Config) or a sweep (its grid points' Configs) must pass before it starts:
-    ``memory.check_fits_all``, :func:`check_steps`, then :func:`check_files` for each distinct use of a file."""
+    ``memory.check_fits_all``, :func:`check_steps`, then :func:`check_files` for each distinct use of a file.
+
+    ``needs``: the groups of statistics a configuration computes beyond its ``statistics`` key
+    (``plan.statistics_groups``), which its memory counts."""
     configs = [configs] if isinstance(configs, Config) else list(configs)
-    memory.check_fits_all(configs)
+    memory.check_fits_all(configs, needs=needs)
     for config in configs:
         check_steps(config)
     seen = set()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 import sys
 from pathlib import Path
 
@@ -11,49 +9,17 @@ import numpy as np
 
 from . import builtin, runner, store
 from .config import load_config
-
-
-def check_writable(out: Path, *, overwrite: bool = False) -> None:
-    """Refuse, before any work, an output path that cannot become a run directory: a file, a link,
-    a directory holding anything but an attnflow run, or (unless ``overwrite``) an existing run."""
-    if "\0" in str(out):
-        raise ValueError(f"--out {str(out)!r} contains a NUL character")
-    given = str(out)
-    out = Path(os.path.abspath(out))
-    store.check_entry_name("--out directory", out.name)  # what the store would refuse after the run
-    if out.is_symlink():
-        raise ValueError(f"--out {given!r} is a symbolic link (to {os.readlink(out)!r}); attnflow writes only "
-                         "into real directories: give the directory itself, or another --out")
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {given!r} is a file, not a directory")
-    if store.is_run(out):
-        if not overwrite:
-            raise ValueError(f"--out {given!r} already holds an attnflow run; pass --overwrite to replace it "
-                             "(files attnflow did not write are kept), or choose another --out")
-    elif out.is_dir() and any(out.iterdir()):
-        raise ValueError(f"--out {given!r} is a non-empty directory that is not an attnflow run; "
-                         "choose another --out")
-    parent = out.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"cannot create {str(out)!r}: {str(parent)!r} is a file")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write to {str(parent)!r} (permission denied)")
-    # permissions do not tell everything (read-only mounts, root on special file systems): try
-    probe = parent / f".attnflow-probe-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        os.mkdir(probe)
-    except OSError as err:
-        raise ValueError(f"cannot write to {str(parent)!r} ({err.strerror or err})") from None
-    os.rmdir(probe)
+from .output import write_figures
+from .registry import Experiment
 
 
 def execute(config) -> runner.RunResult:
-    return runner.run(config)
+    """The run of ``config``: its experiment's own runner, or the particle ensemble with the statistics
+    the experiment reads (``builtin.run``)."""
+    return builtin.run(config)
 
 
-def figures(result: runner.RunResult, experiment: builtin.Experiment, kinds=None) -> dict:
+def figures(result: runner.RunResult, experiment: Experiment, kinds=None) -> dict:
     """The experiment's figure writers, each wrapped to close its figure after saving."""
     writers = {**experiment.figures(result), **builtin.statistics_figures(result)}
     if kinds:
@@ -67,7 +33,7 @@ def figures(result: runner.RunResult, experiment: builtin.Experiment, kinds=None
     return writers
 
 
-def save(out: Path, result: runner.RunResult, experiment: builtin.Experiment, *, plot: bool = True,
+def save(out: Path, result: runner.RunResult, experiment: Experiment, *, plot: bool = True,
          error: str | None = None, overwrite: bool = False) -> dict:
     """Write the run directory (atomically) and return its summary; ``error`` (a run that stopped
     early, e.g. on non-finite values) is recorded in the summary as ``"error"``; ``overwrite``
@@ -81,7 +47,7 @@ def save(out: Path, result: runner.RunResult, experiment: builtin.Experiment, *,
     return summary
 
 
-def print_report(result: runner.RunResult, experiment: builtin.Experiment, out: Path) -> None:
+def print_report(result: runner.RunResult, experiment: Experiment, out: Path) -> None:
     """A short human-readable account of a run on stdout: where it went, what the theory says."""
     c = result.config
     members = int(np.prod(result.steps.shape))
@@ -101,17 +67,16 @@ def print_report(result: runner.RunResult, experiment: builtin.Experiment, out: 
             print(f"  {p.name}")
 
 
-def load_result(run_dir: Path) -> tuple[runner.RunResult, builtin.Experiment]:
+def load_result(run_dir: Path) -> tuple[runner.RunResult, Experiment]:
     """Rebuild a RunResult from a run directory (arrays read without unpickling)."""
     if not store.is_complete(run_dir):
         raise ValueError(f"{str(run_dir)!r} is not a complete attnflow run (config.toml, summary.json, results.npz)")
-    table = store.read_config(run_dir / store.CONFIG_FILE)
+    files = store.read_run(run_dir)
     try:
-        config = load_config(table)
+        config = load_config(files.config)
     except ValueError as err:
         raise ValueError(f"{str(run_dir / store.CONFIG_FILE)!r} is not a valid attnflow configuration: {err}") from None
-    summary = store.read_summary(run_dir / store.SUMMARY_FILE)
-    arrs, _ = store.read_arrays(run_dir / store.RESULTS_FILE)
+    summary, arrs = files.summary, files.arrays
     missing = [] if isinstance(summary, dict) and "times" in summary else [f"{store.SUMMARY_FILE}: times"]
     missing += [f"{store.RESULTS_FILE}: {k}" for k in ("steps", "t_clustered") if k not in arrs]
     if missing:
@@ -123,29 +88,6 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, builtin.Experiment]:
                               t_event=np.where(np.isnan(arrs["t_clustered"]), np.inf, arrs["t_clustered"]),
                               wall_time_s=float(summary.get("wall_time_s", 0.0)))
     return result, builtin.resolve(config.experiment)
-
-
-def write_figures(directory: Path, writers: dict) -> list[Path]:
-    """Draw figures into ``directory``, each to a temporary name first and renamed when complete,
-    and add them to the directory's list of attnflow's files. A file of the same name that attnflow
-    did not write is never replaced: it is an error, before anything is drawn."""
-    targets = {name: directory / (name if name.endswith((".png", ".gif")) else f"{name}.png") for name in writers}
-    owned = store.owned_files(directory)
-    for target in targets.values():
-        if os.path.lexists(target) and target.name not in owned:
-            raise ValueError(f"{str(target)!r} was not written by attnflow; move it away to draw this figure")
-    written = []
-    for name, draw in writers.items():
-        target = targets[name]
-        tmp = target.with_name(f".{target.name}.tmp{target.suffix}")
-        try:
-            draw(tmp)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        written.append(target)
-        store.record_files(directory, [target.name])
-    return written
 
 
 def replot(path: Path, kinds=None) -> list[Path]:

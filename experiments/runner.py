@@ -14,6 +14,7 @@ import math
 import platform
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field as dc_field
 
 import jax
@@ -22,16 +23,14 @@ import numpy as np
 
 from .. import particles
 from ..particles import attention_stats, observables
-from ..particles.circle import Circle
 from ..particles.energy import energy, normalized_energy
 from ..solvers import NonFiniteError, simulate
 from ..solvers.fusion import materialized
 from ..solvers.progress import Counter
-from . import models
+from . import models, plan
 from . import preflight
 from .config import Config, to_toml
-
-from .config import FIXED_STEP_SOLVERS as FIXED
+from .plan import GROUPS, statistics_groups
 
 
 @dataclass
@@ -136,18 +135,6 @@ def _in_span(field, frames, r: int):
     return reduced
 
 
-GROUPS = {
-    "pairs": ("mean_inner_product", "min_inner_product", "max_inner_product", "clustered_fraction"),
-    # the fraction alone: one count over the pairs, ≈ 3–4× cheaper than the pair summary
-    # (n = 32, d = 2), for runs that read nothing else (the phase diagram)
-    "clustered": ("clustered_fraction",),
-    "clusters": ("n_clusters", "cluster_level"),
-    "energy": ("energy", "normalized_energy", "log_energy"),
-    # plus "attention_matrix" itself when it is small (``_keep_attention``)
-    "attention": ("spectral_gap", "stationary_distribution", "attention_entropy", "effective_tokens"),
-}
-
-
 @functools.lru_cache(maxsize=None)
 def statistics(delta: float, bins: int, keep_states: bool = False,
                groups: tuple[str, ...] = ("pairs", "clusters", "energy"), keep_attention: bool = False):
@@ -174,7 +161,7 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
                 out["attention_matrix"] = A
         else:
             out = {}
-        in_angles = isinstance(getattr(field, "inner", field), Circle)  # also Coalesced(Circle)
+        in_angles = field.in_angles  # also Coalesced(Circle)
         if "clustered" in groups and not {"pairs", "clusters"} & set(groups) and in_angles:
             # from the angles themselves: no sine and cosine per particle and save
             out["clustered_fraction"] = observables.clustered_fraction_of_angles(materialized(t, x), delta)
@@ -191,10 +178,10 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
         if "energy" in groups:
             out["normalized_energy"] = normalized_energy(x, _beta_of(field))
             out["energy"] = energy(x, _beta_of(field))
-            if hasattr(field, "logits"):
+            logits = field.kernel_logits(x)
+            if logits is not None:
                 # log E = log Σ_ij e^{β⟨Qx_i,Kx_j⟩} − log(2βn²): the energy of the field's own kernel, never
                 # overflowing; it increases along SA when QᵀK is symmetric and V = QᵀK ([GLPR] §3)
-                logits = field.logits(x)
                 out["log_energy"] = (jax.scipy.special.logsumexp(logits)
                                      - jnp.log(2.0 * jnp.maximum(_beta_of(field), 1e-300) * x.shape[0] ** 2))
         if bins:
@@ -206,102 +193,36 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
     return stats
 
 
-def statistics_groups(config: Config) -> tuple[str, ...]:
-    """The groups a run computes: its ``statistics`` key and whatever its experiment's figures read."""
-    from .builtin import EXPERIMENTS  # experiments import this module
-
-    wanted = set(config.statistics)
-    experiment = EXPERIMENTS.get(config.experiment)
-    if experiment is not None:
-        wanted |= set(experiment.needs(config))
-    return tuple(g for g in GROUPS if g in wanted)
-
-
 def _beta_of(field):
     """The β of a field, looking through wrappers (layer norms, noise, layer-wise weights, sums); NaN if none."""
-    for attr in ("beta",):
-        try:
-            return getattr(field, attr)
-        except AttributeError:
-            pass
-    for inner in ("inner",):
-        if hasattr(field, inner):
-            return _beta_of(getattr(field, inner))
-    return jnp.nan
+    beta = field.temperature
+    return jnp.nan if beta is None else beta
 
 
-CPU_CHUNK_BYTES = 8 * 2**20  # n×n attention bytes per compiled call on CPU backends (measured in benchmarks/)
-CPU_STATE_BYTES = 2 * 2**20  # bytes of one state array (members × n × d) per compiled call on CPU backends
+def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = ()) -> RunResult:
+    """Simulate every member of ``config`` and return its statistics (and states when small).
 
-
-def _chunk_size(config: Config, d: int, members: int, n_times: int, keep_states: bool) -> int:
-    """Members per compiled call that fit the memory budget (state, RK stages, attention, saves)."""
-    n = config.n
-    r = n if models.span_reduction(config, d) else d  # the dimension the members are simulated in
-    itemsize = 4 if config.dtype == "float32" else 8
-    per_member = itemsize * (16 * n * r + 6 * n * n + n_times * (8 + config.histogram_bins))
-    if "attention" in statistics_groups(config):  # the stationary law per save, and A(t), its powers and spectrum
-        per_member += itemsize * (n_times * (n + 4) + 4 * n * n)
-    if config.weights != "identity":
-        layers = max(1, int(math.ceil(config.t1 / config.layer_tau))) if config.layer_tau > 0 else 1
-        per_member += itemsize * 3 * d * d * layers
-    if keep_states:
-        per_member += itemsize * n_times * n * d
-    chunk = min(members, config.memory_gb * 2**30 // per_member)
-    if jax.default_backend() == "cpu":
-        # a chunk whose n×n attention arrays stay in cache: on CPUs, 2048 members of n = 32 in
-        # float32 run 2.4× faster per member than one call for all 184 320 of the phase diagram
-        chunk = min(chunk, CPU_CHUNK_BYTES // (itemsize * n * n))
-        # and states that stay in cache: a step carries and rewrites about seven of them (the step's
-        # ends, their velocities, the stages), so at n = d = 32 512 members per call run 25% faster
-        # than 2048 (whose 8 MiB states stream from memory at every step)
-        chunk = min(chunk, CPU_STATE_BYTES // (itemsize * n * r))
-    chunk = max(1, int(chunk))
-    # equal chunks: the last one is padded to the common size, so balance them
-    return -(-members // -(-members // chunk))
-
-
-def _keep_states(config: Config, members_per_d: int, n_times: int) -> bool:
-    if config.save_states == "yes":
-        return True
-    if config.save_states == "no" or len(config.d) > 1:
-        return False
-    return members_per_d * n_times * config.n * config.d[0] <= 20_000_000
-
-
-ATTENTION_MATRIX_LIMIT = 4_000_000
-"""Numbers (members × save times × n²) up to which a run with the "attention" statistics also keeps
-A(t) itself (32 MiB in float64); beyond, only its summaries (gap, stationary law, entropies)."""
-
-
-def _keep_attention(config: Config, members_per_d: int, n_times: int) -> bool:
-    return len(config.d) * members_per_d * n_times * config.n ** 2 <= ATTENTION_MATRIX_LIMIT
-
-
-def run(config: Config, *, progress: bool | None = None) -> RunResult:
-    """Simulate every member of ``config`` and return its statistics (and states when small)."""
-    from .builtin import EXPERIMENTS  # experiments import this module
-
-    own = getattr(EXPERIMENTS.get(config.experiment), "run", None)
-    if own is not None:  # e.g. meanfield-circle, which evolves a density
-        return own(config, progress=progress)
-    preflight.check(config)  # its files and its memory, before anything is computed
+    ``needs``: groups of statistics computed whatever the ``statistics`` key says (those its
+    experiment's figures and checks read; ``plan.statistics_groups``).
+    """
+    needs = tuple(needs)
+    preflight.check(config, needs=lambda c: needs)  # its files and its memory, before anything is computed
     show = config.progress if progress is None else progress
     ts = save_times(config)
     betas = np.asarray(config.beta, dtype=float)
     nb, seeds, nd = len(betas), config.seeds, len(config.d)
     members_per_d = nb * seeds
-    keep = _keep_states(config, members_per_d, len(ts))
-    groups = statistics_groups(config)
+    keep = plan.keep_states(config, members_per_d, len(ts))
+    groups = statistics_groups(config, needs)
     stats_fn = statistics(float(config.delta), int(config.histogram_bins), keep, groups,
-                          keep_attention="attention" in groups and _keep_attention(config, members_per_d, len(ts)))
+                          keep_attention="attention" in groups and plan.keep_attention(config, members_per_d, len(ts)))
     start = time.perf_counter()
 
     per_d_stats, states, steps, events = [], None, [], []
     failed = []  # (d, member within d, last finite time, cause) of members that became non-finite
     # an ensemble of several compiled calls reports between them, so that its programs hold no
     # callback and stay in the compilation cache; a single call reports from inside its loop
-    calls = sum(-(-members_per_d // _chunk_size(config, d, members_per_d, len(ts), keep)) for d in config.d)
+    calls = sum(-(-members_per_d // plan.chunk_size(config, d, members_per_d, len(ts), keep, groups)) for d in config.d)
     meter = Counter(nd * members_per_d, label="simulate").__enter__() if show and calls > 1 else None
     for d in config.d:
         reduction = models.span_reduction(config, d)
@@ -318,7 +239,7 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
         beta_members = np.repeat(betas, seeds)
         seed_members = np.tile(config.seed + np.arange(seeds), nb)
         # member m starts from seed m mod seeds; gathered per chunk, never tiled over the β grid
-        chunk = _chunk_size(config, d, members_per_d, len(ts), keep)
+        chunk = plan.chunk_size(config, d, members_per_d, len(ts), keep, groups)
         pieces = []
         for lo in range(0, members_per_d, chunk):
             hi = min(lo + chunk, members_per_d)
@@ -330,16 +251,12 @@ def run(config: Config, *, progress: bool | None = None) -> RunResult:
             label = f"d={d}" if nd > 1 else "simulate"
             if members_per_d > chunk:
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"
-            common = dict(ts=ts, solver=config.solver, dt=config.dt if config.solver in FIXED or config.dt > 0 else None,
-                          rtol=config.rtol, atol=config.atol, dtype=config.dtype, dense=config.dense,
-                          max_steps=config.max_steps,
-                          # stopping at δ/2 leaves the final state unambiguously one cluster at δ
-                          stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None,
-                          progress=label if show and meter is None else False)
             # Brownian paths of noisy runs: one key per chunk from the run's seed
             key = jax.random.fold_in(jax.random.key(config.seed), lo) if config.noise > 0 else None
+            arguments = models.simulate_arguments(config, ts, progress=label if show and meter is None else False,
+                                                  key=key)
             try:
-                sol = simulate(field, x0[idx % seeds], config.t1, save=stats_fn, key=key, **common)
+                sol = simulate(field, x0[idx % seeds], config.t1, save=stats_fn, **arguments)
             except NonFiniteError as err:
                 # the other members go on; the error is raised with every member's statistics at the end
                 sol = err.solution

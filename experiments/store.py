@@ -16,12 +16,14 @@ An existing run is replaced only when asked (``overwrite=True``).
 when every file is written and synced, so a crash or Ctrl-C never leaves a half-written run and a
 resumed sweep can trust :func:`is_complete`. :func:`load` reads a run or a whole sweep back as an
 ``xarray.Dataset`` with named dimensions, never unpickling anything.
+
+Reading lives in ``rundir`` (files) and ``dataset`` (``load``); their public names are importable
+from here too.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 import os
@@ -36,6 +38,34 @@ from typing import Any
 
 import numpy as np
 
+from .dataset import load
+from .rundir import (
+    CONFIG_FILE,
+    DIMS_KEY,
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    OWNED_FILE,
+    OWNED_FORMAT,
+    RESULTS_FILE,
+    STATUSES,
+    SUMMARY_FILE,
+    RunFiles,
+    StoreError,
+    check_entry_name,
+    foreign_files,
+    is_complete,
+    is_run,
+    jsonable,
+    owned_files,
+    parse_dims,
+    read_arrays,
+    read_config,
+    read_manifest,
+    read_run,
+    read_summary,
+    validate_manifest,
+)
+
 __all__ = [
     "StoreError",
     "CONFIG_FILE",
@@ -45,6 +75,7 @@ __all__ = [
     "DIMS_KEY",
     "STATUSES",
     "OWNED_FILE",
+    "RunFiles",
     "write_run",
     "is_complete",
     "is_run",
@@ -52,75 +83,26 @@ __all__ = [
     "foreign_files",
     "record_files",
     "remove_run",
+    "remove_stale_temporaries",
     "check_target",
     "check_entry_name",
     "jsonable",
     "read_config",
     "read_summary",
     "read_arrays",
+    "read_run",
     "write_manifest",
     "read_manifest",
     "run_name",
     "load",
 ]
 
-CONFIG_FILE = "config.toml"
-SUMMARY_FILE = "summary.json"
-RESULTS_FILE = "results.npz"
-MANIFEST_FILE = "manifest.json"
-OWNED_FILE = ".attnflow.json"
-"""The list of the files attnflow wrote in a run (or sweep) directory: the only ones it ever replaces or removes."""
-DIMS_KEY = "__dims__"
-STATUSES = ("pending", "done", "failed")
-_RUN_FILES = (CONFIG_FILE, SUMMARY_FILE, RESULTS_FILE)
-_OWNED_FORMAT = "attnflow-files"
 _NUMERIC_KINDS = "biufc"  # bool, signed, unsigned, float, complex: what np.load reads without pickle
 _MAX_NAME = 100
-_MANIFEST_FORMAT = "attnflow-sweep"
-
-# How the per-time and per-member series of the summary contract map onto dimensions, for loading
-# them as variables when results.npz does not hold them already.
-_SUMMARY_SERIES = {
-    "mean_inner_product": ("time",),
-    "min_inner_product": ("time",),
-    "clustered_fraction": ("time",),
-    "energy": ("time",),
-    "n_clusters": ("time", "member"),
-    "t_clustered": ("member",),
-}
-
-
-class StoreError(OSError, ValueError):
-    """A run or sweep directory that cannot be written or read; the message names the path.
-
-    Both an OSError (disk problems) and a ValueError (bad contents), so either ``except`` catches it.
-    """
 
 
 # --------------------------------------------------------------------------------------------
-# Small helpers
-
-
-def jsonable(value: Any, where: str) -> Any:
-    """A JSON-ready copy: numpy → Python, tuples → lists, NaN/inf → None; else StoreError."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    elif hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
-        value = np.asarray(value).tolist()  # numpy or jax arrays
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise StoreError(f"{where} has a non-string key {k!r}; JSON objects need string keys")
-            out[k] = jsonable(v, f"{where}[{k!r}]")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    raise StoreError(f"{where} holds {type(value).__name__} {value!r}, which JSON cannot represent")
+# Writing files
 
 
 def _fsync_dir(path: Path) -> None:
@@ -162,16 +144,6 @@ def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
                     np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
         f.flush()
         os.fsync(f.fileno())
-
-
-def check_entry_name(kind: str, name: Any) -> str:
-    """A name used as a file or archive entry: non-empty text, no separators, not hidden."""
-    if not isinstance(name, str) or not name or name in (".", "..") or name.startswith("."):
-        raise StoreError(f"{kind} name must be a non-empty string not starting with '.', got {name!r}")
-    if any(c in name for c in "/\\\0") or any(ord(c) < 0x20 for c in name):
-        raise StoreError(f"{kind} name {name!r} must not contain path separators or control characters")
-    return name
-
 
 def _temp_name(name: str, tag: str) -> str:
     return f".{name}.{tag}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -218,45 +190,8 @@ def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
 # Runs
 
 
-def is_complete(run_dir: str | os.PathLike) -> bool:
-    """Whether ``run_dir`` is a finished run: it holds config.toml, summary.json and results.npz."""
-    p = Path(run_dir)
-    return p.is_dir() and all((p / f).is_file() for f in _RUN_FILES)
-
-
-def is_run(run_dir: str | os.PathLike) -> bool:
-    """Whether ``run_dir`` is attnflow's: a finished run, or one whose replacement was interrupted
-    (it still holds the list of attnflow's files)."""
-    p = Path(run_dir)
-    return is_complete(p) or (p.is_dir() and not p.is_symlink() and (p / OWNED_FILE).is_file())
-
-
-def owned_files(directory: str | os.PathLike) -> set[str]:
-    """The names attnflow wrote in ``directory``: those its ``.attnflow.json`` lists, the three run
-    files and that list itself. A run written before the list existed owns only the three files."""
-    p = Path(directory)
-    names = set(_RUN_FILES) | {OWNED_FILE}
-    try:
-        doc = json.loads((p / OWNED_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return names
-    listed = doc.get("files") if isinstance(doc, dict) and doc.get("format") == _OWNED_FORMAT else None
-    for name in listed if isinstance(listed, list) else []:
-        try:
-            names.add(check_entry_name("file", name))
-        except StoreError:
-            continue  # a list edited by hand: an entry that is not a plain name claims nothing
-    return names
-
-
-def foreign_files(directory: str | os.PathLike) -> list[str]:
-    """The entries of ``directory`` that attnflow did not write, sorted."""
-    owned = owned_files(directory)
-    return sorted(e.name for e in Path(directory).iterdir() if e.name not in owned)
-
-
 def _owned_text(names) -> bytes:
-    return (json.dumps({"format": _OWNED_FORMAT, "files": sorted(names)}, indent=1) + "\n").encode("utf-8")
+    return (json.dumps({"format": OWNED_FORMAT, "files": sorted(names)}, indent=1) + "\n").encode("utf-8")
 
 
 def _write_owned(directory: Path, names) -> None:
@@ -299,10 +234,6 @@ def remove_run(run_dir: str | os.PathLike) -> list[str]:
     return kept
 
 
-# --------------------------------------------------------------------------------------------
-# Runs
-
-
 def _prepare_arrays(
     arrays: Mapping[str, Any], dims: Mapping[str, Sequence[str]] | None, summary: Mapping[str, Any]
 ) -> dict[str, np.ndarray]:
@@ -314,7 +245,7 @@ def _prepare_arrays(
     for name, value in arrays.items():
         check_entry_name("array", name)
         if name == DIMS_KEY:
-            all_dims.update(_parse_dims(value, f"arrays[{DIMS_KEY!r}]"))
+            all_dims.update(parse_dims(value, f"arrays[{DIMS_KEY!r}]"))
             continue
         if name.startswith("__"):
             raise StoreError(f"array name {name!r} is reserved (names starting with '__')")
@@ -326,7 +257,7 @@ def _prepare_arrays(
             )
         out[name] = arr
     if dims is not None:
-        all_dims.update(_parse_dims(dims, "dims"))
+        all_dims.update(parse_dims(dims, "dims"))
     sizes: dict[str, tuple[int, str]] = {}
     times = summary.get("times") if isinstance(summary, Mapping) else None
     if isinstance(times, (list, tuple, np.ndarray)):
@@ -343,33 +274,6 @@ def _prepare_arrays(
                 raise StoreError(f"dimension {dim!r} has size {size} in array {name!r} but {prev[0]} in {prev[1]}")
     if all_dims:
         out[DIMS_KEY] = np.array(json.dumps(all_dims))
-    return out
-
-
-def _parse_dims(value: Any, where: str) -> dict[str, list[str]]:
-    """Dimension names from a ``__dims__`` entry (JSON text in a 0-d array) or a dict."""
-    if isinstance(value, np.ndarray):
-        if value.shape != () or value.dtype.kind not in "US":
-            raise StoreError(
-                f"{where} must be a 0-d string array holding JSON, got dtype {value.dtype} shape {value.shape}"
-            )
-        value = value.item()
-    if isinstance(value, bytes):
-        value = value.decode("utf-8")
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as err:
-            raise StoreError(f"{where} is not valid JSON: {err}") from None
-    if not isinstance(value, Mapping):
-        raise StoreError(f"{where} must map array names to lists of dimension names, got {value!r}")
-    out = {}
-    for name, names in value.items():
-        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
-            raise StoreError(f"{where}[{name!r}] must be a list of dimension names, got {names!r}")
-        if len(set(names)) != len(names):
-            raise StoreError(f"{where}[{name!r}] repeats a dimension name: {list(names)}")
-        out[str(name)] = list(names)
     return out
 
 
@@ -554,41 +458,6 @@ def _replace_in_place(tmp: Path, out: Path, new: set[str]) -> None:
 # Sweeps
 
 
-def _validate_manifest(axes: Any, runs: Any, where: str) -> tuple[dict, list]:
-    if not isinstance(axes, Mapping):
-        raise StoreError(f"{where}: axes must map grid keys to lists of values, got {axes!r}")
-    axes_out = {}
-    for k, v in axes.items():
-        if not isinstance(k, str) or not k:
-            raise StoreError(f"{where}: axis names must be non-empty strings, got {k!r}")
-        if isinstance(v, (str, bytes)) or not isinstance(v, (Sequence, np.ndarray)):
-            raise StoreError(f"{where}: axis {k!r} must be a list of values, got {v!r}")
-        axes_out[k] = jsonable(list(v.tolist() if isinstance(v, np.ndarray) else v), f"axis {k!r}")
-    if not isinstance(runs, (list, tuple)):
-        raise StoreError(f"{where}: runs must be a list, got {type(runs).__name__}")
-    runs_out, names = [], set()
-    for i, run in enumerate(runs):
-        if not isinstance(run, Mapping) or not {"name", "point", "status"} <= set(run):
-            raise StoreError(f"{where}: runs[{i}] must be a dict with name, point and status, got {run!r}")
-        name = run["name"]
-        try:
-            check_entry_name("run directory", name)
-        except StoreError as err:
-            raise StoreError(f"{where}: runs[{i}]: {err}") from None
-        if name in names:
-            raise StoreError(f"{where}: run name {name!r} appears twice")
-        names.add(name)
-        if run["status"] not in STATUSES:
-            raise StoreError(f"{where}: runs[{i}] status must be one of {', '.join(STATUSES)}; got {run['status']!r}")
-        point = run["point"]
-        if not isinstance(point, Mapping) or set(point) != set(axes_out):
-            raise StoreError(
-                f"{where}: runs[{i}] point must give a value for each axis {sorted(axes_out)}, got {point!r}"
-            )
-        runs_out.append(jsonable(dict(run), f"runs[{i}]"))
-    return axes_out, runs_out
-
-
 def write_manifest(sweep_dir: str | os.PathLike, axes: Mapping[str, Sequence], runs: Sequence[Mapping]) -> Path:
     """Write ``sweep_dir/manifest.json`` atomically (temporary file, fsync, ``os.replace``).
 
@@ -597,8 +466,8 @@ def write_manifest(sweep_dir: str | os.PathLike, axes: Mapping[str, Sequence], r
     fields are kept). Creates ``sweep_dir`` if needed. Returns the manifest's path.
     """
     sweep = Path(sweep_dir)
-    axes_out, runs_out = _validate_manifest(axes, runs, "manifest")
-    doc = {"format": _MANIFEST_FORMAT, "version": 1, "axes": axes_out, "runs": runs_out}
+    axes_out, runs_out = validate_manifest(axes, runs, "manifest")
+    doc = {"format": MANIFEST_FORMAT, "version": 1, "axes": axes_out, "runs": runs_out}
     text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
     path = sweep / MANIFEST_FILE
     tmp = sweep / _temp_name(MANIFEST_FILE, "tmp")
@@ -616,23 +485,6 @@ def write_manifest(sweep_dir: str | os.PathLike, axes: Mapping[str, Sequence], r
             raise StoreError(f"cannot write {path}: {err.strerror or err}") from err
         raise
     return path
-
-
-def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a sweep's manifest (give the sweep directory or the manifest file): ``{"axes", "runs"}``."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / MANIFEST_FILE
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{p} does not exist (not a sweep directory?)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise StoreError(f"{p} is unreadable or not valid JSON: {err}") from None
-    if not isinstance(doc, dict) or "axes" not in doc or "runs" not in doc:
-        raise StoreError(f"{p} is not an attnflow sweep manifest (needs 'axes' and 'runs')")
-    axes, runs = _validate_manifest(doc["axes"], doc["runs"], str(p))
-    return {"axes": axes, "runs": runs}
 
 
 _SAFE_TEXT = re.compile(r"[A-Za-z0-9.+-]+")
@@ -695,291 +547,3 @@ def run_name(point: Mapping[str, Any]) -> str:
     digest = hashlib.sha1(canonical.encode("utf-8")).hexdigest()[:10]
     readable = re.sub(r"[^A-Za-z0-9.+=,_-]", "-", name).lstrip(".")[: _MAX_NAME - len(digest) - 2]
     return f"{readable}__{digest}"
-
-
-# --------------------------------------------------------------------------------------------
-# Loading
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """A run's config.toml as a table; StoreError (one line naming the file) if missing or malformed."""
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path} is missing") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-        raise StoreError(f"{path} is unreadable or not valid TOML: {err}") from None
-
-
-def read_summary(path: Path) -> dict[str, Any]:
-    """A run's summary.json as a dict; StoreError if missing, malformed or not an object."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path} is missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise StoreError(f"{path} is unreadable or not valid JSON: {err}") from None
-    if not isinstance(doc, dict):
-        raise StoreError(f"{path} must hold a JSON object, got {type(doc).__name__}")
-    return doc
-
-
-def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
-    """A run's results.npz as (arrays, dimension names), never unpickling; StoreError on any corruption."""
-    if not path.is_file():
-        raise StoreError(f"{path} is missing")
-    # We own the file handle: np.load leaks its own when the archive turns out to be corrupt.
-    try:
-        fh = open(path, "rb")
-    except OSError as err:
-        raise StoreError(f"{path} is unreadable: {err.strerror or err}") from None
-    with fh:
-        try:
-            obj = np.load(fh, allow_pickle=False)
-        except Exception as err:  # noqa: BLE001 - any failure to parse means a corrupt file
-            raise StoreError(f"{path} is corrupt: not a readable .npz archive ({err})") from None
-        if not isinstance(obj, np.lib.npyio.NpzFile):
-            raise StoreError(f"{path} is not a .npz archive")
-        try:
-            with obj:
-                data = {k: obj[k] for k in obj.files}
-        except Exception as err:  # noqa: BLE001 - corrupt members, or object arrays refused without pickle
-            raise StoreError(f"{path} is corrupt or holds arrays that need pickling: {err}") from None
-    dims = _parse_dims(data.pop(DIMS_KEY), f"{path}: {DIMS_KEY}") if DIMS_KEY in data else {}
-    for name, names in dims.items():
-        if name in data and len(names) != data[name].ndim:
-            raise StoreError(
-                f"{path}: {DIMS_KEY} names {len(names)} dimensions for {name!r} of shape {data[name].shape}"
-            )
-    return data, dims
-
-
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for k, v in table.items():
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def _series(value: Any) -> np.ndarray | None:
-    """A summary list as a float array (null → NaN); None when it is not a rectangular numeric list."""
-    try:
-        arr = np.array(value, dtype=object)
-    except ValueError:
-        return None
-    if arr.dtype != object or arr.ndim == 0 or arr.size == 0:
-        return None
-    flat = arr.reshape(-1)
-    if not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x in flat):
-        return None
-    if all(isinstance(x, int) for x in flat):
-        try:
-            return np.array(flat.tolist(), dtype=np.int64).reshape(arr.shape)  # counts stay integers
-        except OverflowError:
-            pass
-    return np.array([np.nan if x is None else float(x) for x in flat]).reshape(arr.shape)
-
-
-def _load_run(run_dir: Path):
-    """One run as a Dataset, and the names of the summary scalars put in its attrs."""
-    import xarray as xr
-
-    config = read_config(run_dir / CONFIG_FILE)
-    summary = read_summary(run_dir / SUMMARY_FILE)
-    data, dims = read_arrays(run_dir / RESULTS_FILE)
-
-    sizes: dict[str, int] = {}
-    times = summary.get("times")
-    time_coord = None
-    if isinstance(times, list):
-        time_coord = _series(times) if times else np.zeros(0)
-        if time_coord is None or time_coord.ndim != 1:
-            raise StoreError(f"{run_dir / SUMMARY_FILE}: 'times' must be a list of numbers")
-        time_coord = time_coord.astype(np.float64)
-        sizes["time"] = len(times)
-
-    variables: dict[str, tuple[list[str], np.ndarray]] = {}
-    for name in sorted(data, key=lambda n: n not in dims):  # named dimensions claim their sizes first
-        arr = data[name]
-        if name in dims:
-            names = dims[name]
-            for dim, size in zip(names, arr.shape):
-                if sizes.setdefault(dim, size) != size:
-                    raise StoreError(
-                        f"{run_dir}: dimension {dim!r} of {name!r} has size {size}, elsewhere {sizes[dim]}"
-                    )
-        else:
-            # dim_0, dim_1... shared between arrays when sizes agree, else all private to the array
-            names = [f"dim_{i}" for i in range(arr.ndim)]
-            if any(sizes.get(dim, s) != s for dim, s in zip(names, arr.shape)):
-                names = [f"{name}_dim_{i}" for i in range(arr.ndim)]
-            for dim, size in zip(names, arr.shape):
-                sizes.setdefault(dim, size)
-        variables[name] = (names, arr)
-    for key, value in summary.items():
-        if key in ("config", "times", "versions") or key in variables:
-            continue
-        arr = _series(value) if isinstance(value, list) else None
-        if arr is None:
-            continue
-        names = list(_SUMMARY_SERIES.get(key, ()))
-        if not names and arr.ndim == 1 and "time" in sizes and len(arr) == sizes["time"]:
-            names = ["time"]
-        if len(names) != arr.ndim or any(sizes.get(d, s) != s for d, s in zip(names, arr.shape)):
-            continue  # not shaped as the contract says: keep it out rather than guess
-        for dim, size in zip(names, arr.shape):
-            sizes.setdefault(dim, size)
-        variables[key] = (names, arr)
-
-    coords = {}
-    if time_coord is not None:
-        coords["time"] = ("time", time_coord)
-    # a 1-D array named after its own dimension (d, beta, ...) labels that dimension
-    for name, (names, arr) in list(variables.items()):
-        if names == [name] and name not in coords:
-            coords[name] = variables.pop(name)
-    attrs = _flatten(config)
-    scalars = []
-    extras = {k: v for k, v in summary.items() if k not in ("config", "times")}
-    if isinstance(extras.get("versions"), Mapping):
-        extras.update(_flatten(extras.pop("versions"), "versions."))
-    for key, value in extras.items():
-        if isinstance(value, (bool, int, float, str)) and key not in variables:
-            name = key if key not in attrs else f"summary.{key}"
-            attrs[name] = value
-            scalars.append(name)
-    return xr.Dataset(variables, coords=coords, attrs=attrs), scalars
-
-
-def _coord_value(v: Any) -> Any:
-    """A grid value usable as an index label (whole-list values become their TOML text)."""
-    if isinstance(v, list):
-        return "[" + ", ".join(json.dumps(x) for x in v) + "]"
-    return v
-
-
-def _load_sweep(sweep_dir: Path):
-    import xarray as xr
-
-    manifest = read_manifest(sweep_dir)
-    axes: dict[str, list] = manifest["axes"]
-    names = list(axes)
-    runs, datasets = [], []
-    for run in manifest["runs"]:
-        run_dir = sweep_dir / run["name"]
-        if not is_complete(run_dir):
-            continue  # pending, failed or interrupted: the sweep loads what is done
-        ds, scalars = _load_run(run_dir)
-        for key in scalars:
-            value = ds.attrs[key]
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                ds[key] = ((), value)  # per-run numbers (steps, wall time) vary along the grid
-                del ds.attrs[key]
-        for key in names:
-            ds.attrs.pop(key, None)  # the grid value is a coordinate, not an attribute
-        runs.append(run)
-        datasets.append(ds)
-    if not datasets:
-        raise StoreError(f"{sweep_dir}: no complete runs yet ({len(manifest['runs'])} listed in {MANIFEST_FILE})")
-    ds = None
-    if _is_product(axes, manifest["runs"]):
-        try:
-            ds = _combine_on_grid(datasets, runs, axes)
-        except (ValueError, KeyError):
-            ds = None  # not a grid xarray can lay out: fall back to a run dimension
-    if ds is None:
-        kw = dict(data_vars="all", coords="different", compat="equals", join="outer",
-                  combine_attrs="drop_conflicts")
-        ds = xr.concat([_indexed(d) for d in datasets], dim="run", **kw)
-        coords = {ax: ("run", [_coord_value(r["point"][ax]) for r in runs]) for ax in names if ax not in ds.dims}
-        coords["run_name"] = ("run", [r["name"] for r in runs])
-        ds = ds.assign_coords(coords)
-    ds.attrs["sweep_axes"] = names
-    return ds
-
-
-def _indexed(ds):
-    """Give every dimension a coordinate (particle, coord, bin: 0, 1, ...) so runs of different
-    sizes align on an outer join instead of clashing."""
-    return ds.assign_coords({dim: np.arange(size) for dim, size in ds.sizes.items() if dim not in ds.coords})
-
-
-def _combine_on_grid(datasets, runs, axes):
-    """Lay complete runs out on their grid: one dimension per axis, merged by coordinate values.
-
-    An axis that is already a dimension of every run (``beta``, ``d``, ``seed``) merges along
-    it; any other axis becomes a new dimension. Per-run scalars spread along the axes.
-    """
-    import xarray as xr
-
-    names = list(axes)
-    # dimensions without labels of their own (particle, coord, bin) are padded to a common length
-    # with NaN, so runs of different n line up instead of becoming an axis to combine along
-    unlabelled: dict[str, int] = {}
-    for ds in datasets:
-        for dim, size in ds.sizes.items():
-            if dim not in ds.coords:
-                unlabelled[dim] = max(size, unlabelled.get(dim, 0))
-    laid = []
-    for ds, run in zip(datasets, runs):
-        ds = _indexed(ds).reindex({dim: np.arange(size) for dim, size in unlabelled.items() if dim in ds.dims})
-        new_axes = {ax: [_coord_value(run["point"][ax])] for ax in names if ax not in ds.dims}
-        run_axes = {ax: ds[ax].values for ax in names if ax in ds.dims}
-        for key in [k for k, v in ds.data_vars.items() if v.ndim == 0]:
-            ds[key] = ds[key].expand_dims(run_axes)  # a per-run number belongs to each of its grid values
-        laid.append(ds.expand_dims(new_axes) if new_axes else ds)
-        added = list(new_axes)
-    combined = xr.combine_by_coords(laid, data_vars="all", join="outer", combine_attrs="drop_conflicts")
-    order = [ax for ax in names if ax in combined.dims]
-    front = [ax for ax in added if ax in combined.dims]
-    # combining sorts coordinates; put each axis back in the order the sweep was given
-    for ax in order:
-        given = [_coord_value(v) for v in axes[ax] if not isinstance(v, list)]
-        if len(given) == combined.sizes[ax] and set(given) == set(combined[ax].values.tolist()):
-            combined = combined.reindex({ax: given})
-    return combined.transpose(*front, ...)
-
-
-def _is_product(axes: Mapping[str, list], runs: Sequence[Mapping]) -> bool:
-    """Whether the manifest's points are exactly the Cartesian product of its axes."""
-
-    def key(values):
-        return json.dumps(list(values), sort_keys=True)
-
-    names = list(axes)
-    product = {key(combo) for combo in itertools.product(*(axes[n] for n in names))}
-    points = [key(r["point"][n] for n in names) for r in runs]
-    return len(points) == len(product) == len(set(points)) and set(points) == product
-
-
-def load(path: str | os.PathLike):
-    """Load a run directory or a sweep directory as an ``xarray.Dataset``.
-
-    Run: every array of results.npz as a variable with the dimension names of ``__dims__``
-    (``dim_0``, ``dim_1``... for unnamed ones), the summary's per-time and per-member series
-    (``mean_inner_product``, ``n_clusters``...) when the archive lacks them, coordinate ``time``
-    from the summary's ``times``, and attrs = the configuration (nested tables flattened to
-    ``a.b``) plus the summary's scalars (``steps``, ``wall_time_s``, ``versions.jax``...).
-
-    Sweep (a directory with manifest.json): the complete runs laid out on their grid, one
-    dimension per axis (an axis that is already a run dimension, such as ``beta`` or ``d``,
-    merges along it; missing runs and shorter particle axes are NaN), or, where the points do
-    not form a grid, along a ``run`` dimension with each axis as a coordinate. Per-run scalars
-    become variables along the grid. Nothing is unpickled; bad or missing files raise StoreError.
-    """
-    p = Path(path)
-    if p.is_file() and p.name == MANIFEST_FILE:
-        return _load_sweep(p.parent)
-    if not p.exists():
-        raise StoreError(f"{p} does not exist")
-    if not p.is_dir():
-        raise StoreError(f"{p} is not a run or sweep directory")
-    if (p / MANIFEST_FILE).exists():
-        return _load_sweep(p)
-    missing = [f for f in _RUN_FILES if not (p / f).is_file()]
-    if missing:
-        raise StoreError(f"{p} is not a complete run (missing {', '.join(missing)}) and has no {MANIFEST_FILE}")
-    return _load_run(p)[0]

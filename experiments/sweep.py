@@ -14,18 +14,14 @@ import sys
 import time
 from pathlib import Path
 
-from . import executors, preflight, runner, store
+from . import builtin, executors, plan, preflight, runner, store
 from .executors import Task
 from .config import Config, expand_grid, load_config, parse_grid
-from .results import check_writable, save
+from .output import check_writable
+from .results import save
 
 NEUTRAL_KEYS = ("progress", "memory_gb")
 """Keys that change how a run is shown or chunked, not its results: a resumed sweep ignores them."""
-
-
-def _group_key(config: Config) -> tuple:
-    # everything but β decides the compiled shape and the initial conditions
-    return tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k != "beta"))
 
 
 def split(result: runner.RunResult, configs: list[Config]) -> list[runner.RunResult]:
@@ -52,7 +48,7 @@ def tasks_of(points: list, todo: list[int], parts_per_group: int = 1) -> list[Ta
     up to ``parts_per_group`` tasks of (nearly) equal size so that several workers share it."""
     groups: dict = {}
     for i in todo:
-        groups.setdefault(_group_key(points[i][1]), []).append(i)
+        groups.setdefault(plan.ensemble_key(points[i][1]), []).append(i)
     tasks = []
     for g, members in enumerate(groups.values()):
         k = max(1, min(parts_per_group, len(members)))
@@ -61,9 +57,9 @@ def tasks_of(points: list, todo: list[int], parts_per_group: int = 1) -> list[Ta
             part = members[lo: lo + size]
             configs = [points[i][1] for i in part]
             # each run keeps the statistics its own figures read, whatever it is merged with
-            wanted = {g for c in configs for g in runner.statistics_groups(c)}
+            wanted = {g for c in configs for g in builtin.statistics_groups(c)}
             merged = configs[0].replace(beta=[b for c in configs for b in c.beta],
-                                        statistics=[g for g in runner.GROUPS if g in wanted])
+                                        statistics=[g for g in plan.GROUPS if g in wanted])
             tasks.append(Task(key=f"attnflow-sweep-group{g}-part{p}-{secrets.token_hex(4)}",
                               config=merged.to_dict(), runs=tuple(part)))
     return tasks
@@ -106,7 +102,7 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
         raise ValueError("--resume keeps the runs already complete and --overwrite replaces them: give one of them")
     axes = [parse_grid(spec) for spec in grid_specs]
     points = expand_grid(config, axes)  # validates every point before anything runs
-    preflight.check(cfg for _, cfg in points)  # the files and memory of each run
+    preflight.check((cfg for _, cfg in points), needs=builtin.needs)  # the files and memory of each run
     out = Path(out)
     if out.is_symlink():
         raise ValueError(f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "

@@ -18,8 +18,8 @@ import numpy as np
 from .. import particles
 from ..particles import equiangular_ode as eq
 from ..solvers import simulate
-from . import builtin, runner
-from .builtin import Check
+from . import builtin
+from .registry import Check
 from .config import load_config
 
 TIGHT = dict(solver="dopri8", rtol=1e-11, atol=1e-13)
@@ -112,7 +112,7 @@ def _experiment_checks(name: str):
         if quick:
             base.update(experiment.quick)
         config = load_config(None, ["progress=false"], base=base)
-        return experiment.checks(runner.run(config))
+        return experiment.checks(experiment.execute(config))
 
     run.__doc__ = f"The checks of the {name} experiment."
     return run

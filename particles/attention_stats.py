@@ -24,8 +24,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Complex, Float
 
-from .fields import Attention, Field, Sum
-from .sphere import normalize
+from .fields import Field
 
 __all__ = [
     "attention_matrix",
@@ -41,61 +40,22 @@ __all__ = [
 def attention_matrix(field: Field, x: Float[Array, "n d"], t=0.0) -> Float[Array, "n n"]:
     """The row-stochastic attention matrix A(x) with which ``field`` mixes the tokens at time t.
 
-    SA, USA (and their masks, random or layer-wise weights): the softmax of the logits
-    β⟨Qx_i,Kx_j⟩ (for USA, its weights normalized by their row sums: the same random walk);
-    Sinkhorn: its doubly stochastic matrix; hardmax: the 0/1 matrix of the targets j*(i);
-    MultiHead: the mean over heads of their row-normalized matrices; the circle (angles):
-    the softmax of β cos(θ_i − θ_j); linear attention with a positive feature map and
+    The field's own ``Field.attention_matrix``. SA, USA (and their masks, random or layer-wise
+    weights): the softmax of the logits β⟨Qx_i,Kx_j⟩ (for USA, its weights normalized by their row
+    sums: the same random walk); Sinkhorn: its doubly stochastic matrix; hardmax: the 0/1 matrix of
+    the targets j*(i); MultiHead: the mean over heads of their row-normalized matrices; the circle
+    (angles): the softmax of β cos(θ_i − θ_j); linear attention with a positive feature map and
     normalize="sum": its weights. Wrappers look through to their sublayer, as it sees the tokens:
     Pre-LN and peri-LN normalize x first, no-LN uses x as it is, the rescaled no-LN form maps z to
     x = e^{tV}z, layer-wise weights take layer ℓ(t). Sums: a term without attention (feed-forward)
     is skipped; several attention terms give the mean of their matrices. Signed weights (linear
-    attention with the raw kernel, least-squares attention) are not a random walk: ValueError,
-    and their ``attention(x)`` gives the weights themselves.
+    attention with the raw kernel, least-squares attention) are not a random walk: ValueError (their
+    ``attention(x)`` gives the weights themselves), as for a field without attention (feed-forward alone).
     """
-    from .circle import Circle, from_angles
-    from .layernorm import PeriLN, PreLN, RescaledNoLN
-    from .layerwise import LayerWise
-    from .multihead import MultiHead
-    from .sinkhorn import Sinkhorn
-
-    x = jnp.asarray(x)
-    if isinstance(field, Sum):
-        mats = [attention_matrix(f, x, t) for f in field.terms if _has_attention(f)]
-        if not mats:
-            raise ValueError("no term of this Sum has an attention matrix")
-        return sum(mats[1:], mats[0]) / len(mats)
-    if isinstance(field, (PreLN, PeriLN)):
-        return attention_matrix(field.inner, normalize(x), t)
-    if isinstance(field, RescaledNoLN):
-        return attention_matrix(field.inner, field.tokens(t, x), t)
-    if isinstance(field, LayerWise):
-        return attention_matrix(field.layer(field.layer_index(t)), x, t)
-    if isinstance(field, Circle):
-        p = from_angles(x)
-        return jax.nn.softmax(field.beta.astype(p.dtype) * (p @ p.T), axis=-1)
-    if isinstance(field, MultiHead):
-        return jnp.mean(jax.nn.softmax(field.logits(x), axis=-1), axis=-3)
-    if isinstance(field, Sinkhorn):
-        return field.attention(x)
-    if isinstance(field, Attention):
-        return jax.nn.softmax(field.logits(x), axis=-1)
-    if hasattr(field, "attention"):
-        if not getattr(field, "stochastic", True):
-            raise ValueError(f"{type(field).__name__} weights are signed, not a random walk on the tokens "
-                             "(use LinearAttention(normalize='sum', feature='elu') for a stochastic one); "
-                             "field.attention(x) returns the weights themselves")
-        return field.attention(x)
-    if hasattr(field, "inner"):  # Post-LN, nGPT, no-LN, noise: the sublayer sees x itself
-        return attention_matrix(field.inner, x, t)
-    raise ValueError(f"{type(field).__name__} has no attention matrix")
-
-
-def _has_attention(field) -> bool:
-    from .circle import Circle
-
-    return (isinstance(field, Circle) or hasattr(field, "attention") or hasattr(field, "logits")
-            or (hasattr(field, "inner") and _has_attention(field.inner)))
+    A = field.attention_matrix(t, jnp.asarray(x))
+    if A is None:
+        raise ValueError(f"{type(field).__name__} has no attention matrix")
+    return A
 
 
 def attention_spectrum(A: Float[Array, "... n n"]) -> Complex[Array, "... n"]:

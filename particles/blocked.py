@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import check_choice
+from .checks import check_choice
 
 __all__ = ["DENSE_LIMIT_BYTES", "PARTICLE_AXIS", "TILE", "blocked_attention", "dense_limit_bytes", "fused_attention",
            "resolve_block", "resolve_kernel", "tile_side"]

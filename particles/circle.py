@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import check_choice
-from .fields import UNROLLED_N, Field, _as_beta
+from .checks import check_choice
+from .fields import UNROLLED_N, Field, as_beta
 
 __all__ = ["Circle", "to_angles", "from_angles", "sincos", "exp2", "spread"]
 
@@ -154,13 +154,26 @@ class Circle(Field):
     event_ndim: ClassVar[dict[str, int]] = {"beta": 0}
 
     def __init__(self, beta=1.0, model: str = "sa", *, exact: bool = False):
-        self.beta = _as_beta(beta)
+        self.beta = as_beta(beta)
         self.model = check_choice("model", model, _MODELS)
         self.exact = bool(exact)
 
     def directions(self, x):
         """Angles (n, 1) as points (cos θ, sin θ) of the circle."""
         return from_angles(x)
+
+    @property
+    def in_angles(self) -> bool:
+        return True
+
+    @property
+    def has_attention(self) -> bool:
+        return True
+
+    def attention_matrix(self, t, theta: Float[Array, "n 1"]) -> Float[Array, "n n"]:
+        """A_ij = softmax_j(β cos(θ_i − θ_j)), the matrix of SA at the points (cos θ_i, sin θ_i)."""
+        p = from_angles(theta)
+        return jax.nn.softmax(self.beta.astype(p.dtype) * (p @ p.T), axis=-1)
 
     def drift(self, t, theta: Float[Array, "n 1"]) -> Float[Array, "n 1"]:
         th = theta[..., 0]

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ._checks import check_real
+from .checks import check_real
 from .fields import Field
 from .sphere import project, small_d_gaps
 
@@ -53,11 +53,11 @@ def settle(x: Float[Array, "n d"], eps) -> Float[Array, "n d"]:
 def settler(field):
     """For the solvers: the map settling every member of a batch (members, n, d) after a step.
 
-    The identity unless ``field`` is ``Coalesced``; then merged tokens are placed at their
+    The identity unless the field coalesces (``coalesce_eps`` not None); then merged tokens are placed at their
     representatives (found on the tokens' directions: points of the sphere, or angles of
     ``Circle`` seen as points of the circle), so that a merge is kept from step to step.
     """
-    eps = getattr(field, "coalesce_eps", None)
+    eps = field.coalesce_eps
     if eps is None:
         return lambda x: x
     return jax.vmap(lambda y: y[representatives(field.directions(y), eps)])
@@ -78,9 +78,7 @@ class Coalesced(Field):
     def __init__(self, inner: Field, eps: float = 1e-10):
         if not isinstance(inner, Field):
             raise ValueError(f"Coalesced wraps an attnflow field such as af.USA(beta), got {type(inner).__name__}")
-        from .circle import Circle
-
-        if inner.geometry != "sphere" and not isinstance(inner, Circle):
+        if inner.geometry != "sphere" and not inner.in_angles:
             raise ValueError(f"Coalesced needs tokens on the sphere (or Circle's angles); "
                              f"{type(inner).__name__} lives in R^d")
         self.inner = inner
@@ -99,10 +97,22 @@ class Coalesced(Field):
     def directions(self, x):
         return self.inner.directions(x)
 
+    def inner_fields(self) -> tuple[Field, ...]:
+        return (self.inner,)
+
+    @property
+    def in_angles(self) -> bool:
+        """The inner field's: True around ``Circle``."""
+        return self.inner.in_angles
+
     @property
     def coalesce_eps(self) -> float:
         """ε, read by the solvers, which also settle merged tokens onto their representatives after each step."""
         return self.eps
+
+    def settled_field(self) -> Field:
+        """The inner field: on settled states (x_i = x_r(i)) the representatives need no search."""
+        return self.inner
 
     def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         rep = representatives(self.inner.directions(x), self.eps)

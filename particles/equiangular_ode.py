@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import check_choice, check_int, check_real
+from .checks import check_choice, check_int, check_real
 
 __all__ = ["equiangular_rhs", "equiangular", "hitting_time", "gamma_curve", "wendel_probability"]
 

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._checks import check_choice
-from .fields import Field, _as_matrix
+from .checks import check_choice
+from .fields import Field, as_matrix
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -45,9 +45,9 @@ class FeedForward(Field):
         for name, value in (("a", a), ("w", w)):
             if value is None:
                 raise ValueError(f"FeedForward needs {name}: a of shape (m, d) and w of shape (d, m)")
-        self.a = _as_matrix("a", a)
-        self.w = _as_matrix("w", w)
-        self.b = jnp.zeros(self.a.shape[-2], self.a.dtype) if b is None else _as_matrix("b", b, ndim=1)
+        self.a = as_matrix("a", a)
+        self.w = as_matrix("w", w)
+        self.b = jnp.zeros(self.a.shape[-2], self.a.dtype) if b is None else as_matrix("b", b, ndim=1)
         self.activation = check_choice("activation", activation, tuple(ACTIVATIONS))
         m, d = self.a.shape[-2:]
         if self.b.shape[-1] != m:

@@ -22,14 +22,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import check_choice
+from .checks import check_choice
 from .blocked import blocked_attention, check_block, check_kernel, fused_attention, resolve_block, resolve_kernel
 from .sphere import normalize, project
 
 _TIMES = ("glpr", "rescaled")
 
 
-_MASKS = ("none", "causal")
+MASKS = ("none", "causal")
 
 UNROLLED_N = 64
 """Up to this many tokens, SA on the circle (d = 2) and ``Circle`` sum over j term by term: the loop over j
@@ -58,7 +58,7 @@ def _circle_velocity(beta: Float[Array, ""], x: Float[Array, "n 2"]) -> Float[Ar
     return jnp.stack([-omega * b, omega * a], axis=-1)
 
 
-def _as_matrix(name: str, value, ndim: int = 2) -> Array | None:
+def as_matrix(name: str, value, ndim: int = 2) -> Array | None:
     """A weight matrix (or a stack of them, one per ensemble member), validated and as a JAX array."""
     if value is None:
         return None
@@ -118,13 +118,13 @@ def as_parameter(name: str, value, what: str = "value") -> Array:
     return jnp.asarray(arr, dtype=jnp.result_type(float))
 
 
-def _as_beta(value) -> Array:
+def as_beta(value) -> Array:
     return as_parameter("beta", value, "temperature")
 
 
 def as_weights(Q, K, V) -> tuple[Array | None, Array | None, Array | None]:
     """Validated Q, K (k×d, same shape) and V (d×d), each possibly with a leading member axis; None = identity."""
-    Q, K, V = _as_matrix("Q", Q), _as_matrix("K", K), _as_matrix("V", V)
+    Q, K, V = as_matrix("Q", Q), as_matrix("K", K), as_matrix("V", V)
     q_shape = None if Q is None else Q.shape[-2:]
     k_shape = None if K is None else K.shape[-2:]
     if q_shape is not None and k_shape is not None and q_shape != k_shape:
@@ -255,14 +255,88 @@ class Field(eqx.Module):
         """
         return None
 
+    # -- what the field says about itself (solvers and statistics ask, never probe) -------
+    def inner_fields(self) -> tuple["Field", ...]:
+        """The fields this one wraps or adds up: (inner,) for a wrapper, the terms of a ``Sum``, () otherwise."""
+        return ()
+
+    def summands(self) -> tuple["Field", ...]:
+        """The terms f_k with drift = Σ_k drift_k: those of a ``Sum``, (self,) for any other field."""
+        return (self,)
+
+    @property
+    def temperature(self) -> Array | None:
+        """β: the field's own ``beta``, else that of its first inner field that has one; None if none does."""
+        beta = getattr(self, "beta", None)
+        if beta is not None:
+            return beta
+        for f in self.inner_fields():
+            beta = f.temperature
+            if beta is not None:
+                return beta
+        return None
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the field mixes the tokens with an n × n matrix A (``attention_matrix`` is not None)."""
+        return any(f.has_attention for f in self.inner_fields())
+
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"] | None:
+        """The matrix A(x) with which the field mixes the tokens at time t, as it sees them; None without one.
+
+        By default that of the inner fields, which see x itself (Post-LN, nGPT, no LN, noise):
+        A = (1/m) Σ_k A_k over the m inner fields that have one (the attention terms of a sum).
+        """
+        mats = [a for a in (f.attention_matrix(t, x) for f in self.inner_fields()) if a is not None]
+        if not mats:
+            return None
+        return mats[0] if len(mats) == 1 else sum(mats[1:], mats[0]) / len(mats)
+
+    def kernel_logits(self, x: Float[Array, "n d"]) -> Float[Array, "... n n"] | None:
+        """The logits ℓ_ij = β⟨Qx_i, Kx_j⟩ of the field's own kernel e^ℓ; None for a field without one."""
+        return None
+
+    def jump_times(self, t1: float, t0: float = 0.0) -> np.ndarray:
+        """The times b, t0 < b < t1, where the field switches (layer-wise weights), sorted: its inner fields'."""
+        times = [np.asarray(f.jump_times(t1, t0), dtype=np.float64).ravel() for f in self.inner_fields()]
+        return np.unique(np.concatenate(times)) if times else np.empty(0)
+
+    def uses_blocked(self, n: int, dtype) -> bool:
+        """Whether some attention term evaluates n tokens of ``dtype`` by the blocked path (its inner fields')."""
+        return any(f.uses_blocked(n, dtype) for f in self.inner_fields())
+
+    def growth_norm(self) -> float | None:
+        """The largest κ = ‖QᵀK‖₂ of the USA terms in [GLPR]'s time (velocities of order e^{κβ}); None if none."""
+        norms = [k for k in (f.growth_norm() for f in self.inner_fields()) if k is not None]
+        return max(norms) if norms else None
+
+    @property
+    def noise_sigma(self) -> Array | None:
+        """σ of the Brownian part σ P_x ∘ dW; None for a deterministic field (decided by structure alone)."""
+        return None
+
+    def deterministic(self) -> "Field":
+        """The field without its Brownian part: its velocity, P_x drift, is unchanged."""
+        return self
+
+    @property
+    def coalesce_eps(self) -> float | None:
+        """ε: tokens within ½‖x_i − x_j‖² ≤ ε move as one (``Coalesced``); None: every token moves alone."""
+        return None
+
+    def settled_field(self) -> "Field":
+        """The field a solver steps states with once merged tokens sit at their representatives: this field itself."""
+        return self
+
+    @property
+    def in_angles(self) -> bool:
+        """Whether the states are angles θ (n, 1) of points (cos θ, sin θ) of the circle (``Circle``)."""
+        return False
+
     def __add__(self, other: "Field") -> "Sum":
         if not isinstance(other, Field):
             return NotImplemented
-        return Sum(*_terms(self), *_terms(other))
-
-
-def _terms(field: Field) -> tuple[Field, ...]:
-    return field.terms if isinstance(field, Sum) else (field,)
+        return Sum(*self.summands(), *other.summands())
 
 
 class Sum(Field):
@@ -286,9 +360,28 @@ class Sum(Field):
     def beta(self):
         """β of the first term that has one (for statistics such as the energy)."""
         for f in self.terms:
-            if hasattr(f, "beta"):
-                return f.beta
+            beta = f.temperature
+            if beta is not None:
+                return beta
         raise AttributeError("no term of this Sum has a beta")
+
+    def inner_fields(self):
+        return self.terms
+
+    def summands(self):
+        return self.terms
+
+    @property
+    def noise_sigma(self):
+        """Independent Brownian motions add in quadrature: σ = √(Σ_k σ_k²) over the noisy terms."""
+        parts = [s for s in (f.noise_sigma for f in self.terms) if s is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else jnp.sqrt(sum(s**2 for s in parts))
+
+    def deterministic(self):
+        """The sum of the terms without their noise."""
+        return Sum(*(f.deterministic() for f in self.terms))
 
     def drift(self, t, x):
         out = self.terms[0].drift(t, x)
@@ -364,9 +457,9 @@ class Attention(Field):
 
     def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", block="auto",
                  kernel: str = "auto"):
-        self.beta = _as_beta(beta)
+        self.beta = as_beta(beta)
         self.Q, self.K, self.V = as_weights(Q, K, V)
-        self.mask = check_choice("mask", mask, _MASKS)
+        self.mask = check_choice("mask", mask, MASKS)
         self.block = check_block(block)
         self.kernel = check_kernel(kernel)
 
@@ -384,6 +477,31 @@ class Attention(Field):
     def values(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         """V x_j for every particle."""
         return x if self.V is None else x @ self.V.T.astype(x.dtype)
+
+    @property
+    def has_attention(self) -> bool:
+        return True
+
+    softmax: ClassVar[bool] = True
+    """Whether the weights are normalized over each row (SA); USA's are not."""
+
+    def uses_blocked(self, n: int, dtype) -> bool:
+        """Whether n tokens of ``dtype`` take the blocked evaluation (not a fused kernel asked for by name)."""
+        if resolve_block(self.block, n, dtype) is None:
+            return False
+        try:
+            kernel = resolve_kernel(self.kernel, self.softmax, dtype)
+        except ValueError:
+            return False
+        return not (kernel == "fused" and self.kernel == "fused")
+
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """A_ij = softmax_j(β⟨Qx_i, Kx_j⟩), [GLPR] (2.4); for USA its weights over their row sums."""
+        return jax.nn.softmax(self.logits(x), axis=-1)
+
+    def kernel_logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """β⟨Q x_i, K x_j⟩ (``logits``)."""
+        return self.logits(x)
 
     def _without_matrix(self, x: Float[Array, "n d"], normalized: bool, offset=0.0) -> Array | None:
         """The drift by the fused kernel or the blocked evaluation when ``kernel``/``block`` pick one, else None."""
@@ -491,6 +609,12 @@ class USA(Attention):
         m = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
         w = jnp.exp(logits - m)
         return (w @ self.values(x)) * (jnp.exp(m - offset) / x.shape[0])
+
+    softmax: ClassVar[bool] = False
+
+    def growth_norm(self) -> float | None:
+        """‖QᵀK‖₂ in [GLPR]'s time, where velocities grow like e^{β‖QᵀK‖}; None in the rescaled time (O(1))."""
+        return self.kernel_norm() if self.time == "glpr" else None
 
     def check(self, n, d, dtype):
         super().check(n, d, dtype)

@@ -55,6 +55,14 @@ class Hardmax(Field):
         n = x.shape[0]
         return (self.targets(x)[:, None] == jnp.arange(n)[None, :]).astype(x.dtype)
 
+    @property
+    def has_attention(self) -> bool:
+        return True
+
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """A_ij = [j = j*(i)] (``attention``)."""
+        return self.attention(x)
+
     def drift(self, t, x):
         y = x[self.targets(x)]
         return y if self.V is None else y @ self.V.T.astype(x.dtype)

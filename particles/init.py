@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import check_int, check_real
+from .checks import check_int, check_real
 from .sphere import expmap, normalize, project
 
 __all__ = ["uniform", "orthogonal", "equiangular", "cap", "clusters", "from_array"]

@@ -72,6 +72,9 @@ class _Wrapper(Field):
         """β of the sublayer (for statistics such as the energy)."""
         return self.inner.beta
 
+    def inner_fields(self) -> tuple[Field, ...]:
+        return (self.inner,)
+
     def check(self, n: int, d: int, dtype) -> None:
         self.inner.check(n, d, dtype)
 
@@ -111,6 +114,10 @@ class PreLN(_Wrapper):
     def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         return self.inner.drift(t, normalize(x))
 
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"] | None:
+        """The sublayer's matrix on the directions: A(Θ), θ_i = x_i / ‖x_i‖."""
+        return self.inner.attention_matrix(t, normalize(x))
+
 
 class PeriLN(_Wrapper):
     """Peri-LN: normalize both the sublayer's input and its output, residual stream unnormalized.
@@ -127,6 +134,10 @@ class PeriLN(_Wrapper):
 
     def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         return _unit_rows(self.inner.drift(t, normalize(x)))
+
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"] | None:
+        """The sublayer's matrix on the directions: A(Θ), θ_i = x_i / ‖x_i‖."""
+        return self.inner.attention_matrix(t, normalize(x))
 
 
 class NGPT(_Wrapper):
@@ -204,6 +215,10 @@ class RescaledNoLN(_Wrapper):
         K = E if inner.K is None else inner.K.astype(z.dtype) @ E
         conjugated = eqx.tree_at(lambda f: (f.Q, f.K), inner, (Q, K), is_leaf=lambda a: a is None)
         return conjugated.drift(t, z) - inner.values(z)
+
+    def attention_matrix(self, t, z: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """The sublayer's matrix on the tokens of ``NoLN``: A(e^{tV} Z)."""
+        return self.inner.attention_matrix(t, self.tokens(t, z))
 
     def tokens(self, t, z: Float[Array, "... n d"]) -> Float[Array, "... n d"]:
         """x = e^{tV} z: the tokens of ``NoLN`` from the rescaled ones.

@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._checks import check_int, check_real
-from .fields import Attention, Field, _as_matrix, identity_scale, span_kernel, span_rank, span_weights
+from .checks import check_int, check_real
+from .fields import Attention, Field, as_matrix, identity_scale, span_kernel, span_rank, span_weights
 from .weights import member_keys, sample_weights
 
 __all__ = ["LayerWise"]
@@ -81,9 +81,9 @@ class LayerWise(Field):
             raise ValueError(f"LayerWise wraps an attention field such as SA(beta) or USA(beta), "
                              f"got {type(inner).__name__}")
         self.inner = inner
-        self.Qs = _as_matrix("Qs", Qs, ndim=3)
-        self.Ks = _as_matrix("Ks", Ks, ndim=3)
-        self.Vs = _as_matrix("Vs", Vs, ndim=3)
+        self.Qs = as_matrix("Qs", Qs, ndim=3)
+        self.Ks = as_matrix("Ks", Ks, ndim=3)
+        self.Vs = as_matrix("Vs", Vs, ndim=3)
         self.tau = check_real("tau", tau, 0.0, strict_min=True)
         stacks = {n: s for n, s in (("Qs", self.Qs), ("Ks", self.Ks), ("Vs", self.Vs)) if s is not None}
         layers = {n: s.shape[-3] for n, s in stacks.items()}
@@ -144,6 +144,17 @@ class LayerWise(Field):
 
     def drift(self, t, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         return self.layer(self.layer_index(t)).drift(t, x)
+
+    def inner_fields(self) -> tuple[Field, ...]:
+        return (self.inner,)
+
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """The matrix of layer ℓ(t): A(x) with (Q, K, V) = (Qs, Ks, Vs)[ℓ(t)]."""
+        return self.layer(self.layer_index(t)).attention_matrix(t, x)
+
+    def growth_norm(self) -> float | None:
+        """max_ℓ ‖Q_ℓᵀK_ℓ‖₂ when the inner attention is USA in [GLPR]'s time (``kernel_norm``), else None."""
+        return None if self.inner.growth_norm() is None else self.kernel_norm()
 
     def check(self, n: int, d: int, dtype) -> None:
         # the inner field's own checks (shapes against d, USA's overflow bound on β‖QᵀK‖)

@@ -33,7 +33,7 @@ import jax.scipy.linalg
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import check_choice
+from .checks import check_choice
 from .fields import Field, as_weights, check_weights, query_key
 
 __all__ = ["LinearAttention", "LeastSquaresAttention"]
@@ -72,6 +72,18 @@ class _KeyValue(Field):
 
     def check(self, n: int, d: int, dtype) -> None:
         check_weights(self.Q, self.K, self.V, d)
+
+    @property
+    def has_attention(self) -> bool:
+        return True
+
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """The weights W of ``attention`` when they are row-stochastic (``stochastic``); ValueError when signed."""
+        if not self.stochastic:
+            raise ValueError(f"{type(self).__name__} weights are signed, not a random walk on the tokens "
+                             "(use LinearAttention(normalize='sum', feature='elu') for a stochastic one); "
+                             "field.attention(x) returns the weights themselves")
+        return self.attention(x)
 
 
 class LinearAttention(_KeyValue):

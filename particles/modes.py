@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._checks import check_choice, check_int
+from .checks import check_choice, check_int
 
 __all__ = ["mode_growth_rates", "fastest_mode"]
 

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import check_choice, check_int
-from .fields import _MASKS, Field, _as_beta, _as_matrix, identity_scale, span_kernel
+from .checks import check_choice, check_int
+from .fields import MASKS, Field, as_beta, as_matrix, identity_scale, span_kernel
 
 _MODELS = ("sa", "usa", "usa-rescaled")
 
@@ -48,15 +48,15 @@ class MultiHead(Field):
     event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 3, "K": 3, "V": 3}
 
     def __init__(self, beta, Q, K, V, *, mask: str = "none", model: str = "sa"):
-        self.beta = _as_beta(beta)
+        self.beta = as_beta(beta)
         for name, value in (("Q", Q), ("K", K), ("V", V)):
             if value is None:
                 raise ValueError(f"MultiHead needs {name} of shape (heads, ...); "
                                  "use MultiHead.identity(beta, heads, d) for coordinate-block heads")
-        self.Q = _as_matrix("Q", Q, ndim=3)
-        self.K = _as_matrix("K", K, ndim=3)
-        self.V = _as_matrix("V", V, ndim=3)
-        self.mask = check_choice("mask", mask, _MASKS)
+        self.Q = as_matrix("Q", Q, ndim=3)
+        self.K = as_matrix("K", K, ndim=3)
+        self.V = as_matrix("V", V, ndim=3)
+        self.mask = check_choice("mask", mask, MASKS)
         self.model = check_choice("model", model, _MODELS)
         if self.Q.shape[-3:] != self.K.shape[-3:]:
             raise ValueError(f"Q and K must have the same shape (heads, k, d); "
@@ -110,6 +110,18 @@ class MultiHead(Field):
             return jax.nn.softmax(logits, axis=-1)
         offset = 0.0 if self.model == "usa" else self.beta.astype(x.dtype)
         return jnp.exp(logits - offset) / x.shape[0]
+
+    @property
+    def has_attention(self) -> bool:
+        return True
+
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """A = (1/H) Σ_h softmax_j(β⟨Q_h x_i, K_h x_j⟩): the mean of the heads' row-normalized matrices."""
+        return jnp.mean(jax.nn.softmax(self.logits(x), axis=-1), axis=-3)
+
+    def kernel_logits(self, x: Float[Array, "n d"]) -> Float[Array, "H n n"]:
+        """β⟨Q_h x_i, K_h x_j⟩ for every head (``logits``)."""
+        return self.logits(x)
 
     def drift(self, t, x):
         logits = self.logits(x)

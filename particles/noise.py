@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .fields import Field, Sum, as_parameter
+from .fields import Field, as_parameter
 
 
 def _as_sigma(value) -> Array:
@@ -79,33 +79,34 @@ class Noisy(Field):
     def check(self, n, d, dtype):
         self.inner.check(n, d, dtype)
 
+    def inner_fields(self) -> tuple[Field, ...]:
+        return (self.inner,)
+
+    @property
+    def noise_sigma(self):
+        """σ, or √(σ² + σ_inner²) when the inner field is noisy too (independent noises add in quadrature)."""
+        inner = self.inner.noise_sigma
+        return self.sigma if inner is None else jnp.sqrt(self.sigma**2 + inner**2)
+
+    def deterministic(self) -> Field:
+        """The inner field without its own noise."""
+        return self.inner.deterministic()
+
 
 def noise_sigma(field: Field):
-    """The total noise level σ of a field, or None when it is deterministic.
+    """The total noise level σ of a field, or None when it is deterministic (``Field.noise_sigma``).
 
     Independent Brownian motions add in quadrature: a ``Sum`` with noisy terms σ_1, σ_2, or
     ``Noisy(Noisy(f, σ_1), σ_2)``, diffuses with σ = √(σ_1² + σ_2²). Whether the result is None
     depends only on the structure of the field, so it can be decided outside of compiled code.
     """
-    if isinstance(field, Noisy):
-        inner = noise_sigma(field.inner)
-        return field.sigma if inner is None else jnp.sqrt(field.sigma**2 + inner**2)
-    if isinstance(field, Sum):
-        parts = [s for s in (noise_sigma(f) for f in field.terms) if s is not None]
-        if not parts:
-            return None
-        return parts[0] if len(parts) == 1 else jnp.sqrt(sum(s**2 for s in parts))
-    return None
+    return field.noise_sigma
 
 
 def deterministic(field: Field) -> Field:
-    """The field without its noise: every ``Noisy`` layer replaced by the field it wraps.
+    """The field without its noise: every ``Noisy`` layer replaced by the field it wraps (``Field.deterministic``).
 
     Its velocity equals the noisy field's (both are P_x drift); splitting schemes hand it to a
     deterministic method, which then sees the inner structure (a ``Sum`` of terms, say).
     """
-    if isinstance(field, Noisy):
-        return deterministic(field.inner)
-    if isinstance(field, Sum):
-        return Sum(*(deterministic(f) for f in field.terms))
-    return field
+    return field.deterministic()

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from ._checks import check_int, check_real
+from .checks import check_int, check_real
 from .sphere import SMALL_D, inner_products, pairwise_gaps, small_d_gaps
 
 __all__ = [

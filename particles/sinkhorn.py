@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._checks import check_int, check_real
+from .checks import check_int, check_real
 from .fields import Attention
 
 
@@ -123,6 +123,10 @@ class Sinkhorn(Attention):
         logits = self.logits(x)
         f, g, _, _ = sinkhorn_potentials(logits, self.tol, self.max_iter, self.symmetric)
         return jnp.exp(logits + f[:, None] + g[None, :])
+
+    def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """The doubly stochastic S = diag(e^f) e^{β⟨Qx_i,Kx_j⟩} diag(e^g) (``attention``)."""
+        return self.attention(x)
 
     def drift(self, t, x):
         return self.attention(x) @ self.values(x)

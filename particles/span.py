@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._checks import check_int
+from .checks import check_int
 from .init import as_key, float_dtype
 from .sphere import normalize
 

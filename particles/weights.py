@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import check_choice, check_int
+from .checks import check_choice, check_int
 
 __all__ = ["ENSEMBLES", "sample_weights", "member_keys"]
 

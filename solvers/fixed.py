@@ -10,7 +10,6 @@ from typing import ClassVar
 
 import equinox as eqx
 
-from ..particles.fields import Sum
 from ..particles.sphere import normalize, rotate
 from .fusion import materialized
 
@@ -126,7 +125,7 @@ class LieTrotter(FixedStep):
 
     def step(self, field, t, x, h):
         # every term sees the same time interval [t, t + h]: the layers share one "depth" index
-        for term in field.terms if isinstance(field, Sum) else (field,):
+        for term in field.summands():
             x = RK4().step(term, t, x, h)
         return x
 

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles import coalesce as _coalesce
-from ..particles.circle import Circle, spread
+from ..particles.circle import spread
 from ..particles.sphere import normalize, small_d_gaps
 from . import progress as _progress
 
@@ -133,13 +133,12 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     dense_rows = [tuple(float(v) for v in row) for row in _interpolant(method, len(b))]
     sphere = field.geometry == "sphere"
     finish = normalize if sphere else (lambda y: y)
-    eps_merge = getattr(field, "coalesce_eps", None)
+    eps_merge = field.coalesce_eps
     settle = _coalesce.settler(field)
     # consensus of angles from their range (``circle.spread``), exact for thresholds δ < 1
-    fast_spread = (isinstance(field.inner if eps_merge is not None else field, Circle)
-                   and isinstance(delta, (int, float)) and delta < 1.0)
+    fast_spread = field.in_angles and isinstance(delta, (int, float)) and delta < 1.0
     # every step starts settled, so a Coalesced field's own work (representatives per evaluation) is not needed
-    inner_axes = axes.inner if eps_merge is not None else axes
+    inner_axes = axes.settled_field()
     vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(inner_axes, 0, 0))
     directions = jax.vmap(lambda x: field.directions(x))
     # save_fn for (slots, k) save times and states
@@ -192,7 +191,7 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
         ids, t, y, k1, fresh = s["ids"], s["t"], s["y"], s["k1"], s["fresh"]
         live = ids < members
         f = slot_field(s["parts"])
-        fe = f.inner if eps_merge is not None else f
+        fe = f.settled_field()
         h = jnp.where(fresh, 0.0, jnp.minimum(s["h"], t1 - t))
         hb = h[:, None, None]
         ks = [k1]

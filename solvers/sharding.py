@@ -28,8 +28,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ..particles.blocked import PARTICLE_AXIS, resolve_block, resolve_kernel
-from ..particles.fields import USA, Attention
+from ..particles.blocked import PARTICLE_AXIS
 
 MEMBERS = "members"
 """Name of the mesh axis over which ensemble members are split."""
@@ -58,16 +57,7 @@ def local_mesh(axis: str) -> Mesh:
 
 def uses_blocked(field, n: int, dtype) -> bool:
     """True when some attention term of ``field`` evaluates n particles of ``dtype`` by the blocked path."""
-    for node in jax.tree_util.tree_leaves(field, is_leaf=lambda a: isinstance(a, Attention)):
-        if not isinstance(node, Attention) or resolve_block(node.block, n, dtype) is None:
-            continue
-        try:
-            kernel = resolve_kernel(node.kernel, not isinstance(node, USA), dtype)
-        except ValueError:
-            continue
-        if not (kernel == "fused" and node.kernel == "fused"):
-            return True
-    return False
+    return field.uses_blocked(n, dtype)
 
 
 def plan(shard: bool | None, field, n: int, members: int, dtype) -> Plan | None:

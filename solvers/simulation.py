@@ -14,7 +14,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float, Int
 
-from ..particles._checks import check_choice, check_int, check_real
+from ..particles.checks import check_choice, check_int, check_real
 from ..particles import coalesce as _coalesce
 from ..particles.init import from_array
 from ..particles.sphere import normalize, within
@@ -22,8 +22,7 @@ from . import dense as _dense
 from . import progress as _progress
 from . import queue as _queue
 from . import sharding as _sharding
-from ..particles.fields import USA, Attention, ensemble_axes
-from ..particles.noise import noise_sigma
+from ..particles.fields import Field, ensemble_axes
 from .adaptive import ADAPTIVE_METHODS, NON_FINITE, FiniteSteps, OnSphere, make_method
 from .compiler import jit_with_options, loop_options
 from .fixed import FIXED_METHODS
@@ -190,8 +189,10 @@ def simulate(
         raise ValueError(f"t1 must be > t0 = {t0:g}, got {t1:g}")
     rtol = check_real("rtol", rtol, 0.0, strict_min=True)
     atol = check_real("atol", atol, 0.0, strict_min=True)
+    if not isinstance(field, Field):
+        raise ValueError(f"field must be an attnflow vector field such as af.SA(beta), got {type(field).__name__}")
     fixed = solver in FIXED_METHODS or solver in GRID_ONLY
-    noisy = noise_sigma(field) is not None
+    noisy = field.noise_sigma is not None
     if noisy and solver in GRID_ONLY:
         raise ValueError(f"{type(field).__name__} is a stochastic field: solver {solver!r} interpolates a smooth "
                          f"path; integrate it with one of {', '.join(map(repr, FIXED_METHODS))} and dt")
@@ -206,8 +207,6 @@ def simulate(
         dt = check_real("dt", dt, 0.0, strict_min=True)
     if stop_when_clustered is not None:
         stop_when_clustered = check_real("stop_when_clustered", stop_when_clustered, 0.0, 2.0, strict_min=True)
-    if not hasattr(field, "drift") or not callable(field):
-        raise ValueError(f"field must be an attnflow vector field such as af.SA(beta), got {type(field).__name__}")
 
     x0_dtype = getattr(x0, "dtype", None)
     if dtype is None:
@@ -215,7 +214,7 @@ def simulate(
     dtype = jnp.dtype(dtype)
     if dtype not in (jnp.dtype("float32"), jnp.dtype("float64")):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype.name}")
-    sphere = getattr(field, "geometry", "sphere") == "sphere"
+    sphere = field.geometry == "sphere"
     if not sphere and solver in ("lie_euler", "cg3"):
         raise ValueError(f"solver {solver!r} moves particles by rotations of the sphere; the field "
                          f"{type(field).__name__} lives in R^d: use euler, rk4, ab4, tsit5, dopri5, dopri8 or kvaerno5")
@@ -411,27 +410,25 @@ def _non_finite(solution: Solution, t_fail: np.ndarray, field, batched: bool, st
 
 
 def _member_beta(field, member: int) -> float | None:
-    """β of ``member`` (the first attention term's, or the field's own), None if the field has none."""
-    nodes = [a for a in jax.tree_util.tree_leaves(field, is_leaf=lambda a: isinstance(a, Attention))
-             if isinstance(a, Attention)]
-    for node in nodes or [field]:
-        try:
-            beta = np.asarray(node.beta, dtype=float)
-        except (AttributeError, TypeError, ValueError):
-            continue
-        return float(beta[min(member, beta.size - 1)] if beta.ndim else beta)
-    return None
+    """β of ``member`` (``Field.temperature``: the field's own or its first attention term's), None if it has none."""
+    beta = field.temperature
+    if beta is None:
+        return None
+    try:
+        beta = np.asarray(beta, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return float(beta[min(member, beta.size - 1)] if beta.ndim else beta)
 
 
 def _likely_cause(field, member: int, constant: bool, dt, dtype) -> str:
     """The likely reason a member became non-finite, with the remedy, as a clause."""
     beta = _member_beta(field, member)
     at_beta = "" if beta is None else f" for β = {beta:g}"
-    glpr = [a for a in jax.tree_util.tree_leaves(field, is_leaf=lambda a: isinstance(a, Attention))
-            if isinstance(a, USA) and a.time == "glpr"]
-    if glpr and beta is not None:
+    growth = None if beta is None else field.growth_norm()
+    if growth is not None:
         # velocities of order e^{β‖QᵀK‖}: once their square no longer fits, a step off the sphere overflows
-        scale = beta * max(a.kernel_norm() for a in glpr)
+        scale = beta * growth
         if scale > 0.5 * np.log(float(jnp.finfo(dtype).max)):
             remedy = ('use dtype=float64 (or time="rescaled" for USA)' if jnp.dtype(dtype).itemsize < 8
                       else 'use time="rescaled" for USA, whose velocities stay of order one')
@@ -516,6 +513,19 @@ class _Clamped(eqx.Module):
     @property
     def geometry(self):
         return self.field.geometry
+
+    @property
+    def noise_sigma(self):
+        """σ of the field (its noise does not depend on t)."""
+        return self.field.noise_sigma
+
+    def deterministic(self):
+        """The field without its noise, clamped to the same interval."""
+        return _Clamped(self.field.deterministic(), self.lo, self.hi)
+
+    def summands(self):
+        """The field's terms, each clamped to the same interval."""
+        return tuple(_Clamped(f, self.lo, self.hi) for f in self.field.summands())
 
     def _t(self, t):
         return jnp.clip(t, jnp.nextafter(self.lo, self.hi), jnp.nextafter(self.hi, self.lo))
@@ -605,20 +615,9 @@ def _run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subs
 
 
 def _jump_times(field, t0: float, t1: float) -> np.ndarray:
-    """Times in (t0, t1) where a part of the field switches (layer-wise weights), sorted."""
-    found = []
-
-    def visit(node):
-        if hasattr(node, "jump_times") and callable(node.jump_times):
-            found.extend(np.asarray(node.jump_times(t1, t0), dtype=float).ravel().tolist())
-        for name in ("field", "inner"):
-            if isinstance(getattr(node, name, None), eqx.Module):
-                visit(getattr(node, name))
-        for term in getattr(node, "terms", ()):
-            visit(term)
-
-    visit(field)
-    return np.unique([t for t in found if t0 < t < t1])
+    """Times in (t0, t1) where a part of the field switches (layer-wise weights), sorted (``Field.jump_times``)."""
+    found = np.asarray(field.jump_times(t1, t0), dtype=float).ravel()
+    return np.unique(found[(found > t0) & (found < t1)])
 
 
 STATES_AFTER_LOOP_BYTES = 64 * 2**20
@@ -786,7 +785,7 @@ def _run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, 
     controller = FiniteSteps(controller, adaptive=bool(adaptive))
 
     sphere = field.geometry == "sphere"
-    merge = getattr(field, "coalesce_eps", None)
+    merge = field.coalesce_eps
     solver = OnSphere(method, coalesce=merge, sphere=sphere) if sphere or merge is not None else method
     finish = normalize if sphere else _identity_state
     # small runs save their states and compute the statistics after the loop, all saves of all

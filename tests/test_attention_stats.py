@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, results, runner
+from attnflow.experiments import builtin, plan, results, runner
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.particles import attention_stats as ats
 
@@ -175,10 +175,53 @@ def test_attention_statistics_of_a_run(tmp_path):
 
 def test_large_runs_keep_only_the_summaries_and_bad_models_are_refused():
     c = load_config(None, ["n=200", "seeds=64", "n_save=101", "statistics=attention"])
-    assert not runner._keep_attention(c, 64, 101)
-    assert runner._keep_attention(_run(), 4, 6)
+    assert not plan.keep_attention(c, 64, 101)
+    assert plan.keep_attention(_run(), 4, 6)
     with pytest.raises(ConfigError, match="signed weights"):
         load_config(None, ["model=linear", "statistics=pairs,attention"])
     with pytest.raises(ConfigError, match="n ≤ 1024"):
         load_config(None, ["n=5000", "statistics=attention"])
     load_config(None, ["model=linear", "linear_normalize=sum", "linear_feature=elu", "statistics=attention"])
+
+
+def _softmax(logits):
+    w = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return w / w.sum(axis=-1, keepdims=True)
+
+
+def test_each_field_forms_its_own_matrix_from_the_tokens_as_it_sees_them():
+    x = np.asarray(X)
+    rng = np.random.default_rng(3)
+    y = x * rng.uniform(0.5, 3.0, size=(N, 1))  # tokens off the sphere
+    theta = y / np.linalg.norm(y, axis=1, keepdims=True)
+    # Pre-LN and peri-LN attend with the directions θ_i = y_i / ‖y_i‖: softmax_j(β⟨θ_i, θ_j⟩)
+    for field in (af.PreLN(af.SA(2.0)), af.PeriLN(af.SA(2.0))):
+        np.testing.assert_allclose(field.attention_matrix(0.0, y), _softmax(2.0 * theta @ theta.T), rtol=0, atol=1e-14)
+    # the rescaled no-LN form attends with x = e^{tV} z: for V = λI, softmax_j(β e^{2λt}⟨z_i, z_j⟩)
+    lam, t = 0.5, 0.8
+    rescaled = af.RescaledNoLN(af.SA(2.0, V=lam * np.eye(D)))
+    np.testing.assert_allclose(rescaled.attention_matrix(t, y), _softmax(2.0 * np.exp(2 * lam * t) * y @ y.T),
+                               rtol=0, atol=1e-13)
+    # a sum: the mean of its attention terms' matrices; the feed-forward term has none
+    ff = af.FeedForward(np.ones((4, D)), None, np.ones((D, 4)))
+    both = af.SA(1.0) + ff + af.SA(3.0)
+    np.testing.assert_allclose(both.attention_matrix(0.0, X), 0.5 * (_softmax(x @ x.T) + _softmax(3.0 * x @ x.T)),
+                               rtol=0, atol=1e-14)
+    np.testing.assert_allclose(af.attention_matrix(both, X), both.attention_matrix(0.0, X), rtol=0, atol=0)
+    assert ff.attention_matrix(0.0, X) is None and not ff.has_attention
+    assert all(f.has_attention for f in (af.SA(1.0), af.USA(1.0), both, af.Noisy(af.SA(1.0), 0.1), af.Hardmax(),
+                                         af.Circle(1.0), af.LinearAttention(), af.PreLN(af.SA(1.0))))
+    with pytest.raises(ValueError, match="FeedForward has no attention matrix"):
+        af.attention_matrix(ff, X)
+    with pytest.raises(ValueError, match="signed"):
+        af.PreLN(af.LeastSquaresAttention(1.0)).attention_matrix(0.0, y)
+
+
+def test_kernel_logits_are_those_of_the_field_own_kernel():
+    rng = np.random.default_rng(4)
+    Q, K = rng.normal(size=(D, D)), rng.normal(size=(D, D))
+    x = np.asarray(X)
+    np.testing.assert_allclose(af.SA(2.0, Q=Q, K=K).kernel_logits(X), 2.0 * (x @ Q.T) @ (x @ K.T).T,
+                               rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(af.USA(0.5).kernel_logits(X), 0.5 * x @ x.T, rtol=0, atol=1e-15)
+    assert af.PreLN(af.SA(2.0)).kernel_logits(X) is None and af.Hardmax().kernel_logits(X) is None

@@ -10,7 +10,7 @@ import pytest
 import attnflow as af
 from attnflow.experiments import runner
 from attnflow.experiments.config import ConfigError, load_config
-from attnflow.particles.coalesce import representatives
+from attnflow.particles.coalesce import representatives, settler
 from attnflow.particles.sphere import project
 
 
@@ -96,3 +96,19 @@ def test_kept_merges_stop_the_chatter_of_collapsed_subclusters():
     kw = dict(solver="tsit5", rtol=1e-6, atol=1e-9, dtype="float64", ts=jnp.linspace(0.0, 30.0, 7))
     sol = af.simulate(af.Coalesced(af.USA(5.858823529411765), 1e-10), x0, 30.0, **kw)
     assert int(sol.steps) <= 200, int(sol.steps)
+
+
+def test_a_coalesced_field_reports_its_threshold_its_angles_and_its_settled_field():
+    usa = af.USA(2.0)
+    field = af.Coalesced(usa, 1e-9)
+    assert field.coalesce_eps == 1e-9 and usa.coalesce_eps is None and (usa + usa).coalesce_eps is None
+    assert field.settled_field() is usa and usa.settled_field() is usa
+    assert not field.in_angles and not usa.in_angles
+    assert af.Circle(1.0).in_angles and af.Coalesced(af.Circle(1.0)).in_angles
+    assert float(field.temperature) == 2.0 and field.inner_fields() == (usa,)
+    # the solvers' settling map: a token within ½‖x_i − x_j‖² ≤ ε of an earlier one is placed on it
+    x = np.array(af.init.uniform(3, 4, 3))
+    x[2] = x[0] + 1e-6 * np.array([1.0, -1.0, 0.5])  # ½‖x_2 − x_0‖² ≈ 1.1e-12
+    settled = np.asarray(settler(field)(jnp.asarray(x)[None]))[0]
+    np.testing.assert_array_equal(settled, x[[0, 1, 0, 3]])
+    assert settler(usa)(x) is x

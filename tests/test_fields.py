@@ -165,3 +165,30 @@ def test_sa_on_the_circle_written_out_matches_the_batched_products(n, beta):
     v32 = field(0.0, x32)
     assert v32.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(v32)))
     np.testing.assert_allclose(v32, general, atol=2e-6 * scale * max(1.0, beta * 1e-2))
+
+
+def test_a_field_reports_its_beta_its_terms_and_the_growth_of_its_velocities():
+    rng = np.random.default_rng(7)
+    Q, K = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    ff = af.FeedForward(np.ones((2, 3)), None, np.ones((3, 2)))
+    sa = af.SA(2.0)
+    # β looked through sums and wrappers; None for fields without one
+    assert float(sa.temperature) == 2.0 and float((ff + af.USA(3.0)).temperature) == 3.0
+    assert float(af.PreLN(af.Noisy(af.SA(1.5), 0.1)).temperature) == 1.5
+    assert float(af.LayerWise(af.SA(0.5), Ks=np.stack([K, Q])).temperature) == 0.5
+    np.testing.assert_array_equal(af.SA([0.5, 1.0]).temperature, [0.5, 1.0])
+    assert af.Hardmax().temperature is None and ff.temperature is None and (ff + af.Hardmax()).temperature is None
+    # the terms of a sum, and what a wrapper wraps
+    total = ff + sa + ff
+    assert total.summands() == (ff, sa, ff) and sa.summands() == (sa,) and total.inner_fields() == (ff, sa, ff)
+    assert af.Noisy(sa, 0.1).inner_fields()[0] is sa and sa.inner_fields() == ()
+    assert (total + sa).summands() == (ff, sa, ff, sa)
+    # USA in [GLPR]'s time: velocities of order e^{β‖QᵀK‖₂}
+    kappa = np.linalg.norm(Q.T @ K, 2)
+    assert af.USA(1.0, Q=Q, K=K).growth_norm() == pytest.approx(kappa, rel=1e-12)
+    assert af.NGPT(af.USA(1.0, Q=Q, K=K)).growth_norm() == pytest.approx(kappa, rel=1e-12)
+    assert (sa + af.USA(1.0, Q=2.0 * np.eye(3))).growth_norm() == pytest.approx(2.0, rel=1e-12)
+    assert af.USA(1.0, Q=Q, K=K, time="rescaled").growth_norm() is None and sa.growth_norm() is None
+    # layer-wise weights: the largest over the layers
+    layers = af.LayerWise(af.USA(1.0), Qs=np.stack([np.eye(3), 3.0 * np.eye(3)]))
+    assert layers.growth_norm() == pytest.approx(3.0, rel=1e-12)

@@ -165,3 +165,16 @@ def test_float32_configurations_stay_float32():
     assert v.dtype == jnp.float32
     # float32 rounding (6e-8) times O(1) velocities
     np.testing.assert_allclose(v, MultiHead(2.0, *weights(6))(0.0, X), atol=1e-6)
+
+
+@pytest.mark.parametrize("model", ["sa", "usa"])
+def test_attention_matrix_is_the_mean_of_the_heads_row_normalized_matrices(model):
+    Q, K, V = weights(7)
+    field = MultiHead(1.5, Q, K, V, model=model)
+    x = np.asarray(X)
+    logits = np.stack([1.5 * (x @ q.T) @ (x @ k.T).T for q, k in zip(np.asarray(Q), np.asarray(K))])
+    np.testing.assert_allclose(field.kernel_logits(X), logits, rtol=1e-13, atol=1e-13)
+    w = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    expected = np.mean(w / w.sum(axis=-1, keepdims=True), axis=0)
+    np.testing.assert_allclose(field.attention_matrix(0.0, X), expected, rtol=0, atol=1e-14)
+    assert field.has_attention and float(field.temperature) == 1.5

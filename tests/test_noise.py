@@ -14,6 +14,7 @@ from scipy.special import ive
 
 import attnflow as af
 from attnflow.particles.fields import Field
+from attnflow.particles.layerwise import LayerWise
 from attnflow.particles.noise import Noisy, deterministic, noise_sigma
 from attnflow.particles.sphere import norm_error
 
@@ -214,3 +215,28 @@ def test_bad_noisy_input():
         Noisy(Flat(), 0.1)
     with pytest.raises(ValueError, match="key"):
         af.simulate(Noisy(sa, 0.1), x0, 1.0, solver="euler", dt=0.1, key="seven")
+
+
+def test_a_field_reports_its_noise_and_its_deterministic_part():
+    sa, usa = af.SA(1.0), af.USA(0.5)
+    ff = af.FeedForward(np.ones((4, 3)), None, np.ones((3, 4)))
+    field = Noisy(sa, 0.3) + ff
+    assert float(field.noise_sigma) == pytest.approx(0.3)
+    # independent noises add in quadrature: √(0.3² + 0.4² + 1.2²) = 1.3
+    assert float((Noisy(sa, 0.3) + Noisy(Noisy(usa, 0.4), 1.2)).noise_sigma) == pytest.approx(1.3)
+    np.testing.assert_allclose(Noisy(sa, [0.6, 0.8]).noise_sigma, [0.6, 0.8])
+    assert sa.noise_sigma is None and ff.noise_sigma is None and (sa + ff).noise_sigma is None
+    assert sa.deterministic() is sa and Noisy(Noisy(usa, 0.4), 1.2).deterministic() is usa
+    stripped = field.deterministic()
+    assert stripped.terms == (sa, ff) and stripped.noise_sigma is None
+    assert float(noise_sigma(field)) == float(field.noise_sigma) and deterministic(sa) is sa
+
+
+def test_noisy_layer_wise_weights_step_to_the_layer_switches():
+    layers = LayerWise.redrawn(af.SA(1.0), jax.random.key(3), "ginibre", d=3, n_layers=3, tau=0.3)
+    x0 = af.init.uniform(jax.random.key(4), 5, 3)
+    np.testing.assert_array_equal(Noisy(layers, 0.2).jump_times(1.0), layers.jump_times(1.0))
+    # σ = 0: the noise sub-steps leave the tokens as they are, so the run is the deterministic one
+    noisy = af.simulate(Noisy(layers, 0.0), x0, 1.0, solver="rk4", dt=0.05)
+    plain = af.simulate(layers, x0, 1.0, solver="rk4", dt=0.05)
+    np.testing.assert_allclose(noisy.x_final, plain.x_final, rtol=0, atol=1e-13)

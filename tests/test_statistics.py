@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import runner
+from attnflow.experiments import builtin, runner
 from attnflow.experiments.builtin import EXPERIMENTS
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.particles import observables as ob
@@ -102,11 +102,11 @@ def test_experiments_compute_what_their_figures_read():
     # fig4-circle draws cluster counts: asking for pairs only still computes them
     config = load_config(None, ["statistics=pairs", "seeds=2", "t1=2", "n_save=5", "progress=false"],
                          base=EXPERIMENTS["fig4-circle"].defaults)
-    assert runner.statistics_groups(config) == ("pairs", "clusters", "energy")
+    assert builtin.statistics_groups(config) == ("pairs", "clusters", "energy")
     fig3 = load_config(None, [], base=EXPERIMENTS["fig3-phase-diagram"].defaults)
-    assert runner.statistics_groups(fig3) == ("clustered",)
+    assert builtin.statistics_groups(fig3) == ("clustered",)
     one_beta = load_config(None, ["beta=2"], base=EXPERIMENTS["fig3-phase-diagram"].defaults)
-    assert runner.statistics_groups(one_beta) == ("clustered", "clusters")
+    assert builtin.statistics_groups(one_beta) == ("clustered", "clusters")
 
 
 def test_dense_key_runs_rk4_on_the_grid_and_is_refused_elsewhere():

@@ -164,6 +164,28 @@ def test_layer_index_and_jump_times():
     np.testing.assert_array_equal(f.jump_times(100.0, t0=0.3), b[1:])
 
 
+def test_sums_and_wrappers_merge_the_layer_switches_of_their_terms():
+    a = LayerWise.redrawn(af.SA(1.0), KEY, "ginibre", d=3, n_layers=3, tau=0.5)  # switches at 0.5, 1.0
+    b = LayerWise.redrawn(af.USA(1.0, time="rescaled"), KEY, "ginibre", d=3, n_layers=4, tau=0.3)  # 0.3, 0.6, 0.9
+    np.testing.assert_allclose((a + b).jump_times(1.2), [0.3, 0.5, 0.6, 0.9, 1.0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose((a + b).jump_times(1.0, t0=0.5), [0.6, 0.9], rtol=0, atol=1e-15)
+    for wrapped in (af.Noisy(a, 0.1), af.PreLN(a), af.Coalesced(a), af.Noisy(a, 0.1) + af.SA(2.0)):
+        np.testing.assert_array_equal(wrapped.jump_times(2.0), [0.5, 1.0])
+    assert af.SA(1.0).jump_times(5.0).shape == (0,) and (af.SA(1.0) + af.USA(1.0)).jump_times(5.0).shape == (0,)
+
+
+def test_layer_wise_attention_is_that_of_the_layer_in_force():
+    f = _two_layers()
+    x = np.asarray(X0)
+    for t, ell in ((0.2, 0), (0.5, 1), (2.0, 1)):
+        Q = np.eye(4) if f.Qs is None else np.asarray(f.Qs[ell])
+        K = np.eye(4) if f.Ks is None else np.asarray(f.Ks[ell])
+        logits = 1.5 * (x @ Q.T) @ (x @ K.T).T
+        w = np.exp(logits - logits.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(f.attention_matrix(t, X0), w / w.sum(axis=1, keepdims=True), rtol=0, atol=1e-14)
+    assert f.has_attention and f.kernel_logits(X0) is None
+
+
 def test_drift_at_time_t_is_the_drift_of_that_layer():
     f = _two_layers()
     drift = jax.jit(lambda t, x: f.drift(t, x))

@@ -26,11 +26,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..particles import Circle
-from ..solvers import meanfield as mf
-from ..solvers import simulate
-from .config import FIXED_STEP_SOLVERS, ConfigError
-from .runner import STAT_DIMENSIONS, RunResult, save_times
+from ...particles import Circle
+from ...solvers import meanfield as mf
+from ...solvers import simulate
+from ..config import ConfigError
+from ..models import simulate_arguments
+from ..registry import Check, Experiment, register
+from ..runner import STAT_DIMENSIONS, RunResult, save_times
 
 GROWTH_MODES = 5  # the modes k = 1 … 5 whose growth rates are measured
 GROWTH_AMPLITUDE = 1e-8
@@ -112,18 +114,14 @@ def _particle_w1(config, sol, beta_m, seed_m) -> np.ndarray:
     if i0 is None:
         return np.full((len(beta_m), len(config.particle_counts)), np.nan)
     t0 = float(sol.ts[i0])
-    solver = config.solver
-    dt = config.dt if config.dt > 0 else None
-    if solver in FIXED_STEP_SOLVERS and dt is None:
-        raise ConfigError(f"solver = {solver!r} needs dt > 0 for the particle runs of meanfield-circle")
+    # the sampled particles keep their float64 angles and are compared at t1 only: the method alone
+    arguments = simulate_arguments(config, jnp.asarray([0.0, config.t1 - t0]), method_only=True)
     field = Circle(jnp.asarray(beta_m), config.model)
     out = np.empty((len(beta_m), len(config.particle_counts)))
     for j, n in enumerate(config.particle_counts):
         theta0 = np.stack([mf.sample_density(1_000_003 * int(s) + n, sol.rho[m, i0], n)
                            for m, s in enumerate(seed_m)])
-        particles = simulate(field, jnp.asarray(theta0[..., None]), config.t1 - t0,
-                             ts=jnp.asarray([0.0, config.t1 - t0]), solver=solver, dt=dt, rtol=config.rtol,
-                             atol=config.atol, max_steps=config.max_steps)
+        particles = simulate(field, jnp.asarray(theta0[..., None]), config.t1 - t0, **arguments)
         final = np.asarray(particles.xs)[:, -1, :, 0]
         out[:, j] = [mf.w1_circle(final[m], sol.rho[m, -1]) for m in range(len(beta_m))]
     return out
@@ -139,6 +137,7 @@ def w1_exponent(counts, w1) -> float:
 
 
 def figures(result: RunResult) -> dict:
+    """The density over time per β, the growth rates against the theory, and W1 against the number of particles."""
     c = result.config
     out = {}
     for j, beta in enumerate(c.beta):
@@ -155,9 +154,8 @@ def figures(result: RunResult) -> dict:
     return out
 
 
-def checks(result: RunResult) -> list:
-    from .builtin import Check
-
+def checks(result: RunResult) -> list[Check]:
+    """Growth rates against the linear theory, mass, positivity, the energy, the clusters and W1 against n."""
     c, s = result.config, result.stats
     out = []
     theory = mf.growth_rates(np.arange(1, GROWTH_MODES + 1), np.asarray(c.beta)[:, None], c.model)  # (β, K)
@@ -203,8 +201,8 @@ def density_heatmap(ts, density, *, beta=None, model="sa", title=None, path=None
     turn starting at the emptiest angle of the last finite density, so no cluster is cut in two."""
     from matplotlib import colors as mcolors
 
-    from . import plots
-    from .plots import style
+    from .. import plots
+    from ..plots import style
 
     ts = style.axis_values("ts", ts)
     density = style.as_array("density", density, "(T, N)", 2)
@@ -249,8 +247,8 @@ def growth_rates_plot(betas, measured, *, model="sa", title=None, path=None):
     import matplotlib as mpl
     from matplotlib.lines import Line2D
 
-    from . import plots
-    from .plots import style
+    from .. import plots
+    from ..plots import style
 
     betas = np.asarray(betas, dtype=float)
     measured = np.asarray(measured, dtype=float)
@@ -288,8 +286,8 @@ def w1_plot(counts, w1, *, t=None, t_start=None, model="sa", title=None, path=No
     (markers) and the fitted power law. w1 (…, len(counts)); t_start: when the particles were sampled."""
     from matplotlib import ticker
 
-    from . import plots
-    from .plots import style
+    from .. import plots
+    from ..plots import style
 
     counts = np.asarray(counts, dtype=float)
     w1 = np.asarray(w1, dtype=float).reshape(-1, len(counts))
@@ -325,3 +323,16 @@ def w1_plot(counts, w1, *, t=None, t_start=None, model="sa", title=None, path=No
     ax.legend(frameon=False)
     style.despine(ax)
     return style.finish(fig, path)
+
+
+EXPERIMENT = register(Experiment(
+    "meanfield-circle",
+    "the n → ∞ density on the circle (spectral PDE solver): growth rates, clusters, particles converging in W1",
+    "[GLPR] (3.1)–(3.4), MODEL.md §3",
+    # t1: the clusters concentrate like e^{-t}; 2·modes grid points resolve them until about then
+    dict(experiment="meanfield-circle", model="sa", d=2, beta=[5.0], seeds=4, t1=12.5, n_save=126, modes=1024,
+         perturbation=1e-3, rtol=1e-8, atol=1e-10, solver="rk4", dt=0.05, particle_counts=[64, 256, 1024, 4096],
+         save_states="no"),
+    dict(modes=256, t1=11.5, n_save=47, particle_counts=[64, 256, 1024]),
+    figures, checks, run=run,
+))

@@ -1,0 +1,64 @@
+"""What several built-in experiments compute from a run: ensemble means, the equiangular solution,
+figure names, the figures of the optional statistics, and the plots module loaded on first use."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...particles import equiangular_ode as eq
+from ..runner import RunResult
+
+__all__ = ["plots", "mean_over_seeds", "gamma_of_t", "tag", "statistics_figures"]
+
+
+class LazyPlots:
+    """The ``plots`` module, imported when a figure is first drawn: matplotlib takes a third of a
+    second to import, which runs without figures (``--no-plot``) need not spend."""
+
+    def __getattr__(self, name):
+        from .. import plots
+
+        return getattr(plots, name)
+
+
+plots = LazyPlots()
+
+
+def mean_over_seeds(result: RunResult, name: str) -> np.ndarray:
+    """(len(d), len(β), T[, ...]) average of a statistic over the ensemble."""
+    return np.nanmean(result.stats[name], axis=2)
+
+
+def gamma_of_t(result: RunResult, beta: float) -> np.ndarray:
+    """γ_β(t) at the run's save times: the inner product of the equiangular solution (6.9)/(6.10) of the
+    run's model, from the run's ρ (0 unless it starts equiangular)."""
+    c = result.config
+    return np.asarray(eq.equiangular(beta, c.n, result.ts, c.rho if c.init == "equiangular" else 0.0,
+                                     model=c.model))
+
+
+def tag(value: float) -> str:
+    """A number as part of a figure's file name: 4.5 → "4p5"."""
+    return f"{value:g}".replace(".", "p")
+
+
+def statistics_figures(result: RunResult) -> dict:
+    """Figures of the optional statistics a run computed, whatever its experiment.
+
+    "attention" (``statistics`` includes it): attended tokens and spectral gap of A(t) against time,
+    and the stationary law at the last time (one figure per d when d is a list).
+    """
+    if "effective_tokens" not in result.stats:
+        return {}
+    c = result.config
+    out = {}
+    for i, d in enumerate(c.d):
+        def draw(p, i=i, d=d):
+            by_beta = {float(b): j for j, b in enumerate(c.beta)}
+            return plots.attention_statistics(
+                result.ts, {b: result.stats["effective_tokens"][i, j] for b, j in by_beta.items()},
+                {b: result.stats["spectral_gap"][i, j] for b, j in by_beta.items()},
+                {b: result.stats["stationary_distribution"][i, j, 0, -1] for b, j in by_beta.items()},
+                n=c.n, d=d, logx=c.save_spacing == "log", path=p)
+        out["attention" if len(c.d) == 1 else f"attention_d{d}"] = draw
+    return out

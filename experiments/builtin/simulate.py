@@ -1,0 +1,31 @@
+"""A configuration of one's own (``experiment = "simulate"``): its trajectories and cluster counts.
+
+Not in the registry (``attnflow list`` shows the built-in experiments): ``builtin.resolve`` returns
+it for the name "simulate", and its run computes its ``statistics`` and nothing more.
+"""
+
+from __future__ import annotations
+
+from ..registry import Experiment
+from ..runner import RunResult
+from .analysis import plots
+
+
+def figures(result: RunResult) -> dict:
+    """The first member's trajectories (when the states were kept) and the cluster counts (when computed)."""
+    c = result.config
+    out = {}
+    # a run of one's own computes only its ``statistics``: draw what it has
+    clustered = "n_clusters" in result.stats
+    if result.xs is not None and len(c.beta) >= 1:
+        out["trajectories"] = lambda p: plots.trajectories(
+            result.ts, result.xs[0, 0], n_clusters=result.stats["n_clusters"][0, 0, 0] if clustered else None,
+            beta=c.beta[0], path=p)
+    if clustered:
+        counts = {float(b): result.stats["n_clusters"][0, j] for j, b in enumerate(c.beta)}
+        out["cluster_counts"] = lambda p: plots.cluster_count_vs_time(result.ts, counts, n=c.n, d=c.d[0], path=p)
+    return out
+
+
+GENERIC = Experiment("simulate", "a configuration of your own", "", dict(experiment="simulate"), {}, figures,
+                     needs=lambda config: ())

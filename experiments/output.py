@@ -1,0 +1,75 @@
+"""Output directories: an ``--out`` refused before any work, and figures drawn into a run directory.
+
+Both serve every command that writes a run (``run``, ``sweep``, ``hist``) or redraws one (``plot``);
+what attnflow wrote there is recorded by the store (``.attnflow.json``), so a user's own files are
+never replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from . import store
+
+__all__ = ["check_writable", "write_figures"]
+
+
+def check_writable(out: Path, *, overwrite: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot become a run directory: a file, a link,
+    a directory holding anything but an attnflow run, or (unless ``overwrite``) an existing run."""
+    if "\0" in str(out):
+        raise ValueError(f"--out {str(out)!r} contains a NUL character")
+    given = str(out)
+    out = Path(os.path.abspath(out))
+    store.check_entry_name("--out directory", out.name)  # what the store would refuse after the run
+    if out.is_symlink():
+        raise ValueError(f"--out {given!r} is a symbolic link (to {os.readlink(out)!r}); attnflow writes only "
+                         "into real directories: give the directory itself, or another --out")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {given!r} is a file, not a directory")
+    if store.is_run(out):
+        if not overwrite:
+            raise ValueError(f"--out {given!r} already holds an attnflow run; pass --overwrite to replace it "
+                             "(files attnflow did not write are kept), or choose another --out")
+    elif out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"--out {given!r} is a non-empty directory that is not an attnflow run; "
+                         "choose another --out")
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot create {str(out)!r}: {str(parent)!r} is a file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write to {str(parent)!r} (permission denied)")
+    # permissions do not tell everything (read-only mounts, root on special file systems): try
+    probe = parent / f".attnflow-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.mkdir(probe)
+    except OSError as err:
+        raise ValueError(f"cannot write to {str(parent)!r} ({err.strerror or err})") from None
+    os.rmdir(probe)
+
+
+def write_figures(directory: Path, writers: dict) -> list[Path]:
+    """Draw figures into ``directory``, each to a temporary name first and renamed when complete,
+    and add them to the directory's list of attnflow's files. A file of the same name that attnflow
+    did not write is never replaced: it is an error, before anything is drawn."""
+    targets = {name: directory / (name if name.endswith((".png", ".gif")) else f"{name}.png") for name in writers}
+    owned = store.owned_files(directory)
+    for target in targets.values():
+        if os.path.lexists(target) and target.name not in owned:
+            raise ValueError(f"{str(target)!r} was not written by attnflow; move it away to draw this figure")
+    written = []
+    for name, draw in writers.items():
+        target = targets[name]
+        tmp = target.with_name(f".{target.name}.tmp{target.suffix}")
+        try:
+            draw(tmp)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        written.append(target)
+        store.record_files(directory, [target.name])
+    return written

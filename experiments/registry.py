@@ -1,0 +1,100 @@
+"""The registry of experiments: what an experiment declares, how it runs, and the table of them.
+
+An experiment is a set of default keys (full size, as in the paper), a ``quick`` set of overrides
+that shrinks it to seconds (used by the tests and ``attnflow validate --quick``), the figures it
+draws from a finished run, the checks that compare the run with a number the theory predicts, the
+groups of statistics those read and, when it is not a particle ensemble, its own runner. Each
+built-in experiment is one module of ``builtin/`` that calls :func:`register`; importing
+``builtin`` fills :data:`EXPERIMENTS`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import plan, runner
+from .runner import RunResult
+
+__all__ = ["Check", "Experiment", "EXPERIMENTS", "MODEL_KEYS", "register", "get", "changed_model_keys"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison of a run with the theory: what, the expected and measured values, pass or fail."""
+
+    name: str
+    expected: str
+    measured: str
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A named configuration with its figures and theory checks (see the module docstring)."""
+
+    name: str
+    description: str
+    reference: str
+    defaults: dict
+    quick: dict
+    figures: Callable[[RunResult], dict]
+    checks: Callable[[RunResult], list[Check]] = field(default=lambda result: [])
+    # experiments made of several runs: the grid they sweep, and the figures and checks of the whole
+    grid: dict | None = None
+    grid_figures: Callable[[dict], dict] | None = None
+    grid_checks: Callable[[dict], list[Check]] | None = None
+    # the statistics groups (plan.GROUPS) its figures and checks read, given the configuration;
+    # a run computes these whatever its ``statistics`` key says
+    needs: Callable[[object], tuple[str, ...]] = field(default=lambda config: ("pairs", "clusters", "energy"))
+    # experiments that are not a particle ensemble: their own runner, config -> RunResult
+    run: Callable | None = None
+
+    def statistics_groups(self, config) -> tuple[str, ...]:
+        """The groups of statistics a run of ``config`` computes: its ``statistics`` key and what this
+        experiment's figures and checks read."""
+        return plan.statistics_groups(config, self.needs(config))
+
+    def execute(self, config, *, progress: bool | None = None) -> RunResult:
+        """Run ``config``: the experiment's own runner, or the particle ensemble computing, besides its
+        ``statistics``, what the experiment reads."""
+        if self.run is not None:
+            return self.run(config, progress=progress)
+        return runner.run(config, progress=progress, needs=self.needs(config))
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+"""The built-in experiments by name, in the order ``attnflow list`` shows them."""
+
+
+def register(experiment: Experiment) -> Experiment:
+    """Add ``experiment`` to :data:`EXPERIMENTS` (under its name) and return it."""
+    EXPERIMENTS[experiment.name] = experiment
+    return experiment
+
+
+def get(name: str) -> Experiment:
+    """The built-in experiment ``name``; ValueError naming the closest one otherwise."""
+    if name not in EXPERIMENTS:
+        close = difflib.get_close_matches(name, EXPERIMENTS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown experiment {name!r}{hint} (built-in: {', '.join(EXPERIMENTS)})")
+    return EXPERIMENTS[name]
+
+
+# keys that change the dynamics itself: an experiment's theory checks hold for its own model only
+MODEL_KEYS = ("model", "heads", "mask", "norm", "weights", "value", "layer_tau", "weights_file", "ff_width", "noise")
+
+
+def changed_model_keys(config, experiment: Experiment) -> list[str]:
+    """The model keys whose values differ from the experiment's (so its theory checks do not apply)."""
+    from .config import KEYS
+
+    out = []
+    for key in MODEL_KEYS:
+        if key in KEYS:
+            expected = KEYS[key].coerce(experiment.defaults[key]) if key in experiment.defaults else KEYS[key].default
+            if config[key] != expected:
+                out.append(f"{key} = {config[key]!r}")
+    return out
