@@ -23,16 +23,16 @@ import math
 import os
 from collections.abc import Callable, Iterable
 
+from ..solvers.methods import METHODS
 from .config import Config, ConfigError
 from .models import in_angles, span_reduction
 from .plan import chunk_size, ensemble_key, keep_attention, keep_states, statistics_groups
 
 __all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all", "format_bytes"]
 
-STATE_COPIES = {"euler": 3, "rk4": 7, "ab4": 8, "lie_euler": 4, "cg3": 7, "lie_trotter": 7,
-                "tsit5": 12, "dopri5": 12, "dopri8": 18, "kvaerno5": 14}
+STATE_COPIES = {m.name: m.state_copies for m in METHODS.values()}
 """State-sized arrays one step holds per member: the stages, the start and end points, the error
-estimate and the dense-output coefficients."""
+estimate and the dense-output coefficients (``solvers.methods.Method.state_copies``)."""
 
 STAT_VALUES = {"pairs": 4, "clustered": 1, "clusters": 2, "energy": 3, "attention": 3}
 """Numbers saved per member and save time by each group of statistics (``plan.GROUPS``)."""
@@ -84,7 +84,7 @@ def _parts(config: Config, block="auto", needs: Iterable[str] = ()) -> tuple[dic
             weights = 3 * d * d * layers
         per_member = {
             "states": STATE_COPIES.get(config.solver, 12) * n * r + times * (saved + (nd if keep else 0)),
-            "jacobian": 2 * (n * r) ** 2 if config.solver == "kvaerno5" else 0,
+            "jacobian": 2 * (n * r) ** 2 if METHODS[config.solver].implicit else 0,
             "attention": attention,
             "weights": weights + 2 * config.ff_width * (n + d),
         }

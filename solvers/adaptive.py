@@ -120,19 +120,8 @@ class FiniteSteps(diffrax.AbstractStepSizeController):
         return keep, next_t0, next_t1, made_jump, (state, bad_run), result
 
 
-ADAPTIVE_METHODS = {
-    "tsit5": diffrax.Tsit5,
-    "dopri5": diffrax.Dopri5,
-    "dopri8": diffrax.Dopri8,
-    # implicit (L-stable ESDIRK): for metastable runs, where tight clusters contract at rate O(1)
-    # while merges take times like e^β, and explicit methods are held to O(1) steps by stability
-    "kvaerno5": diffrax.Kvaerno5,
-}
-
-
-def make_method(name: str, rtol: float, atol: float):
-    """A diffrax solver by name; implicit ones get their Newton tolerances from rtol/atol."""
-    cls = ADAPTIVE_METHODS[name]
+def make_method(cls: type[diffrax.AbstractAdaptiveSolver], rtol: float, atol: float):
+    """An instance of the diffrax solver ``cls``; implicit ones get their Newton tolerances from rtol/atol."""
     if issubclass(cls, diffrax.AbstractImplicitSolver):
         # full Newton (a fresh Jacobian every iteration), solved 100× tighter than the step tolerance:
         # through the stiff contraction of tight clusters (rates ~ e^β under USA) a chord iteration

@@ -42,6 +42,7 @@ from ..particles.sphere import normalize, within
 from . import progress as _progress
 from .compiler import jit_with_options
 from .fusion import materialized
+from .methods import names
 
 
 def _hermite(x0, f0, x1, f1, theta, h):
@@ -54,8 +55,9 @@ def _hermite(x0, f0, x1, f1, theta, h):
     return h00 * x0 + (h10 * h) * f0 + h01 * x1 + (h11 * h) * f1
 
 
-GRID_METHODS = ("rk4", "ab4")
-"""The methods ``run_dense`` steps on the uniform grid: RK4, and Adams–Bashforth 4 started by RK4."""
+GRID_METHODS = names(dense=True)
+"""The methods ``run_dense`` steps on the uniform grid (``methods.Method.dense``): RK4, and Adams–Bashforth 4
+started by RK4."""
 
 AB4_START = 3
 """RK4 steps that start AB4: they give f_0 … f_3, the history of its first step."""

@@ -128,6 +128,3 @@ class LieTrotter(FixedStep):
         for term in field.summands():
             x = RK4().step(term, t, x, h)
         return x
-
-
-FIXED_METHODS: dict[str, type[FixedStep]] = {m.name: m for m in (Euler, RK4, LieEuler, CG3, LieTrotter)}

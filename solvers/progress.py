@@ -1,9 +1,9 @@
 """Progress of long integrations, printed to stderr from inside compiled loops.
 
-Compiled code calls the module-level ``report`` through ``jax.debug.callback``; it forwards
-to whichever ``Progress`` is active. Keeping the callback a fixed function (rather than a
-bound method of a fresh object) means turning progress on never triggers a recompilation
-beyond the first.
+Compiled code calls the module-level ``report`` (or ``report_fraction``) through
+``jax.debug.callback``; it forwards to whichever ``Progress`` is active. Keeping the callback
+a fixed function (rather than a bound method of a fresh object) means turning progress on
+never triggers a recompilation beyond the first.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import sys
 import time
 
 import diffrax
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
+from jax.custom_batching import custom_vmap
 
 _active: Progress | None = None
 
@@ -117,23 +121,56 @@ def report(member, t) -> None:
         _active.update(int(member), float(t))
 
 
-class StderrMeter(diffrax.TextProgressMeter):
+def report_fraction(fraction) -> None:
+    """Callback target: record that every member reached ``fraction`` of the way from t0 to t1."""
+    if _active is not None:
+        _active.update_fraction(float(fraction))
+
+
+@custom_vmap
+def _slowest(fraction):
+    return fraction
+
+
+@_slowest.def_vmap
+def _slowest_vmap(axis_size, in_batched, fraction):
+    # the batch collapses to its slowest member, so the host hears one value per step, not one per member
+    return _slowest(jnp.min(fraction, axis=0) if in_batched[0] else fraction), False
+
+
+@custom_vmap
+def _everywhere(flag):
+    return flag
+
+
+@_everywhere.def_vmap
+def _everywhere_vmap(axis_size, in_batched, flag):
+    return _everywhere(jnp.all(flag, axis=0) if in_batched[0] else flag), False
+
+
+class StderrMeter(diffrax.AbstractProgressMeter):
     """diffrax progress meter that feeds the active ``Progress`` instead of printing to stdout.
 
-    diffrax calls it once per batch (not per member) and only when progress grew by
-    ``minimum_increase``, so it costs nothing noticeable inside vmapped adaptive solves.
+    Its state is the fraction of [t0, t1] last reported. A step reports (one host callback for the
+    whole vmapped batch, with the slowest member's fraction) only once every member has advanced
+    by ``minimum_increase`` since the last report or finished, so it costs nothing noticeable
+    inside vmapped adaptive solves.
     """
 
-    @staticmethod
-    def _init_bar() -> list[float]:
-        return [0.0]
+    minimum_increase: float = 0.02
 
-    @staticmethod
-    def _step_bar(bar: list[float], progress) -> None:
-        bar[0] = float(np.min(np.asarray(progress)))
-        if _active is not None:
-            _active.update_fraction(bar[0])
+    def init(self):
+        return jnp.array(0.0)
 
-    @staticmethod
-    def _close_bar(bar: list[float]) -> None:
-        pass
+    def step(self, state, progress):
+        progress = jnp.asarray(lax.stop_gradient(progress), jnp.result_type(state))
+        due = _everywhere((progress - state > self.minimum_increase) | (progress == 1))
+
+        def tell(_):
+            jax.debug.callback(report_fraction, _slowest(progress))
+            return progress
+
+        return lax.cond(due, tell, lambda last: last, state)
+
+    def close(self, state) -> None:
+        del state

@@ -40,7 +40,6 @@ ends on quick ones.
 
 from __future__ import annotations
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -51,11 +50,12 @@ from ..particles import coalesce as _coalesce
 from ..particles.circle import spread
 from ..particles.sphere import normalize, small_d_gaps
 from . import progress as _progress
+from .methods import METHODS
 
 __all__ = ["QUEUE_METHODS", "SLOTS", "run_queue"]
 
-QUEUE_METHODS = {"tsit5": (diffrax.Tsit5, 5), "dopri5": (diffrax.Dopri5, 5)}
-"""The FSAL pairs the queue runs: solver name → (diffrax class, order)."""
+QUEUE_METHODS = {m.name: (m.build, m.order) for m in METHODS.values() if m.queue}
+"""The FSAL pairs the queue runs (``methods.Method.queue``): solver name → (diffrax class, order)."""
 
 SLOTS = 64
 """Members stepping together on CPU (n = 32, d = 2: 64 slots ≈ 128 and 256 per member-step, and the

@@ -23,15 +23,18 @@ from . import progress as _progress
 from . import queue as _queue
 from . import sharding as _sharding
 from ..particles.fields import Field, ensemble_axes
-from .adaptive import ADAPTIVE_METHODS, NON_FINITE, FiniteSteps, OnSphere, make_method
+from .adaptive import NON_FINITE, FiniteSteps, OnSphere
 from .compiler import jit_with_options, loop_options
-from .fixed import FIXED_METHODS
+from .methods import METHODS, names, spoken
 from .stochastic import Strang, as_key
 
-GRID_ONLY = ("ab4",)
+GRID_ONLY = names(grid_only=True)
 """Fixed-step methods that always step on the uniform grid and interpolate their saves (``solvers/dense.py``)."""
 
-SOLVERS = tuple(FIXED_METHODS) + GRID_ONLY + tuple(ADAPTIVE_METHODS)
+ONE_STEP = names("fixed", grid_only=False)
+"""Fixed-step methods that take one step at a time (``fixed.FixedStep``): what a stochastic field's splitting wraps."""
+
+SOLVERS = names()
 
 MAX_COUNTED_STEPS = 2**31 - 1
 """The most steps a fixed-step run takes per member, whatever ``max_steps``: its step counters are int32."""
@@ -191,14 +194,14 @@ def simulate(
     atol = check_real("atol", atol, 0.0, strict_min=True)
     if not isinstance(field, Field):
         raise ValueError(f"field must be an attnflow vector field such as af.SA(beta), got {type(field).__name__}")
-    fixed = solver in FIXED_METHODS or solver in GRID_ONLY
+    fixed = METHODS[solver].kind == "fixed"
     noisy = field.noise_sigma is not None
     if noisy and solver in GRID_ONLY:
         raise ValueError(f"{type(field).__name__} is a stochastic field: solver {solver!r} interpolates a smooth "
-                         f"path; integrate it with one of {', '.join(map(repr, FIXED_METHODS))} and dt")
+                         f"path; integrate it with one of {', '.join(map(repr, ONE_STEP))} and dt")
     if noisy and not fixed:
         raise ValueError(f"{type(field).__name__} is a stochastic field: integrate it with a fixed-step solver "
-                         f"({', '.join(map(repr, FIXED_METHODS))}) and dt, got solver={solver!r}")
+                         f"({', '.join(map(repr, ONE_STEP))}) and dt, got solver={solver!r}")
     if dt is None and fixed:
         raise ValueError(f"dt is required for the fixed-step solver {solver!r} (e.g. dt=0.01)")
     if dt is None and not adaptive:
@@ -215,9 +218,9 @@ def simulate(
     if dtype not in (jnp.dtype("float32"), jnp.dtype("float64")):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype.name}")
     sphere = field.geometry == "sphere"
-    if not sphere and solver in ("lie_euler", "cg3"):
+    if not sphere and METHODS[solver].rotating:
         raise ValueError(f"solver {solver!r} moves particles by rotations of the sphere; the field "
-                         f"{type(field).__name__} lives in R^d: use euler, rk4, ab4, tsit5, dopri5, dopri8 or kvaerno5")
+                         f"{type(field).__name__} lives in R^d: use {spoken(names(rotating=False), quote='')}")
     x0 = from_array(x0, dtype=dtype, unit=sphere)
     n, d = x0.shape[-2:]
 
@@ -261,11 +264,12 @@ def simulate(
 
     if dense:
         if solver not in _dense.GRID_METHODS:
-            raise ValueError(f"dense=True interpolates RK4 or AB4 steps: use solver='rk4' or 'ab4' (or an adaptive "
-                             f"solver), got solver={solver!r}")
+            raise ValueError(f"dense=True interpolates {spoken([m.upper() for m in _dense.GRID_METHODS], quote='')} steps: use "
+                             f"solver={spoken(_dense.GRID_METHODS)} (or an adaptive solver), got solver={solver!r}")
         if noisy or len(jumps):
-            raise ValueError(f"dense=True and solver='ab4' need a smooth deterministic path: they do not apply to "
-                             f"noisy fields or to layer-wise weights that switch during the run (solver={solver!r})")
+            raise ValueError(f"dense=True and solver={spoken(GRID_ONLY)} need a smooth deterministic path: they do "
+                             "not apply to noisy fields or to layer-wise weights that switch during the run "
+                             f"(solver={solver!r})")
         n_steps, h, index, theta = _dense.grid(t0, t1, dt, ts)
         runner = _dense.run_dense
         args = dict(method=solver, t0=jnp.asarray(t0, dtype), h=jnp.asarray(h, dtype), n_steps=jnp.asarray(n_steps),
@@ -274,7 +278,7 @@ def simulate(
     elif fixed:
         substeps = substeps.astype(np.int64)  # their sum is at most max_steps (check_steps above)
         runner = _run_fixed
-        args = dict(method=FIXED_METHODS[solver](), knots=jnp.asarray(knots, dtype),
+        args = dict(method=METHODS[solver].make(), knots=jnp.asarray(knots, dtype),
                     substeps=jnp.asarray(substeps), clamp=bool(len(jumps)), compiler_options=loop_options(d))
         if noisy:
             args.update(method=Strang(args["method"]), key=as_key(key))
@@ -288,7 +292,7 @@ def simulate(
         # save times a rounding error outside [t0, t1] are clipped: diffrax's own check of them is
         # compiled without a callback when the command line runs (solvers/compilation_cache.py)
         ts_in = jnp.asarray(np.clip(ts, t0, t1), dtype)
-        args = dict(method=make_method(solver, rtol, atol), t0=t0, t1=t1, ts=ts_in, dt0=dt,
+        args = dict(method=METHODS[solver].make(rtol, atol), t0=t0, t1=t1, ts=ts_in, dt0=dt,
                     rtol=rtol, atol=atol, max_steps=int(max_steps), adaptive=bool(adaptive),
                     jumps=jnp.asarray(jumps, dtype) if len(jumps) else None,
                     group_size=group, order=order, slots=slots)
@@ -705,7 +709,7 @@ def _solve_adaptive(*, max_steps, t1, slots=None, **kwargs):
                    f"{', ...' if len(bad) > 8 else ''} of {status.size}")
             if np.any(status[bad] == 1):
                 why = (f"reached max_steps = {max_steps} before t1 = {t1:g}; raise max_steps, loosen rtol/atol, "
-                       "or use solver='kvaerno5' for stiff runs")
+                       f"or use solver={spoken(names(implicit=True))} for stiff runs")
             else:
                 why = "failed (step size underflow)"
             raise RuntimeError(f"simulate: the adaptive solve of {who} {why}")

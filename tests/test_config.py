@@ -646,11 +646,3 @@ def test_to_toml_round_trip_property(values):
         if isinstance(a, float):
             assert math.copysign(1, a) == math.copysign(1, b)
     assert validate(back) is back
-
-
-def test_the_config_offers_exactly_the_solvers_simulate_runs():
-    from attnflow.solvers import simulation
-
-    assert cfgmod.KEYS["solver"].choices == simulation.SOLVERS
-    assert cfgmod.GRID_ONLY_SOLVERS == simulation.GRID_ONLY
-    assert set(cfgmod.FIXED_STEP_SOLVERS) == set(simulation.FIXED_METHODS) | set(simulation.GRID_ONLY)

@@ -3,7 +3,8 @@
 The core keys (what to simulate, the initial condition, the solver, what to save) come first, then
 the model variant keys (heads, mask, norm, weights, feed-forward, noise...). All are in :data:`KEYS`
 as soon as the config package is imported. :func:`register` adds a key from elsewhere (a plugin,
-a test); the names of solvers, models and the other choice lists live here, once.
+a test); the names of models and the other choice lists live here, once; the solvers' names come from
+``solvers.methods``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import difflib
 import math
 from collections.abc import Iterable
 
+from ...solvers.methods import names
 from .toml import toml_literal
 from .types import ConfigError, Key, shorten
 
@@ -31,9 +33,9 @@ __all__ = [
     "describe_keys",
 ]
 
-SOLVERS = ("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4", "tsit5", "dopri5", "dopri8", "kvaerno5")
-FIXED_STEP_SOLVERS = ("euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4")
-GRID_ONLY_SOLVERS = ("ab4",)  # fixed-step solvers that always step on the uniform grid and interpolate their saves
+SOLVERS = names()  # the integration methods, declared in solvers/methods.py
+FIXED_STEP_SOLVERS = names("fixed")
+GRID_ONLY_SOLVERS = names(grid_only=True)  # fixed-step solvers that always step on the uniform grid and interpolate their saves
 SEED_MAX = 2**63 - 1  # jax.random.key takes a signed 64-bit seed (particles.init.SEED_MAX)
 MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax", "linear", "least_squares")
 NORMS = ("post", "pre", "peri", "ngpt", "none")

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...solvers.methods import names, spoken
 from .keys import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, SEED_MAX
 from .types import ConfigError
 
@@ -28,7 +29,7 @@ Check = Callable[[Mapping[str, Any]], None]
 CHECKS: list[Check] = []
 
 CIRCLE_MODELS = ("sa", "usa", "usa-rescaled")  # the models the angle form on the circle expresses
-ROTATING_SOLVERS = ("lie_euler", "cg3")  # solvers that rotate on the sphere (no motion in R^d or in angles)
+ROTATING_SOLVERS = names(rotating=True)  # solvers that rotate on the sphere (no motion in R^d or in angles)
 ATTENTION_STATISTICS_MAX_N = 1024  # the "attention" statistics form A(t) (n×n) and its spectrum at every save
 _UNNORMALIZED = ("linear", "least_squares")  # no softmax, no β
 
@@ -49,11 +50,12 @@ def check_solver_and_saves(c: Mapping[str, Any]) -> None:
     if c["solver"] in FIXED_STEP_SOLVERS and c["dt"] <= 0:
         raise ConfigError(
             f"dt must be > 0 for the fixed-step solver {c['solver']!r} (dt = 0 means unset); "
-            f"set dt, or pick an adaptive solver (tsit5, dopri5, dopri8)"
+            f"set dt, or pick an adaptive solver ({', '.join(names('adaptive', implicit=False))})"
         )
-    if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] not in ("rk4",) + GRID_ONLY_SOLVERS:
-        raise ConfigError(f"dense = true interpolates between rk4 or ab4 steps; the fixed-step solver "
-                          f"{c['solver']!r} has no interpolant: set solver = 'rk4' or 'ab4' (or an adaptive solver, "
+    dense = names(dense=True)
+    if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] not in dense:
+        raise ConfigError(f"dense = true interpolates between {spoken(dense, quote='')} steps; the fixed-step solver "
+                          f"{c['solver']!r} has no interpolant: set solver = {spoken(dense)} (or an adaptive solver, "
                           f"which always interpolates) or dense = false")
     times = c["save_times"]
     for i in range(1, len(times)):
@@ -139,14 +141,14 @@ def check_variants(c: Mapping[str, Any]) -> None:
         raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
     if (c["weights_file"] or (layer_tau > 0 and weights != "identity")) and layer_tau <= 0:
         raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
-    one_step = [s for s in FIXED_STEP_SOLVERS if s not in GRID_ONLY_SOLVERS]  # what a Strang splitting wraps
+    one_step = names("fixed", grid_only=False)  # what a Strang splitting wraps
     if noise > 0 and solver not in one_step:
         raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
                           f"{', '.join(one_step)} and dt (got solver = {solver!r})")
     grid_only = solver in GRID_ONLY_SOLVERS
     if (grid_only or (c["dense"] and solver in FIXED_STEP_SOLVERS)) and (noise > 0 or layer_tau > 0):
-        what, fix = (f"solver = {solver!r}", "use solver = 'rk4'") if grid_only else ("dense = true",
-                                                                                      "set dense = false")
+        what, fix = ((f"solver = {solver!r}", f"use solver = {spoken(names(dense=True, grid_only=False))}")
+                     if grid_only else ("dense = true", "set dense = false"))
         raise ConfigError(f"{what} interpolates a smooth deterministic path: it does not combine with noise > 0 "
                           f"or layer_tau > 0 (weights switching during the run); {fix}")
     if norm in ("pre", "peri", "none") and solver in ROTATING_SOLVERS:
