@@ -176,14 +176,19 @@ def read_config(path: Path) -> dict[str, Any]:
         raise StoreError(f"{path} is unreadable or not valid TOML: {err}") from None
 
 
-def read_summary(path: Path) -> dict[str, Any]:
-    """A run's summary.json as a dict; StoreError if missing, malformed or not an object."""
+def _read_json(path: Path, missing: str) -> Any:
+    """The JSON document in ``path``; StoreError saying ``missing`` if there is none, or what is wrong with it."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise StoreError(f"{path} is missing") from None
+        raise StoreError(f"{path} {missing}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise StoreError(f"{path} is unreadable or not valid JSON: {err}") from None
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    """A run's summary.json as a dict; StoreError if missing, malformed or not an object."""
+    doc = _read_json(path, "is missing")
     if not isinstance(doc, dict):
         raise StoreError(f"{path} must hold a JSON object, got {type(doc).__name__}")
     return doc
@@ -285,12 +290,7 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir():
         p = p / MANIFEST_FILE
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{p} does not exist (not a sweep directory?)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise StoreError(f"{p} is unreadable or not valid JSON: {err}") from None
+    doc = _read_json(p, "does not exist (not a sweep directory?)")
     if not isinstance(doc, dict) or "axes" not in doc or "runs" not in doc:
         raise StoreError(f"{p} is not an attnflow sweep manifest (needs 'axes' and 'runs')")
     axes, runs = validate_manifest(doc["axes"], doc["runs"], str(p))

@@ -127,25 +127,23 @@ def report_fraction(fraction) -> None:
         _active.update_fraction(float(fraction))
 
 
-@custom_vmap
-def _slowest(fraction):
-    return fraction
+def _over_members(reduce):
+    """The identity on one member; under vmap, ``reduce`` over the batch axis (unbatched output), so
+    the host hears one value per step, not one per member."""
+
+    @custom_vmap
+    def collapse(value):
+        return value
+
+    @collapse.def_vmap
+    def _(axis_size, in_batched, value):
+        return collapse(reduce(value, axis=0) if in_batched[0] else value), False
+
+    return collapse
 
 
-@_slowest.def_vmap
-def _slowest_vmap(axis_size, in_batched, fraction):
-    # the batch collapses to its slowest member, so the host hears one value per step, not one per member
-    return _slowest(jnp.min(fraction, axis=0) if in_batched[0] else fraction), False
-
-
-@custom_vmap
-def _everywhere(flag):
-    return flag
-
-
-@_everywhere.def_vmap
-def _everywhere_vmap(axis_size, in_batched, flag):
-    return _everywhere(jnp.all(flag, axis=0) if in_batched[0] else flag), False
+_slowest = _over_members(jnp.min)  # the slowest member's fraction of the run
+_everywhere = _over_members(jnp.all)  # whether every member is due a report
 
 
 class StderrMeter(diffrax.AbstractProgressMeter):
