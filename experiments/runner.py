@@ -256,7 +256,8 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
             arguments = models.simulate_arguments(config, ts, progress=label if show and meter is None else False,
                                                   key=key)
             try:
-                sol = simulate(field, x0[idx % seeds], config.t1, save=stats_fn, **arguments)
+                sol = simulate(field, x0[idx % seeds], config.t1, save=stats_fn, save_reads_time="attention" in groups,
+                               **arguments)
             except NonFiniteError as err:
                 # the other members go on; the error is raised with every member's statistics at the end
                 sol = err.solution

@@ -92,9 +92,12 @@ def grid(t0: float, t1: float, dt: float, ts: np.ndarray) -> tuple[int, float, n
 
 
 @jit_with_options
-def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, index, theta, times, method="rk4"):
+def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, index, theta, times, method="rk4",
+              hold_saves=False):
     """Steps of ``method`` ("rk4" or "ab4") of size h from t0, saves at ``times`` (step ``index``,
-    fraction ``theta``), vmapped.
+    fraction ``theta``), vmapped. With ``hold_saves`` (``save_fn`` does not read t), a save of
+    states that have not moved since the last one (no member running, the same interval and θ)
+    repeats its values: the saves after every member has stopped cost nothing.
 
     Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite).
     """
@@ -161,19 +164,31 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
              jnp.zeros(members, jnp.int32))
     state = step(first)
 
-    def save(state, k):
+    def values(state, at, k):
+        _, xa, fa, xb, fb = state[:5]
+        return save_all(field, times[k], finish(materialized(at, _hermite(xa, fa, xb, fb, at, h))))
+
+    def save(carry, k):
+        state, last, mark = carry
         target = index[k]
         # advance until the current interval is the save time's (all members share the grid), or
         # until no member is left running: each then holds its final state at the interval's end
         state = jax.lax.while_loop(lambda s: (s[0] < target) & jnp.any(s[6]), step, state)
-        _, xa, fa, xb, fb = state[:5]
         at = jnp.where(state[0] < target, 1.0, theta[k]).astype(dtype)
-        x = finish(materialized(at, _hermite(xa, fa, xb, fb, at, h)))
+        if hold_saves:
+            # the predicate is shared by the members: one branch runs
+            moved = (k == 0) | jnp.any(state[6]) | (state[0] != mark[0]) | (at != mark[1])
+            out = jax.lax.cond(moved, values, lambda s, a, i: last, state, at, k)
+        else:
+            out = values(state, at, k)
         if progress:
             jax.debug.callback(_progress.report, -1, times[k])
-        return state, save_all(field, times[k], x)
+        return (state, out, (state[0], at)), out
 
-    state, saved = jax.lax.scan(save, state, jnp.arange(index.shape[0]))
+    blank = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype),
+                                   jax.eval_shape(values, state, jnp.asarray(1.0, dtype), 0))
+    carry = (state, blank, (state[0], jnp.asarray(-1.0, dtype)))
+    (state, _, _), saved = jax.lax.scan(save, carry, jnp.arange(index.shape[0]))
     state = jax.lax.while_loop(lambda s: (s[0] < n_steps - 1) & jnp.any(s[6]), step, state)
     _, _, _, x_end, _, _, _, t_event, t_fail, steps = state
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)

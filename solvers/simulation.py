@@ -109,6 +109,7 @@ def simulate(
     key=None,
     dense: bool = False,
     shard: bool | None = None,
+    save_reads_time: bool = True,
 ) -> Solution:
     """Integrate ẋ = field(t, x) on (S^{d-1})^n from x(t0) = x0 to t1.
 
@@ -132,6 +133,10 @@ def simulate(
                instead of storing states, so a long run never holds its trajectory (adaptive
                solves whose saved states fit in ``STATES_AFTER_LOOP_BYTES`` keep them and apply
                ``save`` after the loop, all members at once: the same values, faster).
+    save_reads_time
+               False promises that ``save`` gives the same value for the same state at every
+               time: a dense run (``dense`` or "ab4") whose members have all stopped then repeats
+               its last saves instead of computing them again.
     stop_when_clustered
                δ: a member stops once every pair has ⟨x_i, x_j⟩ ≥ 1 − δ; its later saves hold
                the state where it stopped and ``t_event`` records when (located by root
@@ -274,6 +279,7 @@ def simulate(
         runner = _dense.run_dense
         args = dict(method=solver, t0=jnp.asarray(t0, dtype), h=jnp.asarray(h, dtype), n_steps=jnp.asarray(n_steps),
                     index=jnp.asarray(index), theta=jnp.asarray(theta, dtype), times=jnp.asarray(ts, dtype),
+                    hold_saves=not save_reads_time,
                     compiler_options=loop_options(d))
     elif fixed:
         substeps = substeps.astype(np.int64)  # their sum is at most max_steps (check_steps above)

@@ -199,3 +199,26 @@ def test_library_fusions_of_products_change_no_result(monkeypatch):
     plain = af.simulate(field, x0, 4.0, ts=ts, solver="rk4", dt=0.25, dense=True)
     np.testing.assert_allclose(fused.xs, plain.xs, atol=1e-13)
     assert float(af.particles.norm_error(fused.xs)) < 1e-14
+
+
+def test_saves_after_every_member_stopped_are_held_only_for_saves_that_do_not_read_t():
+    # members that reach consensus early: with save_reads_time=False their later saves repeat the
+    # values computed at the held states (the same numbers, not computed again); a save that reads
+    # t keeps reading it
+    x0 = af.init.cap(2, 10, 3, angle=0.5, batch=4)  # in a cap: one cluster, quickly
+    field = af.SA(np.array([1.0, 2.0, 3.0, 4.0]))
+    ts = np.linspace(0.0, 20.0, 41)
+
+    def stats(t, x):
+        return {"gap": af.particles.observables.clustered_fraction(x, 1e-3), "norm": jnp.sum(x * x)}
+
+    kw = dict(ts=ts, solver="rk4", dt=0.25, dense=True, stop_when_clustered=1e-4, save=stats)
+    held = af.simulate(field, x0, 20.0, save_reads_time=False, **kw)
+    fresh = af.simulate(field, x0, 20.0, **kw)
+    assert float(np.max(held.t_event)) < 15.0  # every member stopped well before t1
+    for k in ("gap", "norm"):
+        np.testing.assert_array_equal(held.stats[k], fresh.stats[k])
+    assert np.all(held.stats["gap"][:, -1] == 1.0)
+    timed = af.simulate(field, x0, 20.0, ts=ts, solver="rk4", dt=0.25, dense=True, stop_when_clustered=1e-4,
+                        save=lambda t, x: t + 0.0 * x[0, 0])
+    np.testing.assert_allclose(timed.stats[:, -1], 20.0)
