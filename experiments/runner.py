@@ -176,14 +176,15 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
         if "clustered" in groups and "clustered_fraction" not in out:
             out["clustered_fraction"] = observables.clustered_fraction(x, delta)
         if "energy" in groups:
-            out["normalized_energy"] = normalized_energy(x, _beta_of(field))
-            out["energy"] = energy(x, _beta_of(field))
+            beta = jnp.nan if field.temperature is None else field.temperature  # β through wrappers
+            out["normalized_energy"] = normalized_energy(x, beta)
+            out["energy"] = energy(x, beta)
             logits = field.kernel_logits(x)
             if logits is not None:
                 # log E = log Σ_ij e^{β⟨Qx_i,Kx_j⟩} − log(2βn²): the energy of the field's own kernel, never
                 # overflowing; it increases along SA when QᵀK is symmetric and V = QᵀK ([GLPR] §3)
                 out["log_energy"] = (jax.scipy.special.logsumexp(logits)
-                                     - jnp.log(2.0 * jnp.maximum(_beta_of(field), 1e-300) * x.shape[0] ** 2))
+                                     - jnp.log(2.0 * jnp.maximum(beta, 1e-300) * x.shape[0] ** 2))
         if bins:
             out["histogram"] = observables.inner_product_histogram(x, bins)
         if keep_states:
@@ -191,12 +192,6 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
         return out
 
     return stats
-
-
-def _beta_of(field):
-    """The β of a field, looking through wrappers (layer norms, noise, layer-wise weights, sums); NaN if none."""
-    beta = field.temperature
-    return jnp.nan if beta is None else beta
 
 
 def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = ()) -> RunResult:

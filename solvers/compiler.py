@@ -1,12 +1,13 @@
 """XLA compiler options for the time loops, by backend and by the kind of arithmetic a field does.
 
 On CPUs, XLA hands dots, elementwise chains and reductions to the YNNPACK library only for the fusion
-kinds its ``xla_cpu_experimental_ynn_fusion_type`` option lists. The attention of n tokens in d ≥ 3
-dimensions is two batched n × n products per member and evaluation; with dots handed over too, those
-run ≈ 3× faster (two 32 × 32 × 32 products: 0.5 against 1.6 µs per member on the 2-core EPYC of
-``benchmarks/README.md``) and the field twice as fast. On the circle (angles, or d = 2 written term by
-term) there is no product to hand over, and the same option slows the elementwise sums 3–4×, so those
-programs keep XLA's defaults. Other backends keep theirs.
+kinds its ``xla_cpu_experimental_ynn_fusion_type`` option lists. The attention of n tokens in
+d > ``sphere.SMALL_D`` dimensions is two batched n × n products per member and evaluation; with dots
+handed over too, those run ≈ 3× faster (two 32 × 32 × 32 products: 0.5 against 1.6 µs per member on the
+2-core EPYC of ``benchmarks/README.md``) and the field twice as fast. Up to ``SMALL_D`` the row sums are
+written coordinate by coordinate and on the circle (angles, or d = 2 term by term) there is no product
+at all; there the same option slows the elementwise sums 3–4× (the d = 8 row of Fig. 3 ran 4× slower),
+so those programs keep XLA's defaults. Other backends keep theirs.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from typing import Callable
 import equinox as eqx
 import jax
 
+from ..particles.sphere import SMALL_D
+
 PRODUCTS_ON_CPU = {
     "xla_cpu_experimental_ynn_fusion_type":
         "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE",
 }
-"""The options of CPU programs whose fields form batched matrix products (d ≥ 3)."""
+"""The options of CPU programs whose fields form batched matrix products (d > ``SMALL_D``)."""
 
-PRODUCTS_FROM_D = 9
+PRODUCTS_FROM_D = SMALL_D + 1
 """Smallest dimension of the simulated coordinates whose fields form matrix products."""
 
 
