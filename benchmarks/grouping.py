@@ -24,7 +24,7 @@ import numpy as np
 
 import attnflow as af
 from attnflow.particles.fields import ensemble_axes
-from attnflow.solvers import simulation
+from attnflow.solvers import adaptive_loop
 
 import machine as _machine
 
@@ -57,7 +57,7 @@ def compare(title: str, field, x0, t1: float, sizes, repeat: int) -> None:
         steps = np.asarray(sol.steps)
         base = wall if base is None else base
         label = {0: "one group (ungrouped)", None: "automatic"}.get(size, f"group_size={size}")
-        slots = simulation._queue_slots("tsit5", True, np.zeros(0), size, x0.shape[0], None)
+        slots = adaptive_loop.queue_slots("tsit5", True, np.zeros(0), size, x0.shape[0], None)
         if slots:
             # the queue (solvers/queue.py): its own step control, so its steps differ a little
             print(f"  {label:<22} {f'queue, {slots} slots':<17} {wall:7.3f} s   loop work {steps.sum():>7d}"
@@ -65,7 +65,7 @@ def compare(title: str, field, x0, t1: float, sizes, repeat: int) -> None:
             continue
         first = steps if first is None else first
         same &= np.array_equal(steps, first)
-        used, order = simulation._grouping(size, field, axes, x0, 0.0)
+        used, order = adaptive_loop.grouping(size, field, axes, x0, 0.0)
         groups = "1 group" if used is None else f"groups of {used}"
         print(f"  {label:<22} {groups:<17} {wall:7.3f} s   loop work {loop_work(steps, used, order):>7d}"
               f"   speed-up {base / wall:4.2f}×")

@@ -48,7 +48,7 @@ sys.exit(rc)
 """
 
 # the executables that integrate: stepping starts when the last of them is ready
-LOOPS = ("_run_adaptive", "_run_fixed", "run_dense")
+LOOPS = ("run_adaptive", "run_fixed", "run_dense")
 
 
 def machine() -> str:

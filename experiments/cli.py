@@ -92,7 +92,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from ..solvers.simulation import NonFiniteError
+    from ..solvers.solution import NonFiniteError
     from . import output, results
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ..solvers import simulation
+from ..solvers import problem
 from ..solvers.dense import grid_steps
 from . import memory
 from .config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, Config, ConfigError
@@ -26,7 +26,7 @@ __all__ = ["check", "check_files", "check_steps"]
 
 def check_steps(config: Config) -> None:
     """Refuse a run with more save times than ``max_steps``, or whose fixed steps (of ``dt`` over
-    [0, t1]) vanish against t1 or number more than ``max_steps`` per member (``simulation.check_steps``).
+    [0, t1]) vanish against t1 or number more than ``max_steps`` per member (``problem.check_steps``).
 
     The save times are not formed here (n_save may be absurd): the steps of a run stepping on a
     uniform grid (ab4, rk4 with dense) are exact; the other fixed-step solvers shorten steps to land
@@ -49,7 +49,7 @@ def check_steps(config: Config) -> None:
         at_least = steps < math.inf
     label = f"solver {solver!r}" + (" (dense)" if config.dense and solver not in GRID_ONLY_SOLVERS else "")
     try:
-        simulation.check_steps(label, 0.0, t1, dt, steps, config.max_steps, config.dtype, at_least=at_least)
+        problem.check_steps(label, 0.0, t1, dt, steps, config.max_steps, config.dtype, at_least=at_least)
     except ValueError as err:
         raise ConfigError(str(err)) from None
 

@@ -38,11 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles import coalesce as _coalesce
-from ..particles.sphere import normalize, within
-from . import progress as _progress
-from .compiler import jit_with_options
+from ..particles.sphere import normalize
+from . import loop
+from .compiler import jit_with_options, loop_options
 from .fusion import materialized
-from .methods import names
+from .methods import names, spoken
+from .problem import GRID_ONLY, Problem, check_steps
 
 
 def _hermite(x0, f0, x1, f1, theta, h):
@@ -91,6 +92,25 @@ def grid(t0: float, t1: float, dt: float, ts: np.ndarray) -> tuple[int, float, n
     return n_steps, h, index, theta
 
 
+def prepare(p: Problem, plan=None):
+    """(the loop, its arguments) for ``p`` (one layout for every ``plan``); refuses a grid of more than ``max_steps`` steps first, and
+    what it cannot interpolate."""
+    label = f"solver {p.solver!r}" + (" (dense)" if p.solver not in GRID_ONLY else "")
+    check_steps(label, p.t0, p.t1, p.dt, grid_steps(p.t0, p.t1, p.dt), p.max_steps, p.dtype)
+    if p.solver not in GRID_METHODS:
+        raise ValueError(f"dense=True interpolates {spoken([m.upper() for m in GRID_METHODS], quote='')} steps: use "
+                         f"solver={spoken(GRID_METHODS)} (or an adaptive solver), got solver={p.solver!r}")
+    if p.noisy or len(p.jumps):
+        raise ValueError(f"dense=True and solver={spoken(GRID_ONLY)} need a smooth deterministic path: they do "
+                         f"not apply to noisy fields or to layer-wise weights that switch during the run "
+                         f"(solver={p.solver!r})")
+    n_steps, h, index, theta = grid(p.t0, p.t1, p.dt, p.ts)
+    return run_dense, dict(
+        method=p.solver, t0=jnp.asarray(p.t0, p.dtype), h=jnp.asarray(h, p.dtype), n_steps=jnp.asarray(n_steps),
+        index=jnp.asarray(index), theta=jnp.asarray(theta, p.dtype), times=jnp.asarray(p.ts, p.dtype),
+        hold_saves=not p.save_reads_time, compiler_options=loop_options(p.x0.shape[-1]))
+
+
 @jit_with_options
 def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, index, theta, times, method="rk4",
               hold_saves=False):
@@ -101,15 +121,13 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
 
     Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite).
     """
-    members = x0.shape[0]
     sphere = field.geometry == "sphere"
     finish = normalize if sphere else (lambda y: y)
     vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(axes, None, 0))
-    save_all = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
-    # on the tokens' directions: a field may move other coordinates (``Circle``: angles)
-    clustered = jax.vmap(lambda f, x: within(f.directions(x), delta), in_axes=(axes, 0))
+    save_all = loop.saves(save_fn, axes)
+    test = None if delta is None else loop.consensus(axes, delta)
+    clustered = None if delta is None else (lambda kept: test(field, kept[0]))
     finite = jax.vmap(lambda a, b: jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(b)))
-    stop = delta is not None
     dtype = x0.dtype
     h = jnp.asarray(h, dtype)
     settle = _coalesce.settler(field)
@@ -132,37 +150,27 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
 
     def step(state):
         """One step from (x_b, f_b) at the end of the current interval; returns the shifted state."""
-        j, xa, fa, xb, fb, history, active, t_event, t_fail, steps = state
+        j, xa, fa, xb, fb, history, members = state
         t = t0 + (j + 1) * h
         # the update written before it is normalized: fused, the two ran 3× slower (``fusion``)
         xn = settle(finish(materialized(t, advance(j, t, xb, fb, history))))
         fn = vfield(field, t + h, xn)
-        # the velocity counts too: the interpolant at the new step end uses it
-        ok = finite(xn, fn)
-        t_fail = jnp.where(active & ~ok, t, t_fail)
-        active = active & ok
-        live = active[:, None, None]
-        # a stopped member holds its state: zero velocity makes the interpolant constant
-        xn = jnp.where(live, xn, xb)
-        fn = jnp.where(live, fn, 0.0)
-        fb = jnp.where(live, fb, 0.0)
-        steps = steps + active
-        if stop:
-            hit = active & clustered(field, xn)
-            t_event = jnp.where(hit, t + h, t_event)
-            active = active & ~hit
+        # the velocity counts too: the interpolant at the new step end uses it; a stopped member
+        # holds its state: zero velocity makes the interpolant constant
+        zero = jnp.zeros_like(fn)
+        members, (xn, fn, fb) = loop.step_taken(members, t, t + h, finite(xn, fn), (xn, fn, fb), (xb, zero, zero),
+                                                clustered)
         # AB4's velocities f_k−1, f_k−2, f_k−3 for the next step (RK4 carries none)
         history = (fb,) + history[:2] if method == "ab4" else ()
-        return j + 1, xb, fb, xn, fn, history, active, t_event, t_fail, steps
+        return j + 1, xb, fb, xn, fn, history, members
+
+    def running(state):
+        return jnp.any(state[6].active)
 
     # start as if at the end of an interval ending at t0 (j = −1); one step gives [t0, t0 + h]
     fa0 = vfield(field, t0, x0)
-    active0 = ~clustered(field, x0) if stop else jnp.ones(members, bool)
-    t_event0 = jnp.where(active0, jnp.inf, t0).astype(dtype)
     history0 = (fa0, fa0, fa0) if method == "ab4" else ()
-    first = (jnp.asarray(-1), x0, fa0, x0, fa0, history0, active0, t_event0, jnp.full(members, jnp.inf, dtype),
-             jnp.zeros(members, jnp.int32))
-    state = step(first)
+    state = step((jnp.asarray(-1), x0, fa0, x0, fa0, history0, loop.start(field, axes, x0, delta, t0)))
 
     def values(state, at, k):
         _, xa, fa, xb, fb = state[:5]
@@ -173,23 +181,22 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         target = index[k]
         # advance until the current interval is the save time's (all members share the grid), or
         # until no member is left running: each then holds its final state at the interval's end
-        state = jax.lax.while_loop(lambda s: (s[0] < target) & jnp.any(s[6]), step, state)
+        state = jax.lax.while_loop(lambda s: (s[0] < target) & running(s), step, state)
         at = jnp.where(state[0] < target, 1.0, theta[k]).astype(dtype)
         if hold_saves:
             # the predicate is shared by the members: one branch runs
-            moved = (k == 0) | jnp.any(state[6]) | (state[0] != mark[0]) | (at != mark[1])
+            moved = (k == 0) | running(state) | (state[0] != mark[0]) | (at != mark[1])
             out = jax.lax.cond(moved, values, lambda s, a, i: last, state, at, k)
         else:
             out = values(state, at, k)
-        if progress:
-            jax.debug.callback(_progress.report, -1, times[k])
+        loop.report(progress, times[k])
         return (state, out, (state[0], at)), out
 
     blank = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype),
                                    jax.eval_shape(values, state, jnp.asarray(1.0, dtype), 0))
     carry = (state, blank, (state[0], jnp.asarray(-1.0, dtype)))
     (state, _, _), saved = jax.lax.scan(save, carry, jnp.arange(index.shape[0]))
-    state = jax.lax.while_loop(lambda s: (s[0] < n_steps - 1) & jnp.any(s[6]), step, state)
-    _, _, _, x_end, _, _, _, t_event, t_fail, steps = state
+    state = jax.lax.while_loop(lambda s: (s[0] < n_steps - 1) & running(s), step, state)
+    x_end, members = state[3], state[6]
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
-    return saved, x_end, steps, t_event, t_fail
+    return saved, x_end, members.steps, members.t_event, members.t_fail

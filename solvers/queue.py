@@ -49,7 +49,7 @@ import numpy as np
 from ..particles import coalesce as _coalesce
 from ..particles.circle import spread
 from ..particles.sphere import normalize, small_d_gaps
-from . import progress as _progress
+from . import loop
 from .methods import METHODS
 
 __all__ = ["QUEUE_METHODS", "SLOTS", "run_queue"]
@@ -121,7 +121,7 @@ def _combine(y, h, coefficients, ks):
 def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
               order, slots, after_loop):
     """Adaptive solves of every member through ``slots`` slots: (saves, final states, steps, event
-    times, last finite times, status), as ``simulation._run_adaptive`` returns them.
+    times, last finite times, status), as ``adaptive_loop.run_adaptive`` returns them.
 
     ``order``: the members in the order they enter the queue (hardest first). ``after_loop``: save
     the states and leave the statistics to the caller; else ``save_fn`` is applied in the loop.
@@ -151,13 +151,10 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     order = jnp.asarray(order, jnp.int32)
 
     # the field's per-member leaves, in the queue's order
-    leaves, treedef = jax.tree_util.tree_flatten(field)
-    batched = [ax == 0 for ax in treedef.flatten_up_to(axes)]
-    queued = [leaf[order] if bt else leaf for leaf, bt in zip(leaves, batched)]
+    per_member = loop.MemberParts(field, axes)
+    queued = per_member.take(lambda leaf: leaf[order])
     x_queue = x0[order]
-
-    def slot_field(parts):
-        return treedef.unflatten([p if bt else leaf for leaf, p, bt in zip(leaves, parts, batched)])
+    slot_field = per_member.field
 
     def take(q, ids):  # rows of the queue for slots (empty slots repeat its last member)
         return q[jnp.minimum(ids, members - 1)]
@@ -165,8 +162,8 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     if after_loop:
         out_saves = jnp.zeros((members, n_save, n, d), dtype)
     else:
-        spec = jax.eval_shape(saves, slot_field([take(q, jnp.arange(slots)) if bt else None
-                                                 for q, bt in zip(queued, batched)]),
+        spec = jax.eval_shape(saves, slot_field([take(q, jnp.arange(slots)) if q is not None else None
+                                                 for q in queued]),
                               jnp.zeros((slots, 1), dtype), jnp.zeros((slots, 1, n, d), dtype))
         out_saves = jax.tree_util.tree_map(lambda s: jnp.zeros((members, n_save) + s.shape[2:], s.dtype), spec)
 
@@ -174,7 +171,7 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     carry = dict(
         ids=ids0, t=jnp.full((slots,), t0), h=jnp.zeros((slots,), dtype), fresh=jnp.ones((slots,), bool),
         y=settle(take(x_queue, ids0)), k1=jnp.zeros((slots, n, d), dtype),
-        parts=[take(q, ids0) if bt else None for q, bt in zip(queued, batched)],
+        parts=[take(q, ids0) if q is not None else None for q in queued],
         steps=jnp.zeros((slots,), jnp.int32), tries=jnp.zeros((slots,), jnp.int32),
         bad=jnp.zeros((slots,), jnp.int32), ks=jnp.zeros((slots,), jnp.int32),
         next=jnp.asarray(slots, jnp.int32), finished=jnp.asarray(0, jnp.int32),
@@ -338,15 +335,14 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
         def refill(operands):
             y_, parts_ = operands
             y_ = jnp.where(sel, settle(take(x_queue, new_ids)), y_)
-            return y_, [jnp.where(done.reshape((-1,) + (1,) * (q.ndim - 1)), take(q, new_ids), old) if bt else None
-                        for q, old, bt in zip(queued, parts_, batched)]
+            return y_, [jnp.where(done.reshape((-1,) + (1,) * (q.ndim - 1)), take(q, new_ids), old)
+                        if q is not None else None for q, old in zip(queued, parts_)]
 
         # most iterations finish no member
         y_next, parts = jax.lax.cond(count > 0, refill, lambda operands: operands, (y_next, s["parts"]))
         finished = s["finished"] + count
         if progress:
-            jax.lax.cond(count > 0, lambda: jax.debug.callback(
-                _progress.report, -1, t0 + (t1 - t0) * finished / members), lambda: None)
+            jax.lax.cond(count > 0, lambda: loop.report(True, t0 + (t1 - t0) * finished / members), lambda: None)
         return dict(
             ids=new_ids, t=jnp.where(done, t0, t_new), h=jnp.where(done, 0.0, h_next), fresh=done,
             y=y_next, k1=jnp.where(sel, 0.0, jnp.where(ok[:, None, None], f1, k1)), parts=parts,
@@ -356,14 +352,12 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
 
     s = jax.lax.while_loop(lambda s: jnp.any(s["ids"] < members), body, carry)
     # saves after a member stopped (at consensus, or failing) hold its last state
-    late = ts[None, :] > s["t_end"][:, None]
     if after_loop:
-        held = s["x_final"][:, None]
+        held = s["x_final"]
     else:
-        whole = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, 0, 0))
-        held = jax.tree_util.tree_map(lambda v: v[:, None], whole(slot_field(queued), s["t_end"], s["x_final"]))
-    s["saves"] = jax.tree_util.tree_map(
-        lambda o, v: jnp.where(late.reshape(late.shape + (1,) * (o.ndim - 2)), v.astype(o.dtype), o), s["saves"], held)
+        held = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, 0, 0))(slot_field(queued), s["t_end"],
+                                                                              s["x_final"])
+    s["saves"] = loop.hold_after(ts, s["t_end"], s["saves"], held)
     # back to the members' own order
     position = jnp.argsort(order)
     out = tuple(jax.tree_util.tree_map(lambda v: v[position], s[k])

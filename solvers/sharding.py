@@ -110,7 +110,7 @@ def place(p: Plan, x0, field, axes):
 
 
 def pad_order(p: Plan, order, members: int):
-    """A member order (``simulation._grouping``) extended by the padding members, which come last."""
+    """A member order (``adaptive_loop.grouping``) extended by the padding members, which come last."""
     if order is None or p.members == members:
         return order
     return jnp.concatenate([jnp.asarray(order), jnp.arange(members, p.members, dtype=jnp.asarray(order).dtype)])

@@ -8,7 +8,7 @@ import pytest
 
 import attnflow as af
 from attnflow.particles.fields import ensemble_axes
-from attnflow.solvers import simulation
+from attnflow.solvers import adaptive_loop
 
 
 def assert_same(a, b, atol=1e-12):
@@ -67,7 +67,7 @@ def test_a_stiff_member_holds_back_only_its_own_group():
 
     # the work of a vmapped loop is (members in it) × (steps of its slowest member)
     axes, _ = ensemble_axes(field)
-    _, order = simulation._grouping(size, field, axes, x0, 0.0)
+    _, order = adaptive_loop.grouping(size, field, axes, x0, 0.0)
     assert set(np.asarray(order)[:4].tolist()) == {9, 50, 51, 100}  # the stiffness estimate finds them
     by_group = steps[np.asarray(order)].reshape(-1, size)
     work = size * by_group.max(axis=1).sum()
@@ -78,15 +78,15 @@ def test_automatic_grouping_only_where_it_pays():
     field, x0 = glpr_batch()
     axes, _ = ensemble_axes(field)
     if jax.default_backend() == "cpu":
-        size, order = simulation._grouping(None, field, axes, x0, 0.0)
+        size, order = adaptive_loop.grouping(None, field, axes, x0, 0.0)
         assert size == 32 and order.shape == (128,)  # the 4 stiff members share one group of 32
     # an even ensemble, a small one, and explicit choices
     even = af.SA(jnp.full(128, 2.0))
-    assert simulation._grouping(None, even, ensemble_axes(even)[0], x0, 0.0) == (None, None)
-    assert simulation._grouping(None, field, axes, x0[:64], 0.0) == (None, None)
-    assert simulation._grouping(0, field, axes, x0, 0.0) == (None, None)
-    assert simulation._grouping(128, field, axes, x0, 0.0) == (None, None)
-    assert simulation._grouping(48, field, axes, x0, 0.0)[0] == 48
+    assert adaptive_loop.grouping(None, even, ensemble_axes(even)[0], x0, 0.0) == (None, None)
+    assert adaptive_loop.grouping(None, field, axes, x0[:64], 0.0) == (None, None)
+    assert adaptive_loop.grouping(0, field, axes, x0, 0.0) == (None, None)
+    assert adaptive_loop.grouping(128, field, axes, x0, 0.0) == (None, None)
+    assert adaptive_loop.grouping(48, field, axes, x0, 0.0)[0] == 48
 
 
 @pytest.mark.parametrize("bad", [-1, 2.5, True, "8"])

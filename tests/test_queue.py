@@ -10,21 +10,21 @@ from attnflow.experiments import models
 from attnflow.experiments.builtin import EXPERIMENTS
 from attnflow.experiments.config import load_config
 from attnflow.particles.circle import Circle, to_angles
-from attnflow.solvers import queue, simulation
+from attnflow.solvers import adaptive_loop, loop, queue
 
-MEMBERS = 80  # more than simulation._AUTO_GROUP: the queue runs them
+MEMBERS = 80  # more than the 64 members up to which adaptive_loop never groups: the queue runs them
 
 
 def test_the_queue_runs_large_adaptive_ensembles_only():
     jumps = np.zeros(0)
-    assert simulation._queue_slots("tsit5", True, jumps, None, MEMBERS, None) == queue.SLOTS
-    assert simulation._queue_slots("dopri5", True, jumps, None, MEMBERS, None) == queue.SLOTS
+    assert adaptive_loop.queue_slots("tsit5", True, jumps, None, MEMBERS, None) == queue.SLOTS
+    assert adaptive_loop.queue_slots("dopri5", True, jumps, None, MEMBERS, None) == queue.SLOTS
     # few members, an explicit grouping, a method without FSAL, layer switches, constant steps: diffrax
-    assert simulation._queue_slots("tsit5", True, jumps, None, 64, None) is None
-    assert simulation._queue_slots("tsit5", True, jumps, 16, MEMBERS, None) is None
-    assert simulation._queue_slots("dopri8", True, jumps, None, MEMBERS, None) is None
-    assert simulation._queue_slots("tsit5", True, np.array([1.0]), None, MEMBERS, None) is None
-    assert simulation._queue_slots("tsit5", False, jumps, None, MEMBERS, None) is None
+    assert adaptive_loop.queue_slots("tsit5", True, jumps, None, 64, None) is None
+    assert adaptive_loop.queue_slots("tsit5", True, jumps, 16, MEMBERS, None) is None
+    assert adaptive_loop.queue_slots("dopri8", True, jumps, None, MEMBERS, None) is None
+    assert adaptive_loop.queue_slots("tsit5", True, np.array([1.0]), None, MEMBERS, None) is None
+    assert adaptive_loop.queue_slots("tsit5", False, jumps, None, MEMBERS, None) is None
 
 
 def _ensemble(n=6, d=3):
@@ -82,7 +82,7 @@ def test_saves_inside_the_loop_equal_the_saves_after_it(monkeypatch):
 
     common = dict(ts=jnp.linspace(0.0, 3.0, 13), save=stats, stop_when_clustered=5e-2)
     after = af.simulate(af.SA(beta), x0, 3.0, **common)
-    monkeypatch.setattr(simulation, "STATES_AFTER_LOOP_BYTES", 0)  # statistics at every save, in the loop
+    monkeypatch.setattr(loop, "STATES_AFTER_LOOP_BYTES", 0)  # statistics at every save, in the loop
     inside = af.simulate(af.SA(beta), x0, 3.0, **common)
     for key in ("energy", "gram"):
         np.testing.assert_allclose(np.asarray(inside.stats[key]), np.asarray(after.stats[key]), rtol=0, atol=1e-13)

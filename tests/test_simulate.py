@@ -216,10 +216,10 @@ def test_float32_adaptive_runs_stop_at_consensus_like_float64():
 
 
 def test_statistics_after_the_loop_equal_those_inside_it(monkeypatch):
-    """Small adaptive solves apply ``save`` after the loop (simulation.STATES_AFTER_LOOP_BYTES);
+    """Small adaptive solves apply ``save`` after the loop (loop.STATES_AFTER_LOOP_BYTES);
     forcing the in-loop path gives the same values, for members stopped at consensus (their later
     saves hold the stopped state), for integer statistics, and for grouped ensembles."""
-    from attnflow.solvers import simulation
+    from attnflow.solvers import loop
 
     betas = jnp.array([1.0, 2.0, 6.0, 8.0])
     x0 = jnp.stack([af.init.cap(k, 8, 3, angle=0.4 + 0.3 * k) for k in range(4)])
@@ -231,8 +231,8 @@ def test_statistics_after_the_loop_equal_those_inside_it(monkeypatch):
 
     kw = dict(ts=ts, solver="tsit5", save=stat, stop_when_clustered=1e-3)
     runs = {}
-    for where, limit in (("after", simulation.STATES_AFTER_LOOP_BYTES), ("inside", 0)):
-        monkeypatch.setattr(simulation, "STATES_AFTER_LOOP_BYTES", limit)
+    for where, limit in (("after", loop.STATES_AFTER_LOOP_BYTES), ("inside", 0)):
+        monkeypatch.setattr(loop, "STATES_AFTER_LOOP_BYTES", limit)
         runs[where] = [af.simulate(af.SA(betas), x0, 30.0, **kw),
                        af.simulate(af.SA(betas), x0, 30.0, group_size=2, **kw)]
     for after, inside in zip(runs["after"], runs["inside"]):

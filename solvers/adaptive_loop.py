@@ -1,0 +1,287 @@
+"""The adaptive loops: diffrax's error-controlled solve vmapped over the members, in groups, or the queue.
+
+``prepare`` picks the queue (``queue.py``: slots refilled as members finish) for large ensembles of an
+FSAL method on one CPU device, else diffrax's ``diffeqsolve`` vmapped over the members
+(``run_adaptive``), in groups of members of like stiffness where that saves work (``grouping``).
+Neither raises inside the compiled loop: each member returns a status, checked by ``solve``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from ..particles.sphere import normalize, within
+from . import loop
+from . import progress as _progress
+from . import queue as _queue
+from . import sharding as _sharding
+from .adaptive import NON_FINITE, FiniteSteps, OnSphere
+from .dense import steps_to_cover
+from .methods import METHODS, names, spoken
+from .problem import Problem, check_steps
+
+_AUTO_GROUP = 64  # group_size=None never groups this many members or fewer
+# cost of one iteration of a vmapped solve's loop beyond its members' arithmetic, in members
+# (measured on CPU: 0.36 ms against 7.9 µs per member for n = 32, d = 2)
+_LOOP_OVERHEAD = 32
+
+
+def grouping(group_size, field, axes, x0, t0) -> tuple[int | None, Any]:
+    """(members per group, member order hardest first) for an adaptive ensemble; (None, None): one group.
+
+    group_size=None groups ensembles of more than 64 members on CPU, in groups of about 32, 64 or
+    128, when the stiffness estimates predict saving at least 30% of the work: a vmapped loop
+    runs as many iterations as its slowest member, so the work is Σ_groups (overhead + size) ·
+    max steps in the group. Steps are predicted as hardness^0.7 (tsit5 on USA at rtol 1e-6 takes
+    about that many more steps as its Lipschitz constant grows; SA's steps hardly depend on β,
+    and its estimates hardly spread). On GPUs a batch costs little more than one member: one group.
+    """
+    members = x0.shape[0]
+    if group_size is not None and (isinstance(group_size, (bool, np.bool_))
+                                   or not isinstance(group_size, (int, np.integer)) or group_size < 0):
+        raise ValueError(f"group_size must be None (automatic), 0 (one group) or a positive integer, "
+                         f"got {group_size!r}")
+    if group_size is None:
+        if members <= _AUTO_GROUP or jax.default_backend() != "cpu":
+            return None, None
+    elif group_size == 0 or group_size >= members:
+        return None, None
+    estimates = np.asarray(hardness(field, axes, x0, t0), dtype=float)
+    order = np.argsort(-estimates, kind="stable")
+    if group_size is not None:
+        return int(group_size), jnp.asarray(order)
+
+    steps = np.maximum(estimates[order], 1e-300) ** 0.7
+
+    def work(size):
+        padded = np.concatenate([steps, np.repeat(steps[-1:], -members % size)])
+        return np.sum((_LOOP_OVERHEAD + size) * padded.reshape(-1, size).max(axis=1))
+
+    # sizes as even as possible (little padding in the last group)
+    sizes = {-(-members // -(-members // target)) for target in (32, 64, 128) if target < members}
+    size = min(sorted(sizes), key=work)
+    if not work(size) < 0.7 * (_LOOP_OVERHEAD + members) * steps.max():
+        return None, None
+    return size, jnp.asarray(order)
+
+
+def queue_slots(solver, adaptive, jumps, group_size, members, shard) -> int | None:
+    """Slots of the queue (``solvers/queue.py``) for an adaptive ensemble, None where it does not run.
+
+    It runs ensembles of more than 64 members on one CPU device with an FSAL method (tsit5,
+    dopri5), without layer switches, unless ``group_size`` asks for diffrax's grouped solve.
+    """
+    if (group_size is None and adaptive and solver in _queue.QUEUE_METHODS and not len(jumps)
+            and members > _AUTO_GROUP and jax.default_backend() == "cpu"
+            and (shard is False or len(jax.local_devices()) == 1)):
+        return _queue.SLOTS
+    return None
+
+
+@eqx.filter_jit
+def hardness(field, axes, x0, t0):
+    """Per member: ‖f(t0, x0)‖ plus a finite-difference Lipschitz constant of f at x0.
+
+    Step counts of explicit adaptive methods grow with the field's Lipschitz constant (β for
+    attention, e^β β for USA in [GLPR]'s time), so ordering by it makes groups homogeneous.
+    Two field evaluations per member.
+    """
+
+    def one(f, x):
+        w = jnp.cos(2.4 * jnp.arange(x.size, dtype=x.dtype)).reshape(x.shape)  # a fixed direction
+        eps = jnp.sqrt(jnp.finfo(x.dtype).eps) * (1.0 + jnp.sqrt(jnp.mean(x * x)))
+        v = f(t0, x)
+        lipschitz = jnp.linalg.norm(f(t0, x + eps * w) - v) / (eps * jnp.linalg.norm(w))
+        key = jnp.linalg.norm(v) + lipschitz
+        return jnp.where(jnp.isnan(key), jnp.inf, key)
+
+    return jax.vmap(one, in_axes=(axes, 0))(field, x0)
+
+
+def _group_done(t, steps):
+    _progress.report(-1, t)
+
+
+def in_groups(solve, field, axes, x0, size, order, report=None):
+    """``solve(field, x0)`` (vmapped over members) run as groups of ``size`` members, one after the other.
+
+    Members are taken in ``order`` (hardest first), so each group's while loop runs about as long
+    as its members need; the last group is padded with copies of its last member, so every group
+    runs the one compiled body; outputs come back in the original member order.
+    """
+    members = x0.shape[0]
+    groups = -(-members // size)
+    idx = jnp.concatenate([order, jnp.broadcast_to(order[-1:], (groups * size - members,))])
+    per_member = loop.MemberParts(field, axes)
+
+    def split(a):
+        return _sharding.constrain_members(a[idx].reshape((groups, size) + a.shape[1:]))
+
+    def group(xs):
+        parts, x_g, g = xs
+        out = solve(per_member.field(parts), x_g)
+        if report is not None:
+            t0, t1 = report
+            jax.debug.callback(_group_done, t0 + (g + 1) * (t1 - t0) / groups, out[2])
+        return out
+
+    out = jax.lax.map(group, (per_member.take(split), split(x0), jnp.arange(groups)))
+    position = jnp.argsort(order)  # where each member sits in the sorted order
+    return jax.tree_util.tree_map(lambda a: a.reshape((groups * size,) + a.shape[2:])[position], out)
+
+
+@eqx.filter_jit
+def run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
+                  adaptive, jumps=None, group_size=None, order=None):
+    """Adaptive solves of every member: (saves, final states, steps, event times, last finite times, status).
+
+    status per member: 0 done, 1 max_steps reached, 2 other failure, 3 the state became
+    non-finite (``FiniteSteps``: the solve stopped at its last finite state, whose time is
+    returned; inf for the other members). With ``group_size`` the members run in groups of that
+    size, taken in ``order`` (``in_groups``); progress then advances per group.
+    """
+    grouped = group_size is not None
+    controller = diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
+    if jumps is not None:
+        # step exactly to each layer switch and restart there, instead of smearing it over a step
+        controller = diffrax.ClipStepSizeController(controller, jump_ts=jumps)
+    controller = FiniteSteps(controller, adaptive=bool(adaptive))
+
+    sphere = field.geometry == "sphere"
+    merge = field.coalesce_eps
+    solver = OnSphere(method, coalesce=merge, sphere=sphere) if sphere or merge is not None else method
+    finish = normalize if sphere else (lambda y: y)
+    # small runs save their states and compute the statistics after the loop, all saves of all
+    # members at once: inside diffrax's loop each save is an iteration of its own
+    after_loop = loop.keeps_states(x0, ts)
+
+    def one(f, x0_m):
+        term = diffrax.ODETerm(lambda t, y, args: f(t, y))
+
+        # diffrax fills saves past the end with inf, so integer statistics travel as floats
+        def save_at(t, y, args):
+            if after_loop:
+                return finish(y)
+            return jax.tree_util.tree_map(loop.as_float, save_fn(t, finish(y), f))
+
+        out_types = jax.eval_shape(lambda y: save_fn(t0, y, f), x0_m)
+
+        saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_at), diffrax.SubSaveAt(t1=True)])
+        event = None
+        if delta is not None:
+            # a continuous condition lets diffrax locate the crossing inside the step by root finding
+            def gap(t, y, args, **kw):
+                y = normalize(f.directions(y))  # clustering is about directions, also off the sphere
+                # in the default float dtype: diffrax's root find pairs it with a Python 0.0 (float64 under x64)
+                return (jnp.min(y @ y.T) - (1.0 - delta)).astype(jnp.result_type(float))
+
+            # the crossing to ~100 ulps of the state's precision (float32 times cannot do 1e-10)
+            tol = 100.0 * float(jnp.finfo(x0_m.dtype).eps)
+            event = diffrax.Event(gap, root_finder=optx.Newton(rtol=max(tol, 1e-10), atol=max(tol, 1e-12)))
+        sol = diffrax.diffeqsolve(
+            term, solver, t0, t1, dt0, x0_m, saveat=saveat, stepsize_controller=controller,
+            max_steps=max_steps, event=event, throw=False,
+            progress_meter=(_progress.StderrMeter(minimum_increase=0.01) if progress and not grouped
+                            else diffrax.NoProgressMeter()),
+        )
+        done = (sol.result == diffrax.RESULTS.successful) | (sol.result == diffrax.RESULTS.event_occurred)
+        status = jnp.where(done, 0, jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1,
+                                              jnp.where(sol.result == NON_FINITE, 3, 2)))
+        saved, (x_end,) = sol.ys[0], sol.ys[1]
+        if not after_loop:
+            saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
+        x_end = finish(x_end)
+        t_end = sol.ts[1][0]
+        if delta is not None:
+            stopped = sol.event_mask if sol.event_mask is not None else False
+            already = within(f.directions(x0_m), delta)
+            t_event = jnp.where(already, t0, jnp.where(stopped, t_end, jnp.inf))
+            # saves after the event hold the state where the member stopped
+            saved = loop.hold_after(ts, t_end, saved, x_end if after_loop else save_fn(t_end, x_end, f))
+        else:
+            t_event = jnp.asarray(jnp.inf, x0_m.dtype)
+        t_fail = jnp.where(status == 3, t_end, jnp.inf).astype(x0_m.dtype)
+        return saved, x_end, sol.stats["num_accepted_steps"], t_event, t_fail, status.astype(jnp.int8)
+
+    solve = jax.vmap(one, in_axes=(axes, 0))
+    if not grouped:
+        out = solve(field, x0)
+    else:
+        out = in_groups(solve, field, axes, x0, group_size, order, report=(t0, t1) if progress else None)
+    if not after_loop:
+        return out
+    return (loop.statistics_of(field, axes, save_fn, ts, out[0]),) + tuple(out[1:])
+
+
+def prepare(p: Problem, plan) -> tuple[Any, dict]:
+    """(the loop, its arguments) for ``p`` laid out by the sharding ``plan`` (None: one device)."""
+    if not p.adaptive:
+        # diffrax's constant steps, plus one more at each layer switch it steps to
+        check_steps(f"solver {p.solver!r} (adaptive=False)", p.t0, p.t1, p.dt,
+                    steps_to_cover(p.t1 - p.t0, p.dt) + len(p.jumps), p.max_steps, p.dtype)
+    args = dict(method=METHODS[p.solver].make(p.rtol, p.atol), t0=p.t0, t1=p.t1,
+                # save times a rounding error outside [t0, t1] are clipped: diffrax's own check of them
+                # is compiled without a callback when the command line runs (solvers/compilation_cache.py)
+                ts=jnp.asarray(np.clip(p.ts, p.t0, p.t1), p.dtype), dt0=p.dt, rtol=p.rtol, atol=p.atol,
+                max_steps=int(p.max_steps))
+    slots = queue_slots(p.solver, p.adaptive, p.jumps, p.group_size, p.members, p.shard)
+    if slots:
+        order = jnp.asarray(np.argsort(-np.asarray(hardness(p.field, p.axes, p.x0, p.t0)), kind="stable"))
+        return solve_queue, dict(args, order=_sharding.pad_order(plan, order, p.members) if plan else order,
+                                 slots=slots)
+    group, order = grouping(p.group_size, p.field, p.axes, p.x0, p.t0)
+    if plan is not None:
+        group, order = _sharding.group_size(plan, group), _sharding.pad_order(plan, order, p.members)
+    return solve_diffrax, dict(args, adaptive=p.adaptive, group_size=group, order=order,
+                               jumps=jnp.asarray(p.jumps, p.dtype) if len(p.jumps) else None)
+
+
+def solve_diffrax(**kwargs):
+    """``run_adaptive``, with members whose solve failed other than by non-finite values reported."""
+    return _checked(run_adaptive(**kwargs), kwargs["max_steps"], kwargs["t1"])
+
+
+def solve_queue(*, field, axes, x0, save_fn, ts, **kwargs):
+    """The queue's solves (``queue.py``), with the statistics from saved states where they fit, and
+    members whose solve failed other than by non-finite values reported."""
+    return _checked(_run_queue(field=field, axes=axes, x0=x0, save_fn=save_fn, ts=ts, **kwargs),
+                    kwargs["max_steps"], kwargs["t1"])
+
+
+def _checked(out, max_steps, t1):
+    """The loop's outputs without its statuses, after raising on members that reached ``max_steps``
+    or failed (those that became non-finite are ``simulate``'s to report, with the partial solution).
+
+    The solves do not raise from inside the compiled loop (that would need a host callback, and
+    JAX never writes programs with host callbacks to its persistent compilation cache).
+    """
+    *out, status = out
+    if not isinstance(status, jax.core.Tracer):
+        status = np.asarray(status)
+        if np.any((status == 1) | (status == 2)):
+            bad = np.flatnonzero((status == 1) | (status == 2))
+            who = (f"member{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad[:8]))}"
+                   f"{', ...' if len(bad) > 8 else ''} of {status.size}")
+            if np.any(status[bad] == 1):
+                why = (f"reached max_steps = {max_steps} before t1 = {t1:g}; raise max_steps, loosen rtol/atol, "
+                       f"or use solver={spoken(names(implicit=True))} for stiff runs")
+            else:
+                why = "failed (step size underflow)"
+            raise RuntimeError(f"simulate: the adaptive solve of {who} {why}")
+    return tuple(out)
+
+
+@eqx.filter_jit
+def _run_queue(*, field, axes, x0, save_fn, ts, **kwargs):
+    after_loop = loop.keeps_states(x0, ts)
+    out = _queue.run_queue(field=field, axes=axes, x0=x0, save_fn=save_fn, ts=ts, after_loop=after_loop, **kwargs)
+    if not after_loop:
+        return out
+    return (loop.statistics_of(field, axes, save_fn, ts, out[0]),) + tuple(out[1:])

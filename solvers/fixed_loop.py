@@ -1,0 +1,155 @@
+"""The fixed-step loop: steps of a one-step method (``fixed.py``) between consecutive save times.
+
+The run integrates t0 → ts[0], then between consecutive knots [ts..., t1] with equal substeps
+≤ dt, saving at each knot. Layer switches (``Field.jump_times``) become knots too, saved and then
+dropped, so no step straddles one, and each step's field sees its own layer (``Clamped``). Noisy
+fields step by the Strang splitting of ``stochastic.py``, with a Brownian key per member and step.
+The members' bookkeeping (frozen when non-finite, stopped at consensus) is ``loop.py``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..particles import coalesce as _coalesce
+from . import loop
+from .compiler import jit_with_options, loop_options
+from .methods import METHODS
+from .problem import Problem, check_steps
+from .stochastic import Strang, as_key
+
+
+def knots(t0: float, t1: float, ts: np.ndarray, jumps: np.ndarray, dt: float):
+    """(knots, keep, substeps) of a fixed-step run: it integrates t0 → ts[0] first, then between
+    consecutive knots with equal substeps ≤ dt, the last interval ending at t1.
+
+    Layer switches become knots too (saved, then dropped: ``keep`` indexes the save times among
+    the knots), so no step straddles one. ``substeps`` are floats, inf where span/dt overflows,
+    so that their sum can be checked before any is made an integer.
+    """
+    internal = np.union1d(ts, jumps) if len(jumps) else ts
+    keep = np.searchsorted(internal, ts)
+    points = np.concatenate([[t0], internal, [t1]])
+    with np.errstate(over="ignore"):
+        substeps = np.ceil(np.diff(points) / dt - 1e-9)  # as dense.steps_to_cover
+    return points, keep, substeps
+
+
+def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
+    """(the loop, its arguments) for ``p`` (one layout for every ``plan``); refuses a run of more than ``max_steps`` steps first."""
+    points, keep, substeps = knots(p.t0, p.t1, p.ts, p.jumps, p.dt)
+    check_steps(f"solver {p.solver!r}", p.t0, p.t1, p.dt, float(np.sum(substeps)), p.max_steps, p.dtype)
+    method = METHODS[p.solver].make()
+    args = dict(method=method, knots=jnp.asarray(points, p.dtype), substeps=jnp.asarray(substeps.astype(np.int64)),
+                clamp=bool(len(p.jumps)), keep=keep if len(p.jumps) else None)
+    if p.noisy:
+        args.update(method=Strang(method), key=as_key(p.key))
+    return run, args
+
+
+def run(*, keep=None, **kwargs):
+    """``run_fixed``, with the layer switches' knots dropped from the saves."""
+    saved, *rest = run_fixed(**kwargs, compiler_options=loop_options(kwargs["x0"].shape[-1]))
+    if keep is not None:
+        saved = jax.tree_util.tree_map(lambda a: a[:, keep], saved)
+    return (saved, *rest)
+
+
+class Clamped(eqx.Module):
+    """A field whose time argument is kept strictly inside (lo, hi).
+
+    Piecewise-constant weights (``LayerWise``) switch at interval ends; a Runge–Kutta stage
+    evaluated exactly at an end would see the next layer, so stages are clamped to the interval
+    the step belongs to.
+    """
+
+    field: Any
+    lo: Any
+    hi: Any
+
+    @property
+    def geometry(self):
+        return self.field.geometry
+
+    @property
+    def noise_sigma(self):
+        """σ of the field (its noise does not depend on t)."""
+        return self.field.noise_sigma
+
+    def deterministic(self):
+        """The field without its noise, clamped to the same interval."""
+        return Clamped(self.field.deterministic(), self.lo, self.hi)
+
+    def summands(self):
+        """The field's terms, each clamped to the same interval."""
+        return tuple(Clamped(f, self.lo, self.hi) for f in self.field.summands())
+
+    def _t(self, t):
+        return jnp.clip(t, jnp.nextafter(self.lo, self.hi), jnp.nextafter(self.hi, self.lo))
+
+    def __call__(self, t, x):
+        return self.field(self._t(t), x)
+
+    def drift(self, t, x):
+        return self.field.drift(self._t(t), x)
+
+
+@jit_with_options
+def run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False):
+    """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
+
+    Returns (saves, final states, steps, event times, last finite times). A member whose step
+    produces a non-finite state is frozen at its last finite state, like a member stopped at
+    consensus, and its last finite time recorded (inf for members that stay finite); the loop
+    ends when no member is left running. With ``key`` (noisy fields) each step also gets its
+    Brownian key: member m, step k draws from fold_in(fold_in(key, m), k), so no path is stored.
+    """
+    members = x0.shape[0]
+    stochastic = key is not None
+    step_axes = Clamped(axes, None, None) if clamp else axes
+    if stochastic:
+        member_keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(members))
+        step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+        step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None, 0))
+    else:
+        step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None))
+    save_all = loop.saves(save_fn, axes)
+    finite = jax.vmap(lambda a: jnp.all(jnp.isfinite(a)))
+    settle = _coalesce.settler(field)
+    test = None if delta is None else loop.consensus(axes, delta)
+    clustered = None if delta is None else (lambda x: test(field, x))
+
+    def advance(carry, k):
+        x, members_, count = carry
+        ta, tb, m = knots[k], knots[k + 1], substeps[k]
+        h = (tb - ta) / jnp.maximum(m, 1)
+        f = Clamped(field, ta, tb) if clamp else field
+
+        def body(c):
+            j, x, ms, count = c
+            t = ta + j * h
+            if stochastic:
+                x_new = step_all(f, t, x, h, step_keys(member_keys, count))
+            else:
+                x_new = step_all(f, t, x, h)
+            x_new = settle(x_new)
+            ms, x_new = loop.step_taken(ms, t, t + h, finite(x_new), x_new, x, clustered)
+            return j + 1, x_new, ms, count + 1
+
+        _, x, members_, count = jax.lax.while_loop(lambda c: (c[0] < m) & jnp.any(c[2].active), body,
+                                                   (0, x, members_, count))
+        loop.report(progress, tb)
+        return (x, members_, count), save_all(field, tb, x)
+
+    carry0 = (x0, loop.start(field, axes, x0, delta, knots[0]), jnp.zeros((), jnp.uint32))
+    # knots = [t0, ts..., t1]: intervals 0..T-1 end at the save times, interval T at t1
+    n_saves = knots.shape[0] - 2
+    carry, saved = jax.lax.scan(advance, carry0, jnp.arange(n_saves))
+    (x, ms, _), _ = advance(carry, n_saves)
+    saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
+    return saved, x, ms.steps, ms.t_event, ms.t_fail

@@ -1,0 +1,165 @@
+"""What every time loop shares: the members' bookkeeping, the consensus test, the saves, progress.
+
+``simulate`` runs an ensemble through one of four loops: fixed steps between save times
+(``fixed_loop``), steps on a uniform grid with interpolated saves (``dense``), diffrax's adaptive
+solve vmapped over the members (``adaptive_loop``), and the adaptive queue (``queue``). Each keeps
+only its stepping; what they all do to the members is here, once:
+
+* ``Members``: which members still run, when one stopped at consensus (``stop_when_clustered``),
+  when one last had a finite state, and how many steps each took; ``start`` and ``step_taken``
+  (a member whose step is not finite is frozen at its last finite state, a member found clustered
+  stops; both keep their state from then on);
+* ``consensus``: the test of one cluster at threshold δ, on the tokens' directions;
+* ``saves``: the save function vmapped over the members; ``hold_after``: saves past a member's end
+  hold its final values; ``statistics_of``: the save function over states saved by the loop;
+* ``report``: progress from inside a compiled loop (a host callback, only where progress is on);
+* ``MemberParts``: a field's per-member leaves taken in another order (groups, the queue's slots).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..particles.sphere import within
+from . import progress as _progress
+
+STATES_AFTER_LOOP_BYTES = 64 * 2**20
+"""Adaptive solves whose states at all save times take at most this many bytes keep them and
+compute the statistics afterwards, vectorized over members and times."""
+
+
+class Members(NamedTuple):
+    """Per member of a fixed-step loop: running or not, and why it stopped.
+
+    active   still stepping
+    t_event  when it was found clustered (inf: never)
+    t_fail   the time of its last finite state, where a step became non-finite (inf: never)
+    steps    steps taken
+    """
+
+    active: jax.Array
+    t_event: jax.Array
+    t_fail: jax.Array
+    steps: jax.Array
+
+
+def consensus(axes, delta) -> Callable:
+    """(field, x) ↦ per member, whether every pair of its tokens' directions is within δ (vmapped).
+
+    On the directions: a field may move other coordinates (``Circle``: angles)."""
+    return jax.vmap(lambda f, x: within(f.directions(x), delta), in_axes=(axes, 0))
+
+
+def start(field, axes, x0, delta, t0) -> Members:
+    """Every member running, except, with δ, those clustered already (their event at t0)."""
+    members, dtype = x0.shape[0], x0.dtype
+    if delta is None:
+        active = jnp.ones(members, bool)
+        t_event = jnp.full(members, jnp.inf, dtype)
+    else:
+        active = ~consensus(axes, delta)(field, x0)
+        t_event = jnp.where(active, jnp.inf, t0).astype(dtype)
+    return Members(active, t_event, jnp.full(members, jnp.inf, dtype), jnp.zeros(members, jnp.int32))
+
+
+def _rows(mask, a):
+    """``mask`` (members,) broadcast against a (members, ...) array."""
+    return mask.reshape(mask.shape + (1,) * (a.ndim - 1))
+
+
+def step_taken(m: Members, t, t_next, ok, new, old, clustered: Callable | None = None):
+    """The members after a step from t to t_next whose results are finite where ``ok``.
+
+    new, old   pytrees of (members, ...) arrays: the step's results and what a member that does
+               not move keeps (its state at t, say)
+    clustered  ``kept`` ↦ per member, whether it is one cluster (``consensus``), or None (no stop)
+
+    Returns (members, kept): a member whose step is not finite stops with its last finite time t;
+    kept holds ``new`` where a member moved, ``old`` elsewhere; a member that moved and is then
+    clustered stops with its event at t_next.
+    """
+    t_fail = jnp.where(m.active & ~ok, t, m.t_fail)
+    active = m.active & ok
+    kept = jax.tree_util.tree_map(lambda a, b: jnp.where(_rows(active, a), a, b), new, old)
+    steps = m.steps + active
+    t_event = m.t_event
+    if clustered is not None:
+        hit = active & clustered(kept)
+        t_event = jnp.where(hit, t_next, t_event)
+        active = active & ~hit
+    return Members(active, t_event, t_fail, steps), kept
+
+
+def saves(save_fn, axes) -> Callable:
+    """(field, t, x) ↦ ``save_fn(t, x_m, field_m)`` for every member m (t shared)."""
+    return jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, None, 0))
+
+
+def report(progress: bool, t) -> None:
+    """Tell the active progress display that every member reached t (nothing when progress is off)."""
+    if progress:
+        jax.debug.callback(_progress.report, -1, t)
+
+
+def hold_after(ts, t_end, saved, held):
+    """Saves at times after a member's end hold its final values.
+
+    ts (T,); t_end (...,) per member (a scalar for one member); saved: leaves (..., T, ...);
+    held: leaves (..., ...), the values at the end."""
+    late = ts > jnp.expand_dims(t_end, -1)  # (..., T)
+
+    def hold(s, h):
+        mask = late.reshape(late.shape + (1,) * (s.ndim - late.ndim))
+        return jnp.where(mask, jnp.expand_dims(h, late.ndim - 1).astype(s.dtype), s)
+
+    return jax.tree_util.tree_map(hold, saved, held)
+
+
+def keeps_states(x0, ts) -> bool:
+    """Whether an adaptive loop saves states and leaves the statistics to ``statistics_of``."""
+    return x0.size * len(ts) * x0.dtype.itemsize <= STATES_AFTER_LOOP_BYTES
+
+
+def as_float(a):
+    """``a`` as an inexact array (integer statistics travel as floats where saves may be inf)."""
+    a = jnp.asarray(a)
+    return a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(jnp.result_type(float))
+
+
+def statistics_of(field, axes, save_fn, ts, states):
+    """``save_fn`` at every save of every member, from the saved states (members, T, n, d)."""
+
+    def statistics(f, t, x):
+        values = save_fn(t, x, f)
+        # saves past the end of a failed solve hold inf, as diffrax leaves them
+        ok = jnp.all(jnp.isfinite(x))
+        return jax.tree_util.tree_map(lambda a: jnp.where(ok, as_float(a), jnp.inf).astype(a.dtype), values)
+
+    # one save time of all members per iteration: batches of the size of the members' (cache-sized) arrays
+    by_time = jax.lax.map(lambda k: jax.vmap(statistics, in_axes=(axes, None, 0))(field, ts[k], states[:, k]),
+                          jnp.arange(len(ts)))
+    return jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), by_time)
+
+
+class MemberParts:
+    """A field's per-member leaves (those with ensemble axis 0), to take them in another order.
+
+    ``parts`` lists each leaf's per-member array (None for shared leaves); ``field(parts)`` rebuilds
+    the field from taken parts, e.g. ``field([p[order] if p is not None else None for p in parts])``.
+    """
+
+    def __init__(self, field, axes):
+        self.leaves, self.treedef = jax.tree_util.tree_flatten(field)
+        self.batched = [a == 0 for a in self.treedef.flatten_up_to(axes)]
+        self.parts = [leaf if b else None for leaf, b in zip(self.leaves, self.batched)]
+
+    def take(self, fn: Callable[[Any], Any]) -> list:
+        """``fn`` of each per-member leaf (None for shared ones)."""
+        return [fn(p) if p is not None else None for p in self.parts]
+
+    def field(self, parts):
+        """The field whose per-member leaves are ``parts``."""
+        return self.treedef.unflatten([p if b else leaf for leaf, p, b in zip(self.leaves, parts, self.batched)])
