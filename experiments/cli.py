@@ -302,25 +302,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _runtime_checks_without_callbacks() -> None:
+    """Ask equinox to compile its runtime checks as NaN-producing branches instead of Python callbacks
+    (its documented EQX_ON_ERROR=nan, read when equinox is imported), so that JAX can cache the
+    adaptive solves: the only such checks in attnflow's programs are diffrax's checks of the save
+    times, which ``simulate`` makes hold by itself. ``import attnflow`` and this module do not import
+    equinox; an EQX_ON_ERROR set by the user wins."""
+    if "equinox" not in sys.modules:
+        os.environ.setdefault("EQX_ON_ERROR", "nan")
+
+
 def _configure_process(args) -> None:
-    """Process-wide settings of the ``attnflow`` program: the compilation cache for the commands
-    that compile, and equinox's runtime checks without Python callbacks, so that the adaptive
-    solves can be cached too (``solvers/compilation_cache.py``)."""
+    """Process-wide settings of the ``attnflow`` program: the compilation cache for the commands that
+    compile (``solvers/compilation_cache.py``). ``main`` has already asked for equinox's runtime
+    checks without Python callbacks, before anything imported equinox, so that the adaptive solves
+    can be cached too."""
     if not getattr(args, "no_cache", True):
-        from ..solvers.compilation_cache import enable_compilation_cache, runtime_checks_without_callbacks
+        from ..solvers.compilation_cache import enable_compilation_cache
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            path = enable_compilation_cache()
+            enable_compilation_cache()
         for w in caught:
             _log(str(w.message))
-        if path is not None:
-            runtime_checks_without_callbacks()
 
 
 def main(argv=None) -> int:
     """The command line. As a program (``argv`` None) it also sets up the process: see ``_configure_process``;
     called from Python with ``argv`` it leaves the caller's JAX settings alone."""
+    if argv is None:
+        _runtime_checks_without_callbacks()  # first: before anything imports equinox
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -9,7 +9,6 @@ instead. ``attnflow run``, ``sweep`` and ``validate`` turn it on; from Python, c
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from pathlib import Path
 
@@ -45,9 +44,10 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
     ``jax_persistent_cache_min_entry_size_bytes``. Delete the directory to clear the cache.
 
     JAX does not cache programs that call back into Python: progress bars (``progress=True``)
-    and the runtime checks equinox compiles into diffrax's adaptive solves (unless the
-    environment sets ``EQX_ON_ERROR=nan`` before equinox is imported; ``simulate`` checks its
-    save times and each member's solver status itself, so attnflow's results do not rely on them).
+    and the runtime checks equinox compiles into diffrax's adaptive solves (diffrax's checks of the
+    save times), unless the environment sets ``EQX_ON_ERROR=nan`` before equinox is imported, as
+    the ``attnflow`` program does. ``simulate`` clips its save times into [t0, t1] and checks each
+    member's solver status itself, so attnflow's results do not rely on those checks.
     """
     import jax
 
@@ -78,18 +78,3 @@ def _warn_once(message: str) -> None:
     if not _warned:
         _warned = True
         warnings.warn(message, RuntimeWarning, stacklevel=3)
-
-
-def runtime_checks_without_callbacks() -> None:
-    """For a process that runs attnflow only (the command line): compile equinox's runtime checks
-    as NaN-producing branches instead of Python callbacks, so adaptive solves can be cached.
-
-    This is what EQX_ON_ERROR=nan does when set before equinox is imported; an EQX_ON_ERROR set by
-    the user wins. It applies to programs traced from now on.
-    """
-    if "EQX_ON_ERROR" in os.environ:
-        return
-    os.environ["EQX_ON_ERROR"] = "nan"
-    errors = sys.modules.get("equinox._errors")
-    if errors is not None and getattr(errors, "EQX_ON_ERROR", None) == "raise":
-        errors.EQX_ON_ERROR = "nan"

@@ -105,3 +105,28 @@ def test_no_cache_flag_and_calls_from_python_leave_jax_alone(monkeypatch):
         cli._configure_process(cli.build_parser().parse_args(command))  # commands that do not compile
     assert cli.build_parser().parse_args(["validate", "--no-cache"]).no_cache
     assert cli.build_parser().parse_args(["sweep", "fig4-circle", "--no-cache"]).no_cache
+
+
+PROCESS = r"""
+import os, sys
+import attnflow as af
+from attnflow.experiments import cli
+cli.build_parser()
+assert not {"equinox", "diffrax"} & set(sys.modules), "imported before the program could configure them"
+sys.argv = ["attnflow", "list"]
+rc = cli.main()
+print(rc, os.environ.get("EQX_ON_ERROR"), af.SA.__name__, "equinox" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("given, kept", [(None, "nan"), ("raise", "raise")])
+def test_the_program_sets_equinox_checks_before_equinox_is_imported(given, kept):
+    """``import attnflow`` and the command line's parser import neither equinox nor diffrax, so the
+    program can ask for equinox's callback-free checks (EQX_ON_ERROR=nan, what lets JAX cache adaptive
+    solves) before equinox reads the variable; a value the user set wins."""
+    env = {k: v for k, v in os.environ.items() if k != "EQX_ON_ERROR"}
+    if given is not None:
+        env["EQX_ON_ERROR"] = given
+    proc = subprocess.run([sys.executable, "-c", PROCESS], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-4:] == ["0", kept, "SA", "True"]
