@@ -18,11 +18,10 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .checks import check_choice
-from .fields import UNROLLED_N, Field, as_beta
+from .fields import KERNEL_MODELS, UNROLLED_N, Field, as_beta
 
 __all__ = ["Circle", "to_angles", "from_angles", "sincos", "exp2", "spread"]
 
-_MODELS = ("sa", "usa", "usa-rescaled")
 
 # minimax coefficients of sin r = r + r³ S(r²) and cos r = 1 − r²/2 + r⁴ C(r²) on |r| ≤ π/4 (fdlibm's)
 _SIN = (-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
@@ -155,7 +154,7 @@ class Circle(Field):
 
     def __init__(self, beta=1.0, model: str = "sa", *, exact: bool = False):
         self.beta = as_beta(beta)
-        self.model = check_choice("model", model, _MODELS)
+        self.model = check_choice("model", model, KERNEL_MODELS)
         self.exact = bool(exact)
 
     def directions(self, x):

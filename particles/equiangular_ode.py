@@ -46,10 +46,11 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .checks import check_choice, check_int, check_real
+from .fields import KERNEL_MODELS
 
 __all__ = ["equiangular_rhs", "equiangular", "hitting_time", "gamma_curve", "wendel_probability"]
 
-MODELS = ("sa", "usa", "usa-rescaled")
+MODELS = KERNEL_MODELS  # their codes are indices into it
 
 _EULER = 0.57721566490153286061
 # Below |x| = _SMALL the entire function Ein is summed as a power series; above it the

@@ -632,6 +632,13 @@ class USA(Attention):
             )
 
 
+KERNEL_MODELS = ("sa", "usa", "usa-rescaled")
+"""The models of the kernel e^{β⟨Qx, Ky⟩}: SA (normalized by its row sums), USA in [GLPR]'s time, and USA
+in the time of arXiv 2410.06833 (times e^{−β}). Every function that takes one of them by name (``make``,
+``Circle``, ``MultiHead``, the equiangular ODE, the mode growth rates, the mean field) checks against
+this tuple."""
+
+
 def make(model: str, beta=1.0, **kwargs) -> Attention:
     """Build a field from its name: ``"sa"`` or ``"usa"`` (``"usa-rescaled"`` for the other time)."""
     builders = {
@@ -639,5 +646,5 @@ def make(model: str, beta=1.0, **kwargs) -> Attention:
         "usa": lambda: USA(beta, **kwargs),
         "usa-rescaled": lambda: USA(beta, time="rescaled", **kwargs),
     }
-    check_choice("model", model, tuple(builders))
+    check_choice("model", model, KERNEL_MODELS)
     return builders[model]()

@@ -30,10 +30,10 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .checks import check_choice, check_int
+from .fields import KERNEL_MODELS
 
 __all__ = ["mode_growth_rates", "fastest_mode"]
 
-_MODELS = ("sa", "usa", "usa-rescaled")
 
 
 def _betas(beta) -> np.ndarray:
@@ -92,7 +92,7 @@ def mode_growth_rates(beta, d: int = 2, *, model: str = "sa", kmax: int | None =
     """
     beta = _betas(beta)
     d = check_int("d", d, 2)
-    model = check_choice("model", model, _MODELS)
+    model = check_choice("model", model, KERNEL_MODELS)
     kmax = _default_kmax(float(beta.max())) if kmax is None else check_int("kmax", kmax, 1)
     nu0 = d / 2.0 - 1.0
     dtype = jnp.result_type(float)

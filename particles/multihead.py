@@ -18,9 +18,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .checks import check_choice, check_int
-from .fields import MASKS, Field, as_beta, as_matrix, identity_scale, span_kernel
+from .fields import KERNEL_MODELS, MASKS, Field, as_beta, as_matrix, identity_scale, span_kernel
 
-_MODELS = ("sa", "usa", "usa-rescaled")
 
 
 class MultiHead(Field):
@@ -57,7 +56,7 @@ class MultiHead(Field):
         self.K = as_matrix("K", K, ndim=3)
         self.V = as_matrix("V", V, ndim=3)
         self.mask = check_choice("mask", mask, MASKS)
-        self.model = check_choice("model", model, _MODELS)
+        self.model = check_choice("model", model, KERNEL_MODELS)
         if self.Q.shape[-3:] != self.K.shape[-3:]:
             raise ValueError(f"Q and K must have the same shape (heads, k, d); "
                              f"got Q {self.Q.shape[-3:]} and K {self.K.shape[-3:]}")

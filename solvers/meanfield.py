@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles.fields import KERNEL_MODELS
 from ..particles.modes import mode_growth_rates
 
 __all__ = [
@@ -63,7 +64,6 @@ __all__ = [
     "theta_grid",
 ]
 
-_MODELS = ("sa", "usa", "usa-rescaled")
 
 # Dormand–Prince 5(4): stages, 5th-order weights (= the last stage, FSAL) and error weights
 _A = (
@@ -129,8 +129,8 @@ def growth_rates(k, beta, model: str = "sa") -> np.ndarray:
 
 
 def _check_model(model: str) -> None:
-    if model not in _MODELS:
-        raise ValueError(f"model must be one of {', '.join(repr(m) for m in _MODELS)}, got {model!r}")
+    if model not in KERNEL_MODELS:
+        raise ValueError(f"model must be one of {', '.join(repr(m) for m in KERNEL_MODELS)}, got {model!r}")
 
 
 # -- densities ------------------------------------------------------------------------------------

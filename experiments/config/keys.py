@@ -13,6 +13,7 @@ import difflib
 import math
 from collections.abc import Iterable
 
+from ...particles.fields import KERNEL_MODELS
 from ...solvers.methods import names
 from .toml import toml_literal
 from .types import ConfigError, Key, shorten
@@ -37,7 +38,7 @@ SOLVERS = names()  # the integration methods, declared in solvers/methods.py
 FIXED_STEP_SOLVERS = names("fixed")
 GRID_ONLY_SOLVERS = names(grid_only=True)  # fixed-step solvers that always step on the uniform grid and interpolate their saves
 SEED_MAX = 2**63 - 1  # jax.random.key takes a signed 64-bit seed (particles.init.SEED_MAX)
-MODELS = ("sa", "usa", "usa-rescaled", "sinkhorn", "hardmax", "linear", "least_squares")
+MODELS = KERNEL_MODELS + ("sinkhorn", "hardmax", "linear", "least_squares")
 NORMS = ("post", "pre", "peri", "ngpt", "none")
 WEIGHTS = ("identity", "ginibre", "wigner-psd", "ginibre-v-qk", "wigner-v-qk", "v-minus-qk", "repulsive")
 ACTIVATIONS = ("relu", "tanh", "gelu", "sigmoid", "identity")

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...particles.fields import KERNEL_MODELS
 from ...solvers.methods import names, spoken
 from .keys import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, SEED_MAX
 from .types import ConfigError
@@ -28,7 +29,7 @@ __all__ = [
 Check = Callable[[Mapping[str, Any]], None]
 CHECKS: list[Check] = []
 
-CIRCLE_MODELS = ("sa", "usa", "usa-rescaled")  # the models the angle form on the circle expresses
+CIRCLE_MODELS = KERNEL_MODELS  # the models the angle form on the circle expresses
 ROTATING_SOLVERS = names(rotating=True)  # solvers that rotate on the sphere (no motion in R^d or in angles)
 ATTENTION_STATISTICS_MAX_N = 1024  # the "attention" statistics form A(t) (n×n) and its spectrum at every save
 _UNNORMALIZED = ("linear", "least_squares")  # no softmax, no β
