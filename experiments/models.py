@@ -101,7 +101,7 @@ def in_angles(config: Config, d: int) -> bool:
     if config.circle == "yes":
         return True
     return (config.circle == "auto" and d == 2 and config.model in CIRCLE_MODELS and not non_plain_keys(config)
-            and config.solver not in ROTATING_SOLVERS)
+            and config.solver not in ROTATING_SOLVERS and min(config.beta) >= 0)
 
 
 def build_field(config: Config, beta, seeds: np.ndarray, d: int):

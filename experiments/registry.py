@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import plan, runner
+from .config import ConfigError
 from .runner import RunResult
 
 __all__ = ["Check", "Experiment", "EXPERIMENTS", "MODEL_KEYS", "register", "get", "changed_model_keys"]
@@ -50,6 +51,16 @@ class Experiment:
     needs: Callable[[object], tuple[str, ...]] = field(default=lambda config: ("pairs", "clusters", "energy"))
     # experiments that are not a particle ensemble: their own runner, config -> RunResult
     run: Callable | None = None
+    # whether its figures and checks hold for β < 0 (most compare with a theory of β > 0)
+    negative_beta: bool = False
+
+    def check(self, config) -> None:
+        """Refuse (ConfigError) a configuration this experiment's figures and checks cannot read."""
+        negative = [b for b in config.beta if b < 0]
+        if negative and not self.negative_beta:
+            able = ", ".join(name for name, e in EXPERIMENTS.items() if e.negative_beta)
+            raise ConfigError(f"experiment {self.name!r} compares with a theory of beta ≥ 0 (got beta = "
+                              f"{negative[0]:g}); beta < 0 runs in: simulate{', ' + able if able else ''}")
 
     def statistics_groups(self, config) -> tuple[str, ...]:
         """The groups of statistics a run of ``config`` computes: its ``statistics`` key and what this
@@ -59,6 +70,7 @@ class Experiment:
     def execute(self, config, *, progress: bool | None = None) -> RunResult:
         """Run ``config``: the experiment's own runner, or the particle ensemble computing, besides its
         ``statistics``, what the experiment reads."""
+        self.check(config)
         if self.run is not None:
             return self.run(config, progress=progress)
         return runner.run(config, progress=progress, needs=self.needs(config))

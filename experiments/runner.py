@@ -183,8 +183,9 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
             if logits is not None:
                 # log E = log Σ_ij e^{β⟨Qx_i,Kx_j⟩} − log(2βn²): the energy of the field's own kernel, never
                 # overflowing; it increases along SA when QᵀK is symmetric and V = QᵀK ([GLPR] §3)
-                out["log_energy"] = (jax.scipy.special.logsumexp(logits)
-                                     - jnp.log(2.0 * jnp.maximum(beta, 1e-300) * x.shape[0] ** 2))
+                # (NaN for β ≤ 0: E_β is then not positive)
+                out["log_energy"] = jnp.where(beta > 0, jax.scipy.special.logsumexp(logits)
+                                              - jnp.log(2.0 * jnp.maximum(beta, 1e-300) * x.shape[0] ** 2), jnp.nan)
         if bins:
             out["histogram"] = observables.inner_product_histogram(x, bins)
         if keep_states:

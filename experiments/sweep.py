@@ -102,6 +102,9 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
         raise ValueError("--resume keeps the runs already complete and --overwrite replaces them: give one of them")
     axes = [parse_grid(spec) for spec in grid_specs]
     points = expand_grid(config, axes)  # validates every point before anything runs
+    for _, cfg in points:
+        if cfg.experiment in builtin.EXPERIMENTS:
+            builtin.EXPERIMENTS[cfg.experiment].check(cfg)
     preflight.check((cfg for _, cfg in points), needs=builtin.needs)  # the files and memory of each run
     out = Path(out)
     if out.is_symlink():

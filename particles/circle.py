@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .checks import check_choice
-from .fields import KERNEL_MODELS, UNROLLED_N, Field, as_beta
+from .checks import as_beta, check_choice
+from .fields import KERNEL_MODELS, UNROLLED_N, Field
 
 __all__ = ["Circle", "to_angles", "from_angles", "sincos", "exp2", "spread"]
 
@@ -153,7 +153,7 @@ class Circle(Field):
     event_ndim: ClassVar[dict[str, int]] = {"beta": 0}
 
     def __init__(self, beta=1.0, model: str = "sa", *, exact: bool = False):
-        self.beta = as_beta(beta)
+        self.beta = as_beta(beta, field="Circle (its weights e^{β(cos Δ − 1)} assume β ≥ 0)")
         self.model = check_choice("model", model, KERNEL_MODELS)
         self.exact = bool(exact)
 

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .checks import check_choice
-from .fields import Field, as_matrix
+from .checks import as_matrix, check_choice
+from .fields import Field
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,

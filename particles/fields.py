@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .checks import check_choice
+from .checks import as_beta, as_matrix, as_parameter, as_weights, check_choice, check_weights
 from .blocked import blocked_attention, check_block, check_kernel, fused_attention, resolve_block, resolve_kernel
 from .sphere import normalize, project
 
@@ -56,91 +56,6 @@ def _circle_velocity(beta: Float[Array, ""], x: Float[Array, "n 2"]) -> Float[Ar
         total, pull = total + w_j, pull + w_j * (a * b[j] - b * a[j])
     omega = pull / (total * (a * a + b * b))
     return jnp.stack([-omega * b, omega * a], axis=-1)
-
-
-def as_matrix(name: str, value, ndim: int = 2) -> Array | None:
-    """A weight matrix (or a stack of them, one per ensemble member), validated and as a JAX array."""
-    if value is None:
-        return None
-    if isinstance(value, jax.core.Tracer):
-        return value
-    arr = np.asarray(value)
-    if arr.ndim not in (ndim, ndim + 1) or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{name} must be a {ndim}-D real array (or a stack of them, one per member), "
-                         f"got an array of shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must have finite entries")
-    return jnp.asarray(arr, dtype=jnp.result_type(float))
-
-
-def _show(value) -> str:
-    """A bad argument for a message: its repr (shortened) and what it is, e.g. 'hot' (a string)."""
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    if value is None:
-        return "None"
-    if isinstance(value, str):
-        return f"{text} (a string)"
-    if isinstance(value, (list, tuple)):
-        kind = type(value).__name__
-        if value and all(isinstance(v, str) for v in value):
-            return f"{text} (a {kind} of strings)"
-        return f"{text} (a {kind})"
-    if isinstance(value, np.generic):
-        return f"{text} (a NumPy {value.dtype})"
-    if hasattr(value, "dtype") and hasattr(value, "shape"):
-        return f"an array of dtype {value.dtype} and shape {tuple(value.shape)}"
-    return f"{text} (a {type(value).__name__})"
-
-
-def as_parameter(name: str, value, what: str = "value") -> Array:
-    """A finite, non-negative scalar parameter (β, σ, ...) or a non-empty 1-D array of them (one per member).
-
-    ``what`` names one entry in the message for an empty array ("give at least one temperature").
-    """
-    if isinstance(value, jax.core.Tracer):
-        return value
-    allowed = f"{name} must be a finite number ≥ 0 or a 1-D array of them"
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError):  # ragged nesting and objects NumPy cannot hold
-        raise ValueError(f"{allowed}, got {_show(value)}") from None
-    # booleans and complex numbers are numbers to NumPy, not temperatures
-    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"{allowed}, got {_show(value)}")
-    if arr.ndim > 1:
-        raise ValueError(f"{name} must be a real number or a 1-D array of them (one per member), got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name} must not be empty: give at least one {what}")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name} must be finite and ≥ 0, got {arr.tolist()}")
-    return jnp.asarray(arr, dtype=jnp.result_type(float))
-
-
-def as_beta(value) -> Array:
-    return as_parameter("beta", value, "temperature")
-
-
-def as_weights(Q, K, V) -> tuple[Array | None, Array | None, Array | None]:
-    """Validated Q, K (k×d, same shape) and V (d×d), each possibly with a leading member axis; None = identity."""
-    Q, K, V = as_matrix("Q", Q), as_matrix("K", K), as_matrix("V", V)
-    q_shape = None if Q is None else Q.shape[-2:]
-    k_shape = None if K is None else K.shape[-2:]
-    if q_shape is not None and k_shape is not None and q_shape != k_shape:
-        raise ValueError(f"Q and K must have the same shape (k, d); got Q {q_shape} and K {k_shape}")
-    if V is not None and V.shape[-1] != V.shape[-2]:
-        raise ValueError(f"V must be square (d, d), got shape {V.shape[-2:]}")
-    return Q, K, V
-
-
-def check_weights(Q, K, V, d: int) -> None:
-    """Raise ValueError unless Q, K act on R^d (k×d) and V is d×d (None = identity fits any d)."""
-    for name, m in (("Q", Q), ("K", K)):
-        if m is not None and m.shape[-1] != d:
-            raise ValueError(f"{name} has shape {m.shape} but particles live in d = {d}: expected (k, {d})")
-    if V is not None and V.shape[-2:] != (d, d):
-        raise ValueError(f"V has shape {V.shape} but particles live in d = {d}: expected ({d}, {d})")
 
 
 def query_key(Q, K, x: Float[Array, "n d"]) -> tuple[Array, Array]:
@@ -457,7 +372,7 @@ class Attention(Field):
 
     def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", block="auto",
                  kernel: str = "auto"):
-        self.beta = as_beta(beta)
+        self.beta = as_beta(beta, signed=self.signed_beta, field=type(self).__name__)
         self.Q, self.K, self.V = as_weights(Q, K, V)
         self.mask = check_choice("mask", mask, MASKS)
         self.block = check_block(block)
@@ -484,6 +399,10 @@ class Attention(Field):
 
     softmax: ClassVar[bool] = True
     """Whether the weights are normalized over each row (SA); USA's are not."""
+
+    signed_beta: ClassVar[bool] = False
+    """Whether β < 0 is accepted: the weights e^{β⟨Qx_i, Kx_j⟩} with the row maximum subtracted stay finite
+    for either sign (SA, USA in [GLPR]'s time; arXiv 2507.22857 studies them on the circle for β < 0)."""
 
     def uses_blocked(self, n: int, dtype) -> bool:
         """Whether n tokens of ``dtype`` take the blocked evaluation (not a fused kernel asked for by name)."""
@@ -550,8 +469,11 @@ class SA(Attention):
         ẋ_i = P_{x_i}( Σ_j A_ij V x_j ),   A_ij = e^{β⟨Qx_i,Kx_j⟩} / Σ_k e^{β⟨Qx_i,Kx_k⟩}.
 
     The softmax subtracts each row's maximum before exponentiating, so any β (10⁴ included)
-    is free of overflow in float32 and float64.
+    is free of overflow in float32 and float64; β < 0 too (weights that favour distant tokens,
+    arXiv 2507.22857).
     """
+
+    signed_beta: ClassVar[bool] = True
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The row-stochastic attention matrix A."""
@@ -597,8 +519,13 @@ class USA(Attention):
 
     def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", time: str = "glpr",
                  block="auto", kernel: str = "auto"):
+        time = check_choice("time", time, _TIMES)
+        if time == "rescaled":  # the time e^{β} t is meant for β ≥ 0, where it keeps velocities O(1)
+            as_beta(beta, field="USA(time='rescaled')")
         super().__init__(beta, Q, K, V, mask=mask, block=block, kernel=kernel)
-        self.time = check_choice("time", time, _TIMES)
+        self.time = time
+
+    signed_beta: ClassVar[bool] = True
 
     def drift(self, t, x):
         offset = 0.0 if self.time == "glpr" else self.beta.astype(x.dtype)
@@ -620,7 +547,7 @@ class USA(Attention):
         super().check(n, d, dtype)
         if self.time != "glpr" or isinstance(self.beta, jax.core.Tracer):
             return
-        beta_max = float(np.max(np.asarray(self.beta)))
+        beta_max = float(np.max(np.abs(np.asarray(self.beta))))  # weights up to e^{|β| ‖QᵀK‖} for either sign
         log_max = math.log(float(jnp.finfo(dtype).max))
         # headroom for the sum over n particles and a few Runge–Kutta stages
         if beta_max * self.kernel_norm() > log_max - math.log(n) - 8.0:

@@ -19,7 +19,8 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .fields import Field, as_weights, check_weights, query_key
+from .checks import as_weights, check_weights
+from .fields import Field, query_key
 
 
 class Hardmax(Field):

@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .checks import check_int, check_real
-from .fields import Attention, Field, as_matrix, identity_scale, span_kernel, span_rank, span_weights
+from .checks import as_matrix, check_int, check_real
+from .fields import Attention, Field, identity_scale, span_kernel, span_rank, span_weights
 from .weights import member_keys, sample_weights
 
 __all__ = ["LayerWise"]

@@ -33,8 +33,8 @@ import jax.scipy.linalg
 import numpy as np
 from jaxtyping import Array, Float
 
-from .checks import check_choice
-from .fields import Field, as_weights, check_weights, query_key
+from .checks import as_weights, check_choice, check_weights
+from .fields import Field, query_key
 
 __all__ = ["LinearAttention", "LeastSquaresAttention"]
 

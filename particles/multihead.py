@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .checks import check_choice, check_int
-from .fields import KERNEL_MODELS, MASKS, Field, as_beta, as_matrix, identity_scale, span_kernel
+from .checks import as_beta, as_matrix, check_choice, check_int
+from .fields import KERNEL_MODELS, MASKS, Field, identity_scale, span_kernel
 
 
 
@@ -47,7 +47,8 @@ class MultiHead(Field):
     event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 3, "K": 3, "V": 3}
 
     def __init__(self, beta, Q, K, V, *, mask: str = "none", model: str = "sa"):
-        self.beta = as_beta(beta)
+        # β < 0 where the kernel's row maximum is subtracted: not in the rescaled time, meant for β ≥ 0
+        self.beta = as_beta(beta, signed=model in ("sa", "usa"), field=f"MultiHead(model={model!r})")
         for name, value in (("Q", Q), ("K", K), ("V", V)):
             if value is None:
                 raise ValueError(f"MultiHead needs {name} of shape (heads, ...); "
@@ -167,7 +168,7 @@ class MultiHead(Field):
                              f"expected (heads, {d}, {d})")
         if self.model != "usa" or isinstance(self.beta, jax.core.Tracer):
             return
-        beta_max = float(np.max(np.asarray(self.beta)))
+        beta_max = float(np.max(np.abs(np.asarray(self.beta))))  # weights up to e^{|β| ‖QᵀK‖} for either sign
         log_max = math.log(float(jnp.finfo(dtype).max))
         # headroom for the sums over n particles and H heads and a few Runge–Kutta stages
         if beta_max * self.kernel_norm() > log_max - math.log(n * self.heads) - 8.0:

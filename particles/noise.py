@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .fields import Field, as_parameter
+from .checks import as_parameter
+from .fields import Field
 
 
 def _as_sigma(value) -> Array:

@@ -23,6 +23,8 @@ from . import staircase
 from . import metastability
 from . import metastable_count
 from . import meanfield_circle
+from . import negative_beta
+from . import renyi_centres
 
 from .analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS

@@ -28,4 +28,4 @@ def figures(result: RunResult) -> dict:
 
 
 GENERIC = Experiment("simulate", "a configuration of your own", "", dict(experiment="simulate"), {}, figures,
-                     needs=lambda config: ())
+                     needs=lambda config: (), negative_beta=True)

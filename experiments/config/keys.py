@@ -63,7 +63,8 @@ _CORE_KEYS = (
         choices=MODELS),
     Key("n", "int", 32, "number of particles (tokens)", minimum=1),
     Key("d", "int_list", 3, "dimension of the ambient space R^d; a list sweeps it", minimum=2),
-    Key("beta", "float_list", 1.0, "inverse temperature β; a list runs one ensemble per value", minimum=0.0),
+    Key("beta", "float_list", 1.0, "inverse temperature β; a list runs one ensemble per value (β < 0 with "
+        "model sa or usa)"),
     Key("seeds", "int", 16, "ensemble size: independent initial conditions per β", minimum=1),
     Key("seed", "int", 0, "random seed of the first ensemble member (member s draws from seed + s ≤ 2**63 - 1)",
         minimum=0),

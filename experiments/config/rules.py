@@ -24,6 +24,7 @@ __all__ = [
     "ROTATING_SOLVERS",
     "ATTENTION_STATISTICS_MAX_N",
     "non_plain_keys",
+    "SIGNED_BETA_MODELS",
 ]
 
 Check = Callable[[Mapping[str, Any]], None]
@@ -119,6 +120,25 @@ def non_plain_keys(c: Mapping[str, Any]) -> list[str]:
     """The variant keys of ``c`` that take a run off plain SA/USA (which the angle form cannot express)."""
     return ([k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
              if c[k] != KEYS[k].default] + [k for k in ("noise",) if c[k] > 0])
+
+
+SIGNED_BETA_MODELS = ("sa", "usa")
+"""The models whose weights stay finite for β < 0 (``Attention.signed_beta``): the row maximum of
+β⟨Qx_i, Kx_j⟩ is subtracted, in the time of [GLPR]."""
+
+
+@register_check
+def check_negative_beta(c: Mapping[str, Any]) -> None:
+    """β < 0 only where the model is defined for it: SA and USA (``SIGNED_BETA_MODELS``), not in angles."""
+    negative = [b for b in c["beta"] if b < 0]
+    if not negative:
+        return
+    if c["model"] not in SIGNED_BETA_MODELS:
+        raise ConfigError(f"beta < 0 (got {negative[0]:g}) runs with model {' or '.join(SIGNED_BETA_MODELS)}, whose "
+                          f"softmax subtracts the row maximum; model = {c['model']!r} needs beta ≥ 0")
+    if c["circle"] == "yes":
+        raise ConfigError(f"beta < 0 (got {negative[0]:g}): the angle form (circle = 'yes') assumes beta ≥ 0; "
+                          "use circle = 'auto' or 'no' (points of the plane)")
 
 
 @register_check

@@ -14,6 +14,7 @@ against the equiangular ODE (6.9), and the energy staircase.
 
 from .animation import animate_sphere
 from .attention import attention_statistics
+from .centres import centre_counts, renyi_snapshots
 from .clusters import cluster_count_vs_time, energy_and_clusters
 from .histograms import (
     histogram_over_time,
@@ -24,6 +25,7 @@ from .histograms import (
 from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
 from .phase import phase_diagram, phase_diagram_grid
+from .synchronization import synchronization_vs_beta
 from .style import (
     BAND_COLOR,
     BETA_LABEL,
@@ -54,6 +56,7 @@ from .trajectory import (
 __all__ = [
     "animate_sphere",
     "attention_statistics",
+    "centre_counts",
     "circle_trajectories",
     "cluster_count_vs_time",
     "energy_and_clusters",
@@ -67,6 +70,8 @@ __all__ = [
     "phase_diagram",
     "phase_diagram_grid",
     "plateau_lifetimes",
+    "renyi_snapshots",
     "sphere_trajectories",
+    "synchronization_vs_beta",
     "trajectories",
 ]
