@@ -76,6 +76,7 @@ def _assert_consistent(out: Path, *, complete: bool) -> None:
         assert np.all(np.isfinite(ds["mean_inner_product"].values))
 
 
+@pytest.mark.slow  # a stress test of random kills; the default suite keeps the clean stop (SIGINT) below
 def test_sigkill_at_random_moments_then_resume_leaves_every_run_once(tmp_path):
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY, encoding="utf-8")

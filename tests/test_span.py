@@ -164,7 +164,7 @@ def _same(a, b, tol=1e-10):
 @pytest.mark.parametrize("sets", [
     ["init=orthogonal", "statistics=pairs,clusters,energy,attention"],
     ["init=cap", "weights=repulsive", "save_states=yes"],
-    ["init=clusters", "norm=pre", "mask=causal", "model=usa"],
+    pytest.param(["init=clusters", "norm=pre", "mask=causal", "model=usa"], marks=pytest.mark.slow),
 ], ids=["orthogonal", "repulsive-states", "pre-ln-causal-usa"])
 def test_runner_span_on_and_off_agree(sets, capsys):
     on, err = _run(RUN + ["d=[8,40]"] + sets, capsys, progress=True)
@@ -195,7 +195,8 @@ def test_layer_wise_weights_from_a_file_need_the_frames(tmp_path, capsys):
     np.testing.assert_allclose(on.xs, off.xs, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("extra", [["noise=0.2"], ["ff_width=4"], ["weights=ginibre"], ["coalesce=1e-6"]],
+@pytest.mark.parametrize("extra", [["noise=0.2"], pytest.param(["ff_width=4"], marks=pytest.mark.slow),
+                                   ["weights=ginibre"], pytest.param(["coalesce=1e-6"], marks=pytest.mark.slow)],
                          ids=lambda e: e[0].split("=")[0])
 def test_runner_stays_in_full_d_where_the_reduction_does_not_apply(extra, capsys):
     sets = RUN + ["d=12", "seeds=2", "beta=1.0", "t1=0.5"] + extra

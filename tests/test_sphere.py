@@ -25,9 +25,11 @@ def test_expmap_stays_on_sphere_at_geodesic_distance(seed, d, scale):
     v = scale * v / jnp.linalg.norm(v)
     y = sphere.expmap(x, v)
     assert abs(float(jnp.linalg.norm(y)) - 1.0) < 1e-14
-    # great-circle distance equals ‖v‖ as long as ‖v‖ ≤ π (the geodesic is minimizing)
+    # great-circle distance equals ‖v‖ as long as ‖v‖ ≤ π (the geodesic is minimizing); near π it is
+    # 2 arcsin(‖x − y‖/2), whose rounding grows like ε / cos(‖v‖/2) as the chord reaches its maximum 2
     if scale <= np.pi - 1e-6:
-        assert float(sphere.geodesic_distance(x, y)) == pytest.approx(scale, abs=1e-12)
+        tol = 1e-12 + 8 * np.finfo(float).eps / np.cos(scale / 2)
+        assert float(sphere.geodesic_distance(x, y)) == pytest.approx(scale, abs=tol)
 
 
 @settings(max_examples=15, deadline=None)

@@ -126,6 +126,7 @@ def test_sa_and_usa_coincide_at_beta_zero():
     np.testing.assert_allclose(a.xs, b.xs, atol=1e-9)
 
 
+@pytest.mark.slow  # 10⁴ steps; norms to rounding stay checked by default in test_methods and test_variants
 def test_unit_norms_after_ten_thousand_steps():
     x0 = af.init.uniform(8, 16, 5)
     for solver in ("euler", "rk4", "lie_euler", "cg3"):
@@ -139,7 +140,7 @@ def test_unit_norms_after_ten_thousand_steps():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("beta", [1e3, 1e4])
+@pytest.mark.parametrize("beta", [1e3, pytest.param(1e4, marks=pytest.mark.slow)])
 def test_huge_beta_runs_are_finite(dtype, beta):
     x0 = af.init.uniform(9, 32, 3, dtype=dtype)
     for field in (af.SA(beta), af.USA(beta, time="rescaled")):

@@ -25,6 +25,7 @@ from . import metastable_count
 from . import meanfield_circle
 from . import negative_beta
 from . import renyi_centres
+from . import long_context
 
 from .analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS

@@ -90,7 +90,7 @@ EXPERIMENT = register(Experiment(
     dict(experiment="renyi-centres", model="sa", mask="causal", n=200, d=[2], beta=[64.0], seeds=64,
          init="uniform", t1=200.0, n_save=101, solver="tsit5", rtol=1e-7, atol=1e-9, delta=1e-3,
          statistics=["clusters"], save_states="yes"),
-    dict(seeds=24, t1=100.0, n_save=41),
+    dict(seeds=16, t1=100.0, n_save=21),
     figures, checks,
     needs=lambda config: ("clusters",),
 ))

@@ -117,6 +117,13 @@ _CORE_KEYS = (
         minimum=0.0),
     Key("particle_counts", "int_list", (), "meanfield-circle: particle counts n compared with the density in W1",
         minimum=1, allow_empty=True),
+    Key("gamma", "float_list", (1.0, 2.0, 3.0), "long-context: β = γ log n for each γ listed", minimum=0.0),
+    Key("context_lengths", "int_list", (), "long-context: the context lengths n of one attention layer",
+        minimum=2, allow_empty=True),
+    Key("particle_max", "int", 10_000, "long-context: the longest context also computed from token arrays (d = n + 1)",
+        minimum=0),
+    Key("residual", "float", 0.0, "long-context: weight α of the residual x_i added to the attention output",
+        minimum=0.0),
 )
 
 # The variant keys compose the way the fields do (experiments/models.py builds them): an attention

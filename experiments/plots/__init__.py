@@ -25,7 +25,7 @@ from .histograms import (
 from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
 from .phase import phase_diagram, phase_diagram_grid
-from .synchronization import synchronization_vs_beta
+from .synchronization import long_context_layer, synchronization_vs_beta
 from .style import (
     BAND_COLOR,
     BETA_LABEL,
@@ -65,6 +65,7 @@ __all__ = [
     "inner_product_vs_ode",
     "layer_distances",
     "layer_histograms",
+    "long_context_layer",
     "metastable_counts",
     "pca_trajectories",
     "phase_diagram",
