@@ -70,7 +70,8 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
         if mats or layered:
             raise ConfigError("heads > 1 uses the block-identity heads; random or layer-wise weights need heads = 1")
         return MultiHead.identity(beta, config.heads, d, mask=mask, model=model)
-    inner = fields.make(model, beta, mask=mask, **_query_key_product(mats, d))
+    position = dict(positional=config.positional, alibi_slope=config.alibi_slope) if config.positional != "none" else {}
+    inner = fields.make(model, beta, mask=mask, **position, **_query_key_product(mats, d))
     if config.weights_file:
         return LayerWise.from_npz(inner, config.weights_file, config.layer_tau)
     if layered:

@@ -133,10 +133,12 @@ def blocked_attention(
     normalized: bool,
     offset=0.0,
     causal: bool = False,
+    slope=None,
 ) -> Float[Array, "n e"]:
     """Σ_j softmax_j(β⟨q_i,k_j⟩) v_j (``normalized``) or (1/n) Σ_j e^{β⟨q_i,k_j⟩ − offset} v_j, in tiles.
 
-    ``block`` is the tile side (static); ``causal`` restricts row i to j ≤ i. The running
+    ``block`` is the tile side (static); ``causal`` restricts row i to j ≤ i; ``slope`` m adds the
+    positional bias −m (i − j) of ALiBi to every logit. The running
     maximum is excluded from differentiation (``stop_gradient``), as in the dense path: the
     result does not depend on it. Traced under a mesh with a ``PARTICLE_AXIS`` of more than one
     device (``solvers/sharding.py``), the query rows are split across its devices, each of
@@ -145,8 +147,9 @@ def blocked_attention(
     devices = _particle_devices()
     if devices > 1:
         return _rows_over_devices(beta, q, k, v, devices, block=block, normalized=normalized, offset=offset,
-                                  causal=causal)
-    return _tiles(beta, q, k, v, q_block=block, k_block=block, normalized=normalized, offset=offset, causal=causal)
+                                  causal=causal, slope=slope)
+    return _tiles(beta, q, k, v, q_block=block, k_block=block, normalized=normalized, offset=offset, causal=causal,
+                  slope=slope)
 
 
 def _particle_devices() -> int:
@@ -157,7 +160,8 @@ def _particle_devices() -> int:
     return int(mesh.shape[PARTICLE_AXIS])
 
 
-def _rows_over_devices(beta, q, k, v, devices: int, *, block: int, normalized: bool, offset, causal: bool):
+def _rows_over_devices(beta, q, k, v, devices: int, *, block: int, normalized: bool, offset, causal: bool,
+                       slope=None):
     """``blocked_attention`` with the query rows in ``devices`` equal slices, one per device (``shard_map``).
 
     Keys and values are replicated, so each device sweeps the same key tiles in the same order as
@@ -171,18 +175,19 @@ def _rows_over_devices(beta, q, k, v, devices: int, *, block: int, normalized: b
     q_block = min(block, -(-local // 8) * 8)
     q = _pad_rows(q, local * devices)
 
-    def rows(beta, q_local, k, v, offset):
+    def rows(beta, q_local, k, v, offset, slope_):
         row0 = jax.lax.axis_index(PARTICLE_AXIS) * local
         return _tiles(beta, q_local, k, v, q_block=q_block, k_block=block, normalized=normalized, offset=offset,
-                      causal=causal, row0=row0)
+                      causal=causal, row0=row0, slope=None if slope is None else slope_)
 
-    out = jax.shard_map(rows, in_specs=(P(), P(PARTICLE_AXIS), P(), P(), P()), out_specs=P(PARTICLE_AXIS),
+    out = jax.shard_map(rows, in_specs=(P(), P(PARTICLE_AXIS), P(), P(), P(), P()), out_specs=P(PARTICLE_AXIS),
                         axis_names={PARTICLE_AXIS}, check_vma=False)(
-        jnp.asarray(beta), q, k, v, jnp.asarray(offset, q.dtype))
+        jnp.asarray(beta), q, k, v, jnp.asarray(offset, q.dtype), jnp.asarray(0.0 if slope is None else slope))
     return out[:n]
 
 
-def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offset, causal: bool, row0=None):
+def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offset, causal: bool, row0=None,
+           slope=None):
     """The tiled sweep of ``blocked_attention`` for query rows ``row0``, ``row0`` + 1, ... against all keys.
 
     row0 None: q holds every row and both tile sides are equal (the one-device case).
@@ -210,6 +215,9 @@ def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offse
     def tile(state, qi, i, c, masked: bool):
         m, l, a = state
         s = beta * (qi @ kb[c].T)
+        if slope is not None:  # ALiBi: −m (i − j)
+            gap = (first_row(i) + row[:, None]) - (c * k_block + col[None, :])
+            s = s - slope.astype(dtype) * gap.astype(dtype)
         if masked:
             j = c * k_block + col[None, :]
             keep = j < n

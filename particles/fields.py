@@ -30,6 +30,7 @@ _TIMES = ("glpr", "rescaled")
 
 
 MASKS = ("none", "causal")
+POSITIONAL = ("none", "alibi")
 
 UNROLLED_N = 64
 """Up to this many tokens, SA on the circle (d = 2) and ``Circle`` sum over j term by term: the loop over j
@@ -359,6 +360,11 @@ class Attention(Field):
     kernel  "auto" (default): ``jax.nn.dot_product_attention`` for SA in float32 on GPU backends,
             attnflow's own dense/blocked evaluation otherwise; "fused" forces the former (SA,
             float32 only), "xla" the latter.
+
+    ``positional="alibi"`` (SA and USA, with ``mask="causal"``) adds the bias −m (i − j) of ALiBi
+    (Press, Smith, Lewis 2022) to the logit of token i attending to an earlier token j, m =
+    ``alibi_slope`` ≥ 0: attention decays with the distance in the sequence (arXiv 2605.09213).
+    The dense and the blocked evaluations both add it; the fused kernel is not used.
     """
 
     beta: Float[Array, ""]
@@ -368,15 +374,38 @@ class Attention(Field):
     mask: str = eqx.field(static=True, default="none")
     block: int | str | None = eqx.field(static=True, default="auto")
     kernel: str = eqx.field(static=True, default="auto")
-    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 2, "K": 2, "V": 2}
+    positional: str = eqx.field(static=True, default="none")
+    alibi_slope: Float[Array, ""] | None = None
+    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 2, "K": 2, "V": 2, "alibi_slope": 0}
 
     def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", block="auto",
-                 kernel: str = "auto"):
+                 kernel: str = "auto", positional: str = "none", alibi_slope=1.0):
         self.beta = as_beta(beta, signed=self.signed_beta, field=type(self).__name__)
         self.Q, self.K, self.V = as_weights(Q, K, V)
         self.mask = check_choice("mask", mask, MASKS)
         self.block = check_block(block)
         self.kernel = check_kernel(kernel)
+        self.positional = check_choice("positional", positional, POSITIONAL)
+        if self.positional != "none":
+            if not self.positional_bias:
+                raise ValueError(f"positional={positional!r} biases the logits of SA and USA; "
+                                 f"{type(self).__name__} does not take it")
+            if self.mask != "causal":
+                raise ValueError("positional='alibi' biases attention to earlier tokens: it needs mask='causal'")
+            if self.kernel == "fused":
+                raise ValueError("positional='alibi' is evaluated by attnflow's dense or blocked attention: "
+                                 "use kernel='auto' or 'xla', not 'fused'")
+            self.alibi_slope = as_parameter("alibi_slope", alibi_slope, "slope")
+
+    positional_bias: ClassVar[bool] = False
+    """Whether the field adds a positional bias to its logits (``positional``): SA and USA."""
+
+    def position_bias(self, n: int, dtype) -> Array | None:
+        """The bias added to the logits, −m (i − j) for ALiBi (n × n, in ``dtype``); None without one."""
+        if self.positional == "none":
+            return None
+        i = jnp.arange(n, dtype=dtype)
+        return -self.alibi_slope.astype(dtype) * (i[:, None] - i[None, :])
 
     # -- pieces --------------------------------------------------------------------------
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
@@ -384,6 +413,9 @@ class Attention(Field):
         # weights follow the configuration's precision, so float32 runs stay float32
         q, k = query_key(self.Q, self.K, x)
         logits = self.beta.astype(x.dtype) * (q @ k.T)
+        bias = self.position_bias(x.shape[0], x.dtype)
+        if bias is not None:
+            logits = logits + bias
         if self.mask == "causal":
             n = x.shape[0]
             logits = jnp.where(jnp.tril(jnp.ones((n, n), bool)), logits, -jnp.inf)
@@ -427,14 +459,15 @@ class Attention(Field):
         causal = self.mask == "causal"
         kernel = resolve_kernel(self.kernel, normalized, x.dtype)
         block = resolve_block(self.block, x.shape[0], x.dtype)
-        if kernel == "fused" and (block is None or self.kernel == "fused"):
+        if kernel == "fused" and self.positional == "none" and (block is None or self.kernel == "fused"):
             q, k = query_key(self.Q, self.K, x)
             return fused_attention(self.beta, q, k, self.values(x), causal=causal)
         if block is None:
             return None
         q, k = query_key(self.Q, self.K, x)
+        slope = self.alibi_slope if self.positional == "alibi" else None
         return blocked_attention(self.beta, q, k, self.values(x), block=block, normalized=normalized,
-                                 offset=offset, causal=causal)
+                                 offset=offset, causal=causal, slope=slope)
 
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:
@@ -474,6 +507,7 @@ class SA(Attention):
     """
 
     signed_beta: ClassVar[bool] = True
+    positional_bias: ClassVar[bool] = True
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The row-stochastic attention matrix A."""
@@ -518,14 +552,16 @@ class USA(Attention):
     time: str = eqx.field(static=True, default="glpr")
 
     def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", time: str = "glpr",
-                 block="auto", kernel: str = "auto"):
+                 block="auto", kernel: str = "auto", positional: str = "none", alibi_slope=1.0):
         time = check_choice("time", time, _TIMES)
         if time == "rescaled":  # the time e^{β} t is meant for β ≥ 0, where it keeps velocities O(1)
             as_beta(beta, field="USA(time='rescaled')")
-        super().__init__(beta, Q, K, V, mask=mask, block=block, kernel=kernel)
+        super().__init__(beta, Q, K, V, mask=mask, block=block, kernel=kernel, positional=positional,
+                         alibi_slope=alibi_slope)
         self.time = time
 
     signed_beta: ClassVar[bool] = True
+    positional_bias: ClassVar[bool] = True
 
     def drift(self, t, x):
         offset = 0.0 if self.time == "glpr" else self.beta.astype(x.dtype)

@@ -132,6 +132,9 @@ _CORE_KEYS = (
 _VARIANT_KEYS = (
     Key("heads", "int", 1, "attention heads; each has (d/heads)×d projections ([GLPR] (2.7))", minimum=1),
     Key("mask", "str", "none", "attention mask: causal lets token i see tokens j ≤ i only", choices=("none", "causal")),
+    Key("positional", "str", "none", "positional bias of the logits: alibi adds −m (i − j) (with mask = causal)",
+        choices=("none", "alibi")),
+    Key("alibi_slope", "float", 1.0, "the slope m of positional = 'alibi'", minimum=0.0),
     Key("norm", "str", "post", "layer norm: post (the sphere), pre, peri, ngpt, or none (dynamics in R^d)",
         choices=NORMS),
     Key("ngpt_alpha", "float", 1.0, "step size α of the nGPT update (norm = 'ngpt')", minimum=0.0, strict_min=True),

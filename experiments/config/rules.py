@@ -118,7 +118,7 @@ def check_initial_condition(c: Mapping[str, Any]) -> None:
 
 def non_plain_keys(c: Mapping[str, Any]) -> list[str]:
     """The variant keys of ``c`` that take a run off plain SA/USA (which the angle form cannot express)."""
-    return ([k for k in ("heads", "mask", "norm", "weights", "value", "ff_width", "weights_file")
+    return ([k for k in ("heads", "mask", "positional", "norm", "weights", "value", "ff_width", "weights_file")
              if c[k] != KEYS[k].default] + [k for k in ("noise",) if c[k] > 0])
 
 
@@ -139,6 +139,18 @@ def check_negative_beta(c: Mapping[str, Any]) -> None:
     if c["circle"] == "yes":
         raise ConfigError(f"beta < 0 (got {negative[0]:g}): the angle form (circle = 'yes') assumes beta ≥ 0; "
                           "use circle = 'auto' or 'no' (points of the plane)")
+
+
+@register_check
+def check_positional(c: Mapping[str, Any]) -> None:
+    """A positional bias (ALiBi) biases SA/USA's causal logits, one head."""
+    if c["positional"] == "none":
+        return
+    if c["mask"] != "causal":
+        raise ConfigError(f"positional = {c['positional']!r} biases attention to earlier tokens: set mask = 'causal'")
+    if c["model"] not in KERNEL_MODELS or c["heads"] > 1:
+        raise ConfigError(f"positional = {c['positional']!r} biases the logits of one SA or USA head: it needs model "
+                          f"sa, usa or usa-rescaled and heads = 1 (got model = {c['model']!r}, heads = {c['heads']})")
 
 
 @register_check
