@@ -166,24 +166,25 @@ def parse_dims(value: Any, where: str) -> dict[str, list[str]]:
     return out
 
 
+def _read_text(path: Path, parse, malformed: tuple, language: str, missing: str = "is missing") -> Any:
+    """``parse`` of the text in ``path``; StoreError (one line naming the file) saying ``missing`` if there is
+    none, or that it is unreadable or not valid ``language`` (``malformed``: the parser's errors)."""
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(f"{path} {missing}") from None
+    except (OSError, UnicodeDecodeError, *malformed) as err:
+        raise StoreError(f"{path} is unreadable or not valid {language}: {err}") from None
+
+
 def read_config(path: Path) -> dict[str, Any]:
     """A run's config.toml as a table; StoreError (one line naming the file) if missing or malformed."""
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path} is missing") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-        raise StoreError(f"{path} is unreadable or not valid TOML: {err}") from None
+    return _read_text(path, tomllib.loads, (tomllib.TOMLDecodeError,), "TOML")
 
 
 def _read_json(path: Path, missing: str) -> Any:
     """The JSON document in ``path``; StoreError saying ``missing`` if there is none, or what is wrong with it."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path} {missing}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise StoreError(f"{path} is unreadable or not valid JSON: {err}") from None
+    return _read_text(path, json.loads, (json.JSONDecodeError,), "JSON", missing)
 
 
 def read_summary(path: Path) -> dict[str, Any]:
