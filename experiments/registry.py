@@ -53,6 +53,15 @@ class Experiment:
     run: Callable | None = None
     # whether its figures and checks hold for β < 0 (most compare with a theory of β > 0)
     negative_beta: bool = False
+    # what a run computes, in the report's first line, for experiments that are not a particle ensemble
+    headline: Callable[[object], str] | None = None
+
+    def describe(self, config, members: int) -> str:
+        """The report's account of what a run of ``config`` computed (before its wall time)."""
+        if self.headline is not None:
+            return self.headline(config)
+        return (f"{members} member(s), n = {config.n}, d = {list(config.d)}, {len(config.beta)} β value(s), "
+                f"t1 = {config.t1:g}, {config.solver}")
 
     def check(self, config) -> None:
         """Refuse (ConfigError) a configuration this experiment's figures and checks cannot read."""

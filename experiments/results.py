@@ -51,8 +51,7 @@ def print_report(result: runner.RunResult, experiment: Experiment, out: Path) ->
     """A short human-readable account of a run on stdout: where it went, what the theory says."""
     c = result.config
     members = int(np.prod(result.steps.shape))
-    print(f"{experiment.name}: {members} member(s), n = {c.n}, d = {list(c.d)}, "
-          f"{len(c.beta)} β value(s), t1 = {c.t1:g}, {c.solver}; {result.wall_time_s:.1f} s")
+    print(f"{experiment.name}: {experiment.describe(c, members)}; {result.wall_time_s:.1f} s")
     changed = builtin.changed_model_keys(c, experiment)
     if changed:
         print(f"  theory checks skipped: they hold for {experiment.name}'s own model, and this run sets "

@@ -57,3 +57,14 @@ def test_residual_limits_and_refusals():
         critical_gamma(1.0)
     with pytest.raises(ValueError, match="rho"):
         equiangular_tokens(4, -0.2)
+
+
+def test_the_report_says_what_a_long_context_run_computed():
+    from attnflow.experiments.builtin import EXPERIMENTS
+    from attnflow.experiments.config import load_config
+
+    e = EXPERIMENTS["long-context"]
+    c = load_config(None, [], base={**e.defaults, **e.quick})
+    line = e.describe(c, 1)
+    assert line.startswith("one layer at β = γ log n for γ ∈ [1.0, 2.0, 3.0], ρ = 0.5")
+    assert "n ∈ [10, 100, 1000] (token arrays up to n = 1000)" in line and "member" not in line

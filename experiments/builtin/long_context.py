@@ -120,4 +120,6 @@ EXPERIMENT = register(Experiment(
     figures, checks,
     needs=lambda config: (),
     run=run,
+    headline=lambda c: (f"one layer at β = γ log n for γ ∈ {list(c.gamma)}, ρ = {c.rho:g}, residual α = {c.residual:g}, "
+                        f"n ∈ {list(c.context_lengths)} (token arrays up to n = {c.particle_max})"),
 ))
