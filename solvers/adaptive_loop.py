@@ -139,7 +139,7 @@ def in_groups(solve, field, axes, x0, size, order, report=None):
 
 @eqx.filter_jit
 def run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
-                  adaptive, jumps=None, group_size=None, order=None):
+                  adaptive, after_loop: bool, jumps=None, group_size=None, order=None):
     """Adaptive solves of every member: (saves, final states, steps, event times, last finite times, status).
 
     status per member: 0 done, 1 max_steps reached, 2 other failure, 3 the state became
@@ -158,9 +158,9 @@ def run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, t
     merge = field.coalesce_eps
     solver = OnSphere(method, coalesce=merge, sphere=sphere) if sphere or merge is not None else method
     finish = normalize if sphere else (lambda y: y)
-    # small runs save their states and compute the statistics after the loop, all saves of all
-    # members at once: inside diffrax's loop each save is an iteration of its own
-    after_loop = loop.keeps_states(x0, ts)
+    # small runs (``after_loop``, a static choice: ``loop.keeps_states``) save their states and compute the
+    # statistics after the loop, all saves of all members at once: inside diffrax's loop each save is an
+    # iteration of its own
 
     def one(f, x0_m):
         term = diffrax.ODETerm(lambda t, y, args: f(t, y))
@@ -227,6 +227,8 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
         check_steps(f"solver {p.solver!r} (adaptive=False)", p.t0, p.t1, p.dt,
                     steps_to_cover(p.t1 - p.t0, p.dt) + len(p.jumps), p.max_steps, p.dtype)
     args = dict(method=METHODS[p.solver].make(p.rtol, p.atol), t0=p.t0, t1=p.t1,
+                # decided here, not while tracing: a compiled call is cached with its choice
+                after_loop=loop.keeps_states(p.x0, p.ts),
                 # save times a rounding error outside [t0, t1] are clipped: diffrax's own check of them
                 # is compiled without a callback when the command line runs (solvers/compilation_cache.py)
                 ts=jnp.asarray(np.clip(p.ts, p.t0, p.t1), p.dtype), dt0=p.dt, rtol=p.rtol, atol=p.atol,
@@ -248,11 +250,10 @@ def solve_diffrax(**kwargs):
     return _checked(run_adaptive(**kwargs), kwargs["max_steps"], kwargs["t1"])
 
 
-def solve_queue(*, field, axes, x0, save_fn, ts, **kwargs):
+def solve_queue(**kwargs):
     """The queue's solves (``queue.py``), with the statistics from saved states where they fit, and
     members whose solve failed other than by non-finite values reported."""
-    return _checked(_run_queue(field=field, axes=axes, x0=x0, save_fn=save_fn, ts=ts, **kwargs),
-                    kwargs["max_steps"], kwargs["t1"])
+    return _checked(_run_queue(**kwargs), kwargs["max_steps"], kwargs["t1"])
 
 
 def _checked(out, max_steps, t1):
@@ -279,8 +280,7 @@ def _checked(out, max_steps, t1):
 
 
 @eqx.filter_jit
-def _run_queue(*, field, axes, x0, save_fn, ts, **kwargs):
-    after_loop = loop.keeps_states(x0, ts)
+def _run_queue(*, field, axes, x0, save_fn, ts, after_loop: bool, **kwargs):
     out = _queue.run_queue(field=field, axes=axes, x0=x0, save_fn=save_fn, ts=ts, after_loop=after_loop, **kwargs)
     if not after_loop:
         return out
