@@ -30,7 +30,7 @@ _TIMES = ("glpr", "rescaled")
 
 
 MASKS = ("none", "causal")
-POSITIONAL = ("none", "alibi")
+POSITIONAL = ("none", "alibi", "decay")
 
 UNROLLED_N = 64
 """Up to this many tokens, SA on the circle (d = 2) and ``Circle`` sum over j term by term: the loop over j
@@ -365,6 +365,13 @@ class Attention(Field):
     (Press, Smith, Lewis 2022) to the logit of token i attending to an earlier token j, m =
     ``alibi_slope`` ≥ 0: attention decays with the distance in the sequence (arXiv 2605.09213).
     The dense and the blocked evaluations both add it; the fused kernel is not used.
+
+    ``positional="decay"`` (USA, ``mask="causal"``) is the position-normalized form of arXiv
+    2605.09213 (1.3): token i weighs the strictly earlier tokens j < i by
+    w_ij = e^{−m (i − j)} / Σ_{k<i} e^{−m (i − k)}, normalized over positions, not by the content
+    kernel, which multiplies them unnormalized: ẋ_i = P_{x_i}(Σ_{j<i} w_ij e^{β⟨Qx_i, Kx_j⟩} V x_j).
+    The first token never moves. With V = βI, m = λ/n and d = 2 it is the paper's
+    θ̇_i = −β Σ_{j<i} w_ij sin(θ_i − θ_j) e^{β cos(θ_i − θ_j)}. Evaluated densely (n × n).
     """
 
     beta: Float[Array, ""]
@@ -387,25 +394,40 @@ class Attention(Field):
         self.kernel = check_kernel(kernel)
         self.positional = check_choice("positional", positional, POSITIONAL)
         if self.positional != "none":
-            if not self.positional_bias:
-                raise ValueError(f"positional={positional!r} biases the logits of SA and USA; "
-                                 f"{type(self).__name__} does not take it")
+            if self.positional not in self.positional_modes:
+                takes = ", ".join(repr(p) for p in self.positional_modes)
+                raise ValueError(f"{type(self).__name__} takes positional = {takes}, not {positional!r} "
+                                 "('alibi': SA and USA; 'decay': USA)")
             if self.mask != "causal":
-                raise ValueError("positional='alibi' biases attention to earlier tokens: it needs mask='causal'")
+                raise ValueError(f"positional={positional!r} weighs earlier tokens: it needs mask='causal'")
             if self.kernel == "fused":
-                raise ValueError("positional='alibi' is evaluated by attnflow's dense or blocked attention: "
+                raise ValueError(f"positional={positional!r} is evaluated by attnflow's dense or blocked attention: "
                                  "use kernel='auto' or 'xla', not 'fused'")
+            if self.positional == "decay" and isinstance(self.block, int):
+                raise ValueError("positional='decay' is evaluated densely: use block='auto' or None")
             self.alibi_slope = as_parameter("alibi_slope", alibi_slope, "slope")
 
-    positional_bias: ClassVar[bool] = False
-    """Whether the field adds a positional bias to its logits (``positional``): SA and USA."""
+    positional_modes: ClassVar[tuple[str, ...]] = ("none",)
+    """The values of ``positional`` the field takes: SA adds ALiBi's bias, USA also the decay form."""
 
     def position_bias(self, n: int, dtype) -> Array | None:
-        """The bias added to the logits, −m (i − j) for ALiBi (n × n, in ``dtype``); None without one."""
+        """The bias added to the logits (n × n, in ``dtype``); None without one.
+
+        ALiBi: −m (i − j). Decay: −m (i − j) − log Σ_{k<i} e^{−m (i − k)} for j < i and −∞ for j ≥ i,
+        so that e^{bias} are the position weights w_ij (row 0, which has no earlier token, is all −∞).
+        """
         if self.positional == "none":
             return None
         i = jnp.arange(n, dtype=dtype)
-        return -self.alibi_slope.astype(dtype) * (i[:, None] - i[None, :])
+        m = self.alibi_slope.astype(dtype)
+        bias = -m * (i[:, None] - i[None, :])
+        if self.positional == "alibi":
+            return bias
+        # Σ_{g=1}^{i} e^{−m g} = e^{−m} (1 − e^{−m i}) / (1 − e^{−m}), = i at m = 0
+        safe = jnp.where(m > 0, m, 1.0)
+        total = jnp.where(m > 0, jnp.exp(-safe) * jnp.expm1(-safe * i) / jnp.expm1(-safe), i)
+        log_total = jnp.log(jnp.where(i > 0, total, 1.0))
+        return jnp.where(i[None, :] < i[:, None], bias - log_total[:, None], -jnp.inf)
 
     # -- pieces --------------------------------------------------------------------------
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
@@ -447,8 +469,11 @@ class Attention(Field):
         return not (kernel == "fused" and self.kernel == "fused")
 
     def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """A_ij = softmax_j(β⟨Qx_i, Kx_j⟩), [GLPR] (2.4); for USA its weights over their row sums."""
-        return jax.nn.softmax(self.logits(x), axis=-1)
+        """A_ij = softmax_j(β⟨Qx_i, Kx_j⟩), [GLPR] (2.4); for USA its weights over their row sums
+        (a row that attends to no token, the first under ``positional="decay"``, is zero)."""
+        logits = self.logits(x)
+        attends = jnp.isfinite(jnp.max(logits, axis=-1, keepdims=True))
+        return jnp.where(attends, jax.nn.softmax(jnp.where(attends, logits, 0.0), axis=-1), 0.0)
 
     def kernel_logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """β⟨Q x_i, K x_j⟩ (``logits``)."""
@@ -459,6 +484,8 @@ class Attention(Field):
         causal = self.mask == "causal"
         kernel = resolve_kernel(self.kernel, normalized, x.dtype)
         block = resolve_block(self.block, x.shape[0], x.dtype)
+        if self.positional == "decay":
+            return None
         if kernel == "fused" and self.positional == "none" and (block is None or self.kernel == "fused"):
             q, k = query_key(self.Q, self.K, x)
             return fused_attention(self.beta, q, k, self.values(x), causal=causal)
@@ -507,7 +534,7 @@ class SA(Attention):
     """
 
     signed_beta: ClassVar[bool] = True
-    positional_bias: ClassVar[bool] = True
+    positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi")
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The row-stochastic attention matrix A."""
@@ -561,7 +588,7 @@ class USA(Attention):
         self.time = time
 
     signed_beta: ClassVar[bool] = True
-    positional_bias: ClassVar[bool] = True
+    positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi", "decay")
 
     def drift(self, t, x):
         offset = 0.0 if self.time == "glpr" else self.beta.astype(x.dtype)
@@ -570,6 +597,9 @@ class USA(Attention):
             return fast
         logits = self.logits(x)
         m = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+        if self.positional == "decay":  # position weights sum to one; the first row attends to nothing
+            m = jnp.where(jnp.isfinite(m), m, 0.0)
+            return (jnp.exp(logits - m) @ self.values(x)) * jnp.exp(m - offset)
         w = jnp.exp(logits - m)
         return (w @ self.values(x)) * (jnp.exp(m - offset) / x.shape[0])
 

@@ -26,6 +26,7 @@ from . import meanfield_circle
 from . import negative_beta
 from . import renyi_centres
 from . import long_context
+from . import lost_in_middle
 
 from .analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS

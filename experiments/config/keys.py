@@ -13,7 +13,7 @@ import difflib
 import math
 from collections.abc import Iterable
 
-from ...particles.fields import KERNEL_MODELS
+from ...particles.fields import KERNEL_MODELS, POSITIONAL
 from ...solvers.methods import names
 from .toml import toml_literal
 from .types import ConfigError, Key, shorten
@@ -124,6 +124,14 @@ _CORE_KEYS = (
         minimum=0),
     Key("residual", "float", 0.0, "long-context: weight α of the residual x_i added to the attention output",
         minimum=0.0),
+    Key("decay_rate", "float", 1.0, "lost-in-the-middle: λ of the position weights e^{−(λ/n)(i − j)} "
+        "(positional = 'decay' with alibi_slope = λ/n)", minimum=0.0),
+    Key("classes", "float", 8.0, "lost-in-the-middle: M classes read off the circle (soft accuracy weights "
+        "ω_k = e^{−π²k²/(2M²)})", minimum=0.0, strict_min=True),
+    Key("profile_runs", "int", 16384, "lost-in-the-middle: independent runs from uniform starts behind the particle "
+        "estimate of the profile", minimum=2),
+    Key("profile_times", "float_list", (0.5, 1.0), "lost-in-the-middle: times of the particle estimates of the "
+        "soft-accuracy profile", minimum=0.0, strict_min=True),
 )
 
 # The variant keys compose the way the fields do (experiments/models.py builds them): an attention
@@ -132,9 +140,10 @@ _CORE_KEYS = (
 _VARIANT_KEYS = (
     Key("heads", "int", 1, "attention heads; each has (d/heads)×d projections ([GLPR] (2.7))", minimum=1),
     Key("mask", "str", "none", "attention mask: causal lets token i see tokens j ≤ i only", choices=("none", "causal")),
-    Key("positional", "str", "none", "positional bias of the logits: alibi adds −m (i − j) (with mask = causal)",
-        choices=("none", "alibi")),
-    Key("alibi_slope", "float", 1.0, "the slope m of positional = 'alibi'", minimum=0.0),
+    Key("positional", "str", "none", "positional weights (with mask = causal): alibi adds −m (i − j) to the logits; "
+        "decay (usa) weighs j < i by e^{−m (i − j)} normalized over positions (arXiv 2605.09213)",
+        choices=POSITIONAL),
+    Key("alibi_slope", "float", 1.0, "the slope m per position of positional = 'alibi' or 'decay'", minimum=0.0),
     Key("norm", "str", "post", "layer norm: post (the sphere), pre, peri, ngpt, or none (dynamics in R^d)",
         choices=NORMS),
     Key("ngpt_alpha", "float", 1.0, "step size α of the nGPT update (norm = 'ngpt')", minimum=0.0, strict_min=True),

@@ -143,7 +143,7 @@ def check_negative_beta(c: Mapping[str, Any]) -> None:
 
 @register_check
 def check_positional(c: Mapping[str, Any]) -> None:
-    """A positional bias (ALiBi) biases SA/USA's causal logits, one head."""
+    """A positional bias (ALiBi: SA/USA; decay: USA) weighs the causal logits of one head."""
     if c["positional"] == "none":
         return
     if c["mask"] != "causal":
@@ -151,6 +151,9 @@ def check_positional(c: Mapping[str, Any]) -> None:
     if c["model"] not in KERNEL_MODELS or c["heads"] > 1:
         raise ConfigError(f"positional = {c['positional']!r} biases the logits of one SA or USA head: it needs model "
                           f"sa, usa or usa-rescaled and heads = 1 (got model = {c['model']!r}, heads = {c['heads']})")
+    if c["positional"] == "decay" and c["model"] == "sa":
+        raise ConfigError("positional = 'decay' normalizes the weights over positions, not by the content kernel: "
+                          "it needs model usa or usa-rescaled (model = 'sa' takes positional = 'alibi')")
 
 
 @register_check

@@ -25,6 +25,7 @@ from .histograms import (
 from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
 from .phase import phase_diagram, phase_diagram_grid
+from .retrieval import decay_snapshots, retrieval_profiles
 from .synchronization import long_context_layer, synchronization_vs_beta
 from .style import (
     BAND_COLOR,
@@ -59,6 +60,7 @@ __all__ = [
     "centre_counts",
     "circle_trajectories",
     "cluster_count_vs_time",
+    "decay_snapshots",
     "energy_and_clusters",
     "histogram_over_time",
     "histogram_ridges",
@@ -66,6 +68,7 @@ __all__ = [
     "layer_distances",
     "layer_histograms",
     "long_context_layer",
+    "retrieval_profiles",
     "metastable_counts",
     "pca_trajectories",
     "phase_diagram",
