@@ -69,7 +69,11 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
 
         if mats or layered:
             raise ConfigError("heads > 1 uses the block-identity heads; random or layer-wise weights need heads = 1")
-        return MultiHead.identity(beta, config.heads, d, mask=mask, model=model)
+        position = {}
+        if config.positional != "none":  # ALiBi's geometric slopes, the first head's being alibi_slope
+            slopes = MultiHead.alibi_slopes(config.heads)
+            position = dict(positional=config.positional, alibi_slope=config.alibi_slope * slopes / slopes[0])
+        return MultiHead.identity(beta, config.heads, d, mask=mask, model=model, **position)
     position = dict(positional=config.positional, alibi_slope=config.alibi_slope) if config.positional != "none" else {}
     inner = fields.make(model, beta, mask=mask, **position, **_query_key_product(mats, d))
     if config.weights_file:

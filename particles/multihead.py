@@ -20,6 +20,8 @@ from jaxtyping import Array, Float
 from .checks import as_beta, as_matrix, check_choice, check_int
 from .fields import KERNEL_MODELS, MASKS, Field, identity_scale, span_kernel
 
+POSITIONAL = ("none", "alibi")
+
 
 
 class MultiHead(Field):
@@ -36,6 +38,10 @@ class MultiHead(Field):
     lets token i attend to tokens j ≤ i only (arXiv 2411.04990). As in ``SA``/``USA`` each
     row's maximum logit is subtracted before exponentiating, so no β overflows.
     With H = 1 this is ``SA(β, Q[0], K[0], V[0])`` (or ``USA``).
+
+    ``positional="alibi"`` (with ``mask="causal"``) adds −m_h (i − j) to head h's logits, ALiBi as Press,
+    Smith and Lewis (2022) define it: one slope per head, ``alibi_slope`` of shape () (every head), (H,)
+    or (members, H); ``alibi_slopes(H)`` gives their geometric slopes 2^{−8h/H}.
     """
 
     beta: Float[Array, ""]
@@ -44,9 +50,12 @@ class MultiHead(Field):
     V: Float[Array, "H d d"]
     mask: str = eqx.field(static=True, default="none")
     model: str = eqx.field(static=True, default="sa")
-    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 3, "K": 3, "V": 3}
+    positional: str = eqx.field(static=True, default="none")
+    alibi_slope: Float[Array, " H"] | None = None
+    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 3, "K": 3, "V": 3, "alibi_slope": 1}
 
-    def __init__(self, beta, Q, K, V, *, mask: str = "none", model: str = "sa"):
+    def __init__(self, beta, Q, K, V, *, mask: str = "none", model: str = "sa", positional: str = "none",
+                 alibi_slope=1.0):
         # β < 0 where the kernel's row maximum is subtracted: not in the rescaled time, meant for β ≥ 0
         self.beta = as_beta(beta, signed=model in ("sa", "usa"), field=f"MultiHead(model={model!r})")
         for name, value in (("Q", Q), ("K", K), ("V", V)):
@@ -68,9 +77,21 @@ class MultiHead(Field):
                              f"got {self.Q.shape[-3]} for Q, K and {self.V.shape[-3]} for V")
         if self.V.shape[-1] != self.Q.shape[-1]:
             raise ValueError(f"Q, K act on d = {self.Q.shape[-1]} but V on d = {self.V.shape[-1]}; they must agree")
+        self.positional = check_choice("positional", positional, POSITIONAL)
+        if self.positional == "alibi":
+            if self.mask != "causal":
+                raise ValueError("positional='alibi' biases attention to earlier tokens: it needs mask='causal'")
+            self.alibi_slope = _head_slopes(alibi_slope, self.Q.shape[-3])
+
+    @staticmethod
+    def alibi_slopes(heads: int) -> np.ndarray:
+        """ALiBi's slopes m_h = 2^{−8h/H}, h = 1 … H (Press, Smith, Lewis 2022): 1/2 … 1/256 for 8 heads."""
+        heads = check_int("heads", heads, 1)
+        return 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
 
     @classmethod
-    def identity(cls, beta, heads: int, d: int, *, mask: str = "none", model: str = "sa") -> "MultiHead":
+    def identity(cls, beta, heads: int, d: int, *, mask: str = "none", model: str = "sa", positional: str = "none",
+                 alibi_slope=1.0) -> "MultiHead":
         """H heads that split R^d into H coordinate blocks of size k = d/H.
 
         Q_h = K_h = rows h·k … (h+1)·k − 1 of I_d, so head h attends with β⟨x_i, x_j⟩ restricted
@@ -84,7 +105,8 @@ class MultiHead(Field):
         k = d // heads
         blocks = np.eye(d).reshape(heads, k, d)
         values = np.broadcast_to(np.eye(d) / heads, (heads, d, d))
-        return cls(beta, blocks, blocks, values, mask=mask, model=model)
+        return cls(beta, blocks, blocks, values, mask=mask, model=model, positional=positional,
+                   alibi_slope=alibi_slope)
 
     @property
     def heads(self) -> int:
@@ -98,6 +120,9 @@ class MultiHead(Field):
         q = jnp.einsum("hkd,nd->hnk", self.Q.astype(x.dtype), x)
         k = jnp.einsum("hkd,nd->hnk", self.K.astype(x.dtype), x)
         logits = self.beta.astype(x.dtype) * jnp.einsum("hik,hjk->hij", q, k)
+        if self.positional == "alibi":
+            i = jnp.arange(x.shape[0], dtype=x.dtype)
+            logits = logits - self.alibi_slope.astype(x.dtype)[:, None, None] * (i[:, None] - i[None, :])
         if self.mask == "causal":
             n = x.shape[0]
             logits = jnp.where(jnp.tril(jnp.ones((n, n), bool)), logits, -jnp.inf)
@@ -183,3 +208,18 @@ class MultiHead(Field):
         """Largest |⟨Q_h x, K_h y⟩| over unit x, y and heads: max_h ‖Q_hᵀK_h‖₂ (max over members)."""
         qk = np.swapaxes(np.asarray(self.Q), -1, -2) @ np.asarray(self.K)
         return float(np.max(np.linalg.norm(qk, 2, axis=(-2, -1))))
+
+
+def _head_slopes(value, heads: int) -> Array:
+    """ALiBi slopes as an array ending in the head axis: () → (H,); (H,) and (members, H) as given."""
+    if isinstance(value, jax.core.Tracer):
+        return value
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        arr = np.full(heads, float(arr))
+    if arr.ndim > 2 or arr.shape[-1] != heads:
+        raise ValueError(f"alibi_slope must be a number, one slope per head (shape ({heads},)) or one row of them "
+                         f"per member (shape (members, {heads})); got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"alibi_slope must be finite and ≥ 0, got {arr.tolist()}")
+    return jnp.asarray(arr, dtype=jnp.result_type(float))

@@ -87,6 +87,38 @@ def test_configuration_keys():
     c = load_config(None, ["positional=alibi", "mask=causal", "alibi_slope=0.25"])
     assert (c.positional, c.alibi_slope) == ("alibi", 0.25)
     for sets, message in ((["positional=alibi"], "set mask = 'causal'"),
-                          (["positional=alibi", "mask=causal", "heads=2"], "heads = 1")):
+                          (["positional=decay", "model=usa", "mask=causal", "heads=2"], "heads = 1"),
+                          (["positional=alibi", "mask=causal", "model=sinkhorn"], "model sa, usa or usa-rescaled")):
         with pytest.raises(ConfigError, match=message):
             load_config(None, sets)
+
+
+def test_multihead_alibi_is_each_heads_biased_softmax():
+    """MultiHead adds −m_h (i − j) to head h: with one head it is SA/USA with ALiBi; with several, each head's
+    matrix is the biased causal softmax of its block of coordinates, at its own slope."""
+    from attnflow.particles.multihead import MultiHead
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(9, 4))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    for model, cls in (("sa", af.SA), ("usa", af.USA)):
+        one = MultiHead.identity(1.5, 1, 4, mask="causal", model=model, positional="alibi", alibi_slope=0.3)
+        np.testing.assert_allclose(one(0.0, x), cls(1.5, mask="causal", positional="alibi", alibi_slope=0.3)(0.0, x),
+                                   atol=1e-14)
+    slopes = MultiHead.alibi_slopes(2)
+    np.testing.assert_allclose(slopes, [2.0 ** -4, 2.0 ** -8])
+    two = MultiHead.identity(2.0, 2, 4, mask="causal", positional="alibi", alibi_slope=slopes)
+    A = np.asarray(jax.nn.softmax(two.logits(jnp.asarray(x)), axis=-1))
+    for h in range(2):
+        block = x[:, 2 * h:2 * h + 2]
+        np.testing.assert_allclose(A[h], manual_weights(block, 2.0, slopes[h]), atol=1e-14)
+    # from a configuration: the first head has alibi_slope, the next ALiBi's geometric ratio
+    from attnflow.experiments import models
+
+    c = load_config(None, ["heads=4", "d=8", "mask=causal", "positional=alibi", "alibi_slope=0.5"])
+    field = models.attention_field(c, 1.0, np.arange(1), 8)
+    np.testing.assert_allclose(field.alibi_slope, 0.5 * 2.0 ** (-2.0 * np.arange(4)))
+    with pytest.raises(ValueError, match="one slope per head"):
+        MultiHead.identity(1.0, 2, 4, mask="causal", positional="alibi", alibi_slope=[0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="needs mask='causal'"):
+        MultiHead.identity(1.0, 2, 4, positional="alibi")

@@ -143,7 +143,8 @@ _VARIANT_KEYS = (
     Key("positional", "str", "none", "positional weights (with mask = causal): alibi adds −m (i − j) to the logits; "
         "decay (usa) weighs j < i by e^{−m (i − j)} normalized over positions (arXiv 2605.09213)",
         choices=POSITIONAL),
-    Key("alibi_slope", "float", 1.0, "the slope m per position of positional = 'alibi' or 'decay'", minimum=0.0),
+    Key("alibi_slope", "float", 1.0, "the slope m per position of positional = 'alibi' or 'decay'; with heads = H > 1 "
+        "head h has m·2^{−8(h−1)/H} (ALiBi's geometric slopes)", minimum=0.0),
     Key("norm", "str", "post", "layer norm: post (the sphere), pre, peri, ngpt, or none (dynamics in R^d)",
         choices=NORMS),
     Key("ngpt_alpha", "float", 1.0, "step size α of the nGPT update (norm = 'ngpt')", minimum=0.0, strict_min=True),

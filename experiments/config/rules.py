@@ -143,14 +143,16 @@ def check_negative_beta(c: Mapping[str, Any]) -> None:
 
 @register_check
 def check_positional(c: Mapping[str, Any]) -> None:
-    """A positional bias (ALiBi: SA/USA; decay: USA) weighs the causal logits of one head."""
+    """A positional bias (ALiBi: SA/USA, any heads; decay: USA, one head) weighs the causal logits."""
     if c["positional"] == "none":
         return
     if c["mask"] != "causal":
         raise ConfigError(f"positional = {c['positional']!r} biases attention to earlier tokens: set mask = 'causal'")
-    if c["model"] not in KERNEL_MODELS or c["heads"] > 1:
-        raise ConfigError(f"positional = {c['positional']!r} biases the logits of one SA or USA head: it needs model "
-                          f"sa, usa or usa-rescaled and heads = 1 (got model = {c['model']!r}, heads = {c['heads']})")
+    if c["model"] not in KERNEL_MODELS:
+        raise ConfigError(f"positional = {c['positional']!r} biases the logits of SA or USA: it needs model "
+                          f"sa, usa or usa-rescaled (got model = {c['model']!r})")
+    if c["positional"] == "decay" and c["heads"] > 1:
+        raise ConfigError(f"positional = 'decay' weighs the tokens of one head: it needs heads = 1 (got {c['heads']})")
     if c["positional"] == "decay" and c["model"] == "sa":
         raise ConfigError("positional = 'decay' normalizes the weights over positions, not by the content kernel: "
                           "it needs model usa or usa-rescaled (model = 'sa' takes positional = 'alibi')")
