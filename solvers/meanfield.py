@@ -48,6 +48,7 @@ import numpy as np
 
 from ..particles.fields import KERNEL_MODELS
 from ..particles.modes import mode_growth_rates
+from .spectral_steps import CAUSES, DONE, solve_adaptive
 
 __all__ = [
     "MeanFieldError",
@@ -63,27 +64,6 @@ __all__ = [
     "w1_circle",
     "theta_grid",
 ]
-
-
-# Dormand–Prince 5(4): stages, 5th-order weights (= the last stage, FSAL) and error weights
-_A = (
-    (),
-    (1 / 5,),
-    (3 / 40, 9 / 40),
-    (44 / 45, -56 / 15, 32 / 9),
-    (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
-    (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656),
-    (35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84),
-)
-_E = (71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40)
-
-_RUNNING, _DONE, _TOO_SMALL, _MAX_STEPS, _NON_FINITE = 0, 1, 2, 3, 4
-_CAUSES = {
-    _TOO_SMALL: "the step size fell below its minimum while keeping the density non-negative: the density "
-                "has peaks narrower than the grid resolves; use more modes or an earlier t1",
-    _MAX_STEPS: "max_steps accepted steps were not enough; raise max_steps",
-    _NON_FINITE: "the density became non-finite",
-}
 
 
 class MeanFieldError(RuntimeError):
@@ -303,70 +283,12 @@ def _density(c, N: int):
 
 
 def _solve(c0, beta, ts, rtol, atol, positivity_tol, *, model: str, max_steps: int):
-    """One member: DP5(4) with step rejection on error or negativity, landing on every save time."""
+    """One member: the adaptive, positivity-aware steps of ``spectral_steps.solve_adaptive``."""
     K = c0.shape[-1]
-    N = 2 * K
     M = 3 * K + (3 * K) % 2  # ≥ 3N/2 points: the products of degree < N are dealiased below N/2
-    ive = scaled_bessel(beta, K)
-    f = functools.partial(_rhs, ive=ive, beta=beta, model=model, M=M)
-    T = ts.shape[0]
-    t_end = ts[-1]
-    h_min = 1e-12 * jnp.maximum(jnp.abs(t_end), 1.0)
-
-    rho0 = _density(c0, N)
-    f0 = f(c0)
-    speed = jnp.max(jnp.abs(_density(f0, N)))
-    h0 = jnp.where(speed > 0, 0.01 * jnp.max(jnp.abs(rho0)) / speed, jnp.inf)
-    h0 = jnp.minimum(h0, jnp.maximum(t_end, h_min))
-    saves = jnp.full((T, N), jnp.nan, dtype=rho0.dtype)
-    first = ts <= 0.0
-    saves = jnp.where(first[:, None], rho0[None], saves)
-    i0 = jnp.sum(first)
-
-    def cond(s):
-        return s["status"] == _RUNNING
-
-    def body(s):
-        t, c, k1, h, i = s["t"], s["c"], s["k1"], s["h"], s["i"]
-        t_next = ts[jnp.minimum(i, T - 1)]
-        land = h >= t_next - t
-        h_eff = jnp.where(land, t_next - t, h)
-        ks = [k1]
-        for a in _A[1:]:
-            y = c + h_eff * sum(aj * kj for aj, kj in zip(a, ks) if aj != 0.0)
-            ks.append(f(y))
-        c_new = c + h_eff * sum(aj * kj for aj, kj in zip(_A[-1], ks[:-1]) if aj != 0.0)
-        err_c = h_eff * sum(ej * kj for ej, kj in zip(_E, ks) if ej != 0.0)
-        rho_new = _density(c_new, N)
-        peak = jnp.maximum(jnp.max(jnp.abs(rho_new)), jnp.max(jnp.abs(_density(c, N))))
-        err = jnp.max(jnp.abs(_density(err_c, N))) / (atol + rtol * peak)
-        finite = jnp.all(jnp.isfinite(rho_new)) & jnp.isfinite(err)
-        positive = jnp.min(rho_new) >= -positivity_tol * jnp.max(rho_new)
-        accept = finite & (err <= 1.0) & positive
-        factor = jnp.clip(0.9 * jnp.where(err > 0, err, 1e-10) ** -0.2, 0.2, 5.0)
-        factor = jnp.where(accept, factor, jnp.minimum(factor, 1.0))
-        factor = jnp.where(positive, factor, jnp.minimum(factor, 0.5))
-        factor = jnp.where(finite, factor, 0.25)
-        h_new = h_eff * factor
-        # a step shortened to land on a save time says nothing against the step before it
-        h_new = jnp.where(accept & land, jnp.maximum(h_new, h), h_new)
-        t_new = jnp.where(accept, jnp.where(land, t_next, t + h_eff), t)
-        saved = accept & land
-        saves = jnp.where(saved, s["saves"].at[i].set(rho_new), s["saves"])
-        i_new = i + saved
-        steps = s["steps"] + accept
-        status = jnp.where(i_new >= T, _DONE,
-                           jnp.where(steps >= max_steps, _MAX_STEPS,
-                                     jnp.where(h_new < h_min, jnp.where(finite, _TOO_SMALL, _NON_FINITE),
-                                               _RUNNING))).astype(jnp.int32)
-        return dict(t=t_new, c=jnp.where(accept, c_new, c), k1=jnp.where(accept, ks[-1], k1), h=h_new, i=i_new,
-                    saves=saves, steps=steps, rejected=s["rejected"] + (~accept), status=status)
-
-    state = dict(t=jnp.asarray(0.0, dtype=rho0.dtype), c=c0, k1=f0, h=h0, i=i0, saves=saves,
-                 steps=jnp.asarray(0), rejected=jnp.asarray(0),
-                 status=jnp.where(i0 >= T, _DONE, _RUNNING).astype(jnp.int32))
-    out = jax.lax.while_loop(cond, body, state)
-    return out["saves"], out["steps"], out["rejected"], out["t"], out["status"]
+    f = functools.partial(_rhs, ive=scaled_bessel(beta, K), beta=beta, model=model, M=M)
+    return solve_adaptive(f, functools.partial(_density, N=2 * K), c0, ts, rtol=rtol, atol=atol,
+                          positivity_tol=positivity_tol, max_steps=max_steps)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_steps"))
@@ -438,11 +360,11 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     sol = MeanFieldSolution(ts=ts, theta=theta_grid(c0.shape[-1]), rho=unbatch(saves), beta=unbatch(betas),
                             model=model, steps=unbatch(np.asarray(steps)), rejected=unbatch(np.asarray(rejected)),
                             t_final=unbatch(np.asarray(t_final)))
-    failed = np.nonzero(status != _DONE)[0]
+    failed = np.nonzero(status != DONE)[0]
     if failed.size:
         m = int(failed[0])
         t = float(np.asarray(t_final)[m])
         others = f" (and {failed.size - 1} other members)" if failed.size > 1 else ""
         raise MeanFieldError(f"meanfield_circle: member {m} (β = {betas[m]:g}){others} stopped at t = {t:.6g} < "
-                             f"{ts_members[m, -1]:g}: {_CAUSES[int(status[m])]}", solution=sol, member=m, t=t)
+                             f"{ts_members[m, -1]:g}: {CAUSES[int(status[m])]}", solution=sol, member=m, t=t)
     return sol
