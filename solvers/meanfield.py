@@ -20,7 +20,8 @@ multiplies it back). The flux ρ·X is formed on a grid of 3N/2 points (Orszag's
 the product of two polynomials of degree < N/2 is dealiased, and ∂_t c_k = −ik (ρX)^_k. The k = 0
 derivative is exactly zero, so the mass is conserved to rounding (it is never updated).
 
-Time. An adaptive embedded Runge–Kutta method (Dormand–Prince 5(4)) on the coefficients, its
+Time. An adaptive embedded Runge–Kutta method (Dormand–Prince 5(4), ``solvers/spectral_steps.py``, shared
+with the sphere) on the coefficients, its
 error measured on the grid against atol + rtol·max ρ. A step is also rejected, and the next
 halved, when the new density dips below −positivity_tol·max ρ: an explicit step that overshoots
 near zero is retried smaller instead of letting negative mass seed spurious growth. A density

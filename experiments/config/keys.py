@@ -115,7 +115,8 @@ _CORE_KEYS = (
         minimum=2),
     Key("perturbation", "float", 1e-3, "meanfield-circle: amplitude ε of each mode k ≤ 16 of the initial density",
         minimum=0.0),
-    Key("particle_counts", "int_list", (), "meanfield-circle: particle counts n compared with the density in W1",
+    Key("particle_counts", "int_list", (), "meanfield-circle, meanfield-sphere, gaussian-closure: particle counts n "
+        "compared with the density (or the closure)",
         minimum=1, allow_empty=True),
     Key("gamma", "float_list", (1.0, 2.0, 3.0), "long-context: β = γ log n for each γ listed", minimum=0.0),
     Key("context_lengths", "int_list", (), "long-context: the context lengths n of one attention layer",
@@ -124,6 +125,13 @@ _CORE_KEYS = (
         minimum=0),
     Key("residual", "float", 0.0, "long-context: weight α of the residual x_i added to the attention output",
         minimum=0.0),
+    Key("rank_dims", "int_list", (3, 4, 5), "gaussian-closure: dimensions d of the limit-rank histograms "
+        "(Q of shape ⌊d/2⌋ × d, K = −Q)", minimum=2),
+    Key("rank_draws", "int", 100, "gaussian-closure: random (Q, S0) draws per dimension and value matrix of the "
+        "limit-rank histograms", minimum=1),
+    Key("replicas", "int", 8, "gaussian-closure: independent Gaussian samples of the particles per n", minimum=1),
+    Key("collapse_time", "float", 20.0, "gaussian-closure: horizon of the particles collapsing onto ker A, compared "
+        "with the closure", minimum=0.0, strict_min=True),
     Key("decay_rate", "float", 1.0, "lost-in-the-middle: λ of the position weights e^{−(λ/n)(i − j)} "
         "(positional = 'decay' with alibi_slope = λ/n)", minimum=0.0),
     Key("classes", "float", 8.0, "lost-in-the-middle: M classes read off the circle (soft accuracy weights "

@@ -15,6 +15,7 @@ against the equiangular ODE (6.9), and the energy staircase.
 from .animation import animate_sphere
 from .attention import attention_statistics
 from .centres import centre_counts, renyi_snapshots
+from .closure import closure_collapse, closure_rate, limit_rank_histograms
 from .clusters import cluster_count_vs_time, energy_and_clusters
 from .histograms import (
     histogram_over_time,
@@ -59,6 +60,8 @@ __all__ = [
     "attention_statistics",
     "centre_counts",
     "circle_trajectories",
+    "closure_collapse",
+    "closure_rate",
     "cluster_count_vs_time",
     "decay_snapshots",
     "energy_and_clusters",
@@ -67,6 +70,7 @@ __all__ = [
     "inner_product_vs_ode",
     "layer_distances",
     "layer_histograms",
+    "limit_rank_histograms",
     "long_context_layer",
     "retrieval_profiles",
     "metastable_counts",
