@@ -23,6 +23,7 @@ from . import staircase
 from . import metastability
 from . import metastable_count
 from . import meanfield_circle
+from . import meanfield_sphere
 from . import negative_beta
 from . import renyi_centres
 from . import long_context

@@ -111,6 +111,7 @@ _CORE_KEYS = (
     Key("stop_when_clustered", "bool", False, "stop a member once all its pairs are within δ/2 (one cluster)"),
     Key("span", "bool", True, "simulate d > n runs in the span of the tokens where that is exact (V = λI, no noise "
         "or feed-forward): coordinates in R^n, states mapped back to R^d where saved"),
+    Key("degree", "int", 32, "meanfield-sphere: the largest spherical-harmonic degree L of the density", minimum=2),
     Key("modes", "int", 256, "meanfield-circle: Fourier modes |k| < modes of the density (a grid of 2·modes angles)",
         minimum=2),
     Key("perturbation", "float", 1e-3, "meanfield-circle: amplitude ε of each mode k ≤ 16 of the initial density",

@@ -27,6 +27,7 @@ from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
 from .phase import phase_diagram, phase_diagram_grid
 from .retrieval import decay_snapshots, retrieval_profiles
+from .sphere_density import sphere_density_maps, sphere_rates_and_convergence
 from .synchronization import long_context_layer, synchronization_vs_beta
 from .style import (
     BAND_COLOR,
@@ -73,6 +74,8 @@ __all__ = [
     "limit_rank_histograms",
     "long_context_layer",
     "retrieval_profiles",
+    "sphere_density_maps",
+    "sphere_rates_and_convergence",
     "metastable_counts",
     "pca_trajectories",
     "phase_diagram",

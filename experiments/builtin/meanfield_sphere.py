@@ -1,0 +1,246 @@
+"""The ``meanfield-sphere`` experiment: the density of infinitely many tokens on S², and particles beside it.
+
+One run solves ∂_t ρ + div(ρ X[ρ]) = (σ²/2)Δρ of SA or USA on S² (``solvers/meanfield_sphere.py``, degree
+``degree``) for every β and ``seeds`` perturbed uniform starts (``perturbation`` ε on every degree ≤ 16,
+drawn from seed + s) up to t1, and around it:
+
+* growth rates: the same starts with ε = 1e-8 over one e-folding time of the fastest degree; the slope
+  of log Σ_m |ρ_ℓm|² / 2 for every degree ℓ ≤ ``GROWTH_DEGREES`` against ``mode_growth_rates(β, d=3)``;
+* clusters: the local maxima of the density above the uniform level when its peak first reaches
+  ``FORMED`` times the uniform density, against those of the linearly evolved start
+  ρ_ℓm(0) e^{rate_ℓ t} at the same time (the pattern the linear theory selects);
+* particles: ``particle_counts`` tokens sampled i.i.d. from the density at the onset of clustering
+  (max |4πρ − 1| ≥ 1/2) and moved by ``simulate`` with SA/USA in d = 3 up to t1; the H^{−2} distance of
+  their empirical measure to the density at t1 should fall like n^{−1/2}. (From the nearly uniform
+  start the sampling noise would be amplified as much as ε, as on the circle.)
+
+A density that clusters narrows exponentially fast: past the time it outgrows the degree, the solver
+stops and names that time (raise ``degree`` or lower t1).
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax.numpy as jnp
+import numpy as np
+
+from ...particles import fields
+from ...solvers import harmonics
+from ...solvers import meanfield_sphere as ms
+from ...solvers import simulate
+from ..config import ConfigError
+from ..models import simulate_arguments
+from ..registry import Check, Experiment, register
+from ..runner import STAT_DIMENSIONS, RunResult, save_times
+from .analysis import plots
+
+GROWTH_DEGREES = 10
+GROWTH_AMPLITUDE = 1e-8
+PERTURBED_DEGREES = 16
+ONSET = 0.5   # particles start where max |4πρ − 1| first reaches this
+FORMED = 4.0  # the clusters are counted when the peak density first reaches FORMED / 4π
+SNAPSHOTS = 4  # density maps (and particles) drawn between the onset and t1
+_DIMS = ["d", "beta", "seed"]
+STAT_DIMENSIONS.update(sphere_density=_DIMS + ["time", "colatitude", "longitude"],
+                       sphere_growth_rate=_DIMS + ["degree"], sphere_distance=_DIMS + ["particles"],
+                       sphere_maxima=_DIMS + ["theory"],
+                       sphere_particles=_DIMS + ["snapshot", "particle", "coord"])
+
+
+def run(config, *, progress=None) -> RunResult:
+    """The densities, the linear rates, the clusters against the linear pattern, and the particles."""
+    start = time.perf_counter()
+    if tuple(config.d) != (3,):
+        raise ConfigError(f"meanfield-sphere solves the density on S² (d = 3); got d = {list(config.d)}")
+    betas, seeds, L = np.asarray(config.beta, dtype=float), config.seeds, config.degree
+    if np.any(betas <= 0):
+        raise ConfigError("meanfield-sphere needs β > 0")
+    if L <= PERTURBED_DEGREES:
+        raise ConfigError(f"degree must exceed the {PERTURBED_DEGREES} perturbed degrees, got {L}")
+    if config.noise > 0 and config.particle_counts:
+        raise ConfigError("particle_counts compares deterministic particles with the density: with noise > 0 set "
+                          "particle_counts = []")
+    beta_m = np.repeat(betas, seeds)
+    seed_m = np.tile(config.seed + np.arange(seeds), betas.size)
+    ts = save_times(config)
+    c0 = np.stack([ms.perturbed_uniform_sphere(s, L, config.perturbation, PERTURBED_DEGREES) for s in seed_m])
+    solve = dict(model=config.model, L=L, noise=config.noise, rtol=config.rtol, atol=config.atol)
+    try:
+        sol = ms.meanfield_sphere(c0, beta_m, config.t1, ts=ts, **solve)
+    except ms.SphereMeanFieldError as err:
+        raise ConfigError(f"{err}; e.g. --set degree={2 * L} or --set t1={0.9 * err.t:.3g}") from None
+
+    # linear regime: tiny perturbations over one e-folding time of each member's fastest degree
+    fastest = ms.sphere_growth_rates(np.arange(1, L + 1), beta_m[:, None], config.model, config.noise).max(axis=1)
+    window = np.linspace(0.0, 1.0, 9) / fastest.max()
+    tiny = np.stack([ms.perturbed_uniform_sphere(s, L, GROWTH_AMPLITUDE, PERTURBED_DEGREES) for s in seed_m])
+    lin = ms.meanfield_sphere(tiny, beta_m, float(window[-1]), ts=window, **{**solve, "rtol": 1e-11, "atol": 1e-16})
+    power = _degree_power(lin.coefficients)[..., 1:GROWTH_DEGREES + 1]  # (B, T, ℓ)
+    w = window - window.mean()
+    logs = np.log(power) / 2  # log of the amplitude of each degree
+    rates = np.einsum("t,btk->bk", w, logs - logs.mean(axis=1, keepdims=True)) / np.sum(w * w)
+
+    coefficients = sol.coefficients
+    maxima = np.array([_maxima_against_linear(sol, c0[m], beta_m[m], m, config) for m in range(len(beta_m))])
+    lowest = sol.rho.min(axis=(-2, -1)) / sol.rho.max(axis=(-2, -1))
+    stats = {"sphere_density": sol.rho, "mass": sol.mass, "min_density": lowest, "energy": sol.energy(),
+             "normalized_energy": sol.energy(normalized=True), "n_clusters": sol.clusters(),
+             "sphere_growth_rate": rates, "sphere_maxima": maxima}
+    if config.particle_counts:
+        stats["sphere_distance"], stats["sphere_particles"] = _particles(config, sol, coefficients, beta_m, seed_m)
+
+    def shaped(a):
+        return a.reshape((1, betas.size, seeds) + a.shape[1:])
+
+    stats = {k: shaped(np.asarray(v)) for k, v in stats.items()}
+    steps = shaped(np.asarray(sol.steps))
+    return RunResult(config=config, ts=ts, stats=stats, xs=None, steps=steps, t_event=np.full(steps.shape, np.inf),
+                     wall_time_s=time.perf_counter() - start)
+
+
+def _degree_power(c: np.ndarray) -> np.ndarray:
+    """Σ_{|m| ≤ ℓ} |ρ_ℓm|² per degree (..., L + 1) from the stored m ≥ 0 coefficients (..., L + 1, L + 1)."""
+    return np.sum(np.where(np.arange(c.shape[-1]) == 0, 1.0, 2.0) * np.abs(c) ** 2, axis=-1)
+
+
+def _maxima_against_linear(sol, c0, beta, m, config) -> tuple[float, float]:
+    """(maxima of ρ, maxima of the linear pattern) above 1/4π when max ρ first reaches FORMED/4π (NaN if never)."""
+    peak = sol.rho[m].max(axis=(-2, -1)) * 4 * np.pi
+    reached = np.nonzero(peak >= FORMED)[0]
+    if not reached.size:
+        return (np.nan, np.nan)
+    k = int(reached[0])
+    L = config.degree
+    rates = ms.sphere_growth_rates(np.arange(L + 1), beta, config.model, config.noise)
+    linear = c0 * np.exp(rates * sol.ts[k])[:, None]
+    linear[0, 0] = c0[0, 0]
+    grid = harmonics.sphere_grid(L)
+    level = 1.0 / (4 * np.pi)
+    return (float(ms.sphere_density_maxima(sol.rho[m, k], level)),
+            float(ms.sphere_density_maxima(np.asarray(harmonics.synthesis(grid, jnp.asarray(linear))), level)))
+
+
+def onset_index(ts: np.ndarray, density: np.ndarray) -> int | None:
+    """First save index at which every member's density (…, T, n_θ, n_φ) deviates from uniform by ONSET."""
+    reached = (np.abs(4 * np.pi * density - 1).max(axis=(-2, -1)).reshape(-1, len(ts)) >= ONSET)
+    if not reached.any(axis=1).all():
+        return None
+    first = int(np.max(np.argmax(reached, axis=1)))
+    return first if first < len(ts) - 1 else None
+
+
+def _particles(config, sol, coefficients, beta_m, seed_m) -> tuple[np.ndarray, np.ndarray]:
+    """H^{−2} distances (members, counts) at t1, and the largest n's states at ``SNAPSHOTS`` times after the onset."""
+    counts = list(config.particle_counts)
+    i0 = onset_index(sol.ts, sol.rho)
+    largest = max(counts)
+    snaps = np.full((len(beta_m), SNAPSHOTS, largest, 3), np.nan)
+    if i0 is None:
+        return np.full((len(beta_m), len(counts)), np.nan), snaps
+    t0 = float(sol.ts[i0])
+    picks = snapshot_indices(sol.ts, i0)
+    rel = jnp.asarray(sol.ts[picks] - t0)
+    arguments = simulate_arguments(config, rel, method_only=True)
+    field = fields.make(config.model, jnp.asarray(beta_m))
+    out = np.empty((len(beta_m), len(counts)))
+    for j, n in enumerate(counts):  # one ensemble of all members per particle count
+        x0 = np.stack([ms.sample_sphere_density(1_000_003 * int(s) + n, coefficients[m, i0], n)
+                       for m, s in enumerate(seed_m)])
+        xs = np.asarray(simulate(field, jnp.asarray(x0), config.t1 - t0, **arguments).xs)
+        out[:, j] = [ms.sobolev_distance(xs[m, -1], coefficients[m, -1]) for m in range(len(beta_m))]
+        if n == largest:
+            snaps = xs
+    return out, snaps
+
+
+def snapshot_indices(ts: np.ndarray, i0: int) -> np.ndarray:
+    """``SNAPSHOTS`` save indices from the onset i0 to the last save, evenly spaced in time."""
+    targets = np.linspace(ts[i0], ts[-1], SNAPSHOTS)
+    return np.array([int(np.argmin(np.abs(ts - t))) for t in targets])
+
+
+def distance_exponent(counts, distance) -> float:
+    """The fitted exponent α of the distance ∝ n^α (least squares in log-log, averaged over members)."""
+    mean = np.nanmean(np.asarray(distance).reshape(-1, len(counts)), axis=0)
+    return float(np.polyfit(np.log(counts), np.log(mean), 1)[0])
+
+
+def figures(result: RunResult) -> dict:
+    """The density maps with the particles beside them, and the rates with the particles' convergence."""
+    c, s = result.config, result.stats
+    grid = harmonics.sphere_grid(c.degree)
+    density = s["sphere_density"][0, 0, 0]
+    i0 = onset_index(result.ts, s["sphere_density"])
+    picks = snapshot_indices(result.ts, 0 if i0 is None else i0)
+    particles = s["sphere_particles"][0, 0, 0] if "sphere_particles" in s and i0 is not None else None
+    out = {"meanfield_sphere": lambda p: plots.sphere_density_maps(
+        grid.theta, grid.phi, result.ts[picks], density[picks], particles, beta=float(c.beta[0]), model=c.model,
+        n=max(c.particle_counts) if particles is not None else None, path=p)}
+    theory_l = np.arange(1, max(GROWTH_DEGREES, 20) + 1)
+    out["meanfield_sphere_rates"] = lambda p: plots.sphere_rates_and_convergence(
+        np.arange(1, GROWTH_DEGREES + 1), s["sphere_growth_rate"][0], theory_l,
+        ms.sphere_growth_rates(theory_l, np.asarray(c.beta, dtype=float)[:, None], c.model, c.noise),
+        np.asarray(c.beta, dtype=float), np.asarray(c.particle_counts),
+        s["sphere_distance"][0] if "sphere_distance" in s else None, t1=float(result.ts[-1]),
+        t_start=None if i0 is None else float(result.ts[i0]), model=c.model, path=p)
+    return out
+
+
+def checks(result: RunResult) -> list[Check]:
+    """Rates against the linear theory, the fastest degree, mass, positivity, energy, clusters and particles."""
+    from ...particles.modes import fastest_mode
+
+    c, s = result.config, result.stats
+    out = []
+    betas = np.asarray(c.beta, dtype=float)
+    ell = np.arange(1, GROWTH_DEGREES + 1)
+    theory = ms.sphere_growth_rates(ell, betas[:, None], c.model, c.noise)  # (β, ℓ)
+    measured = s["sphere_growth_rate"][0]  # (β, seeds, ℓ)
+    err = float(np.max(np.abs(measured / theory[:, None, :] - 1)))
+    out.append(Check(f"growth rates of degrees ℓ = 1…{GROWTH_DEGREES} vs mode_growth_rates(β, d=3)",
+                     "relative error ≤ 1%", f"{err:.1e}", err <= 0.01))
+    for j, beta in enumerate(betas):
+        want = int(fastest_mode(beta, d=3))
+        got = sorted({int(v) for v in np.argmax(measured[j], axis=-1) + 1})
+        if want <= GROWTH_DEGREES:
+            out.append(Check(f"β = {beta:g}: the fastest degree of the solver", f"fastest_mode(β, d=3) = {want}",
+                             ", ".join(map(str, got)), got == [want]))
+    drift = float(np.max(np.abs(s["mass"] - 1)))
+    out.append(Check("mass ∫ρ conserved", "|mass − 1| ≤ 1e-12", f"{drift:.1e}", drift <= 1e-12))
+    low = float(np.min(s["min_density"]))
+    out.append(Check("density non-negative", "min ρ / max ρ ≥ −1e-6", f"{low:.1e}", low >= -1e-6))
+    if c.noise == 0:
+        worst = float(np.min(np.diff(s["normalized_energy"], axis=-1)))
+        out.append(Check("energy E[ρ] non-decreasing", "min increment ≥ −1e-12", f"{worst:.1e}", worst >= -1e-12))
+    maxima = s["sphere_maxima"][0].reshape(-1, 2)
+    shown = ", ".join(f"{int(a)}/{int(b)}" if np.isfinite(a) else "never" for a, b in maxima)
+    out.append(Check(f"clusters when the peak reaches {FORMED:g}× uniform: maxima of ρ / of the linear pattern",
+                     "equal for every member", shown, bool(np.all(maxima[:, 0] == maxima[:, 1]))))
+    if "sphere_distance" in s and len(c.particle_counts) >= 2:
+        distance = s["sphere_distance"][0]
+        mean = np.nanmean(distance.reshape(-1, len(c.particle_counts)), axis=0)
+        order = np.argsort(c.particle_counts)
+        alpha = distance_exponent(c.particle_counts, distance) if np.all(np.isfinite(mean)) else float("nan")
+        decreasing = bool(np.all(np.diff(mean[order]) < 0))
+        shown = " → ".join(f"{v:.2e}" for v in mean[order])
+        out.append(Check(f"particles → density: H^−2 distance at t = {result.ts[-1]:g} for n = "
+                         + ", ".join(str(n) for n in np.asarray(c.particle_counts)[order]),
+                         "decreasing, ∝ n^α with −0.7 ≤ α ≤ −0.3 (α ≈ −1/2)", f"{shown}; α = {alpha:.2f}",
+                         decreasing and -0.7 <= alpha <= -0.3))
+    return out
+
+
+EXPERIMENT = register(Experiment(
+    "meanfield-sphere",
+    "the n → ∞ density on S² at β = 20: spherical-harmonic growth rates, the fastest degree, clusters, particles",
+    "MODEL.md §1.4; [GLPR] §4",
+    dict(experiment="meanfield-sphere", model="sa", d=[3], beta=[20.0], seeds=1, t1=9.0, n_save=37, degree=64,
+         perturbation=1e-3, rtol=1e-7, atol=1e-9, solver="rk4", dt=0.02, particle_counts=[250, 1000, 4000],
+         save_states="no"),
+    dict(degree=32, t1=8.25, n_save=34, particle_counts=[250, 1000]),
+    figures, checks, run=run,
+    headline=lambda c: (f"density on S² of degree ≤ {c.degree}, {c.model.upper()} at β ∈ {list(c.beta)}, {c.seeds} "
+                        f"perturbed start(s) (ε = {c.perturbation:g}), t1 = {c.t1:g}; particles n ∈ "
+                        f"{list(c.particle_counts)}"),
+))
