@@ -241,6 +241,11 @@ def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:
             a.close()
             raise ValueError(f"{path!r} is an .npz archive; from_array reads one array saved with numpy.save")
         a = np.array(a)
+    if isinstance(a, jax.core.Tracer):  # under the caller's trace (jax.grad of a loss of x0): shapes only
+        if a.ndim not in (2, 3):
+            raise ValueError(f"initial configuration must have shape (n, d) or (batch, n, d), got {a.shape}")
+        a = a.astype(float_dtype(dtype))
+        return a / jnp.linalg.norm(a, axis=-1, keepdims=True) if unit else a
     arr = np.asarray(a)
     if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
         raise ValueError(f"initial configuration must be a real array, got dtype {arr.dtype}")

@@ -233,6 +233,15 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
                 # is compiled without a callback when the command line runs (solvers/compilation_cache.py)
                 ts=jnp.asarray(np.clip(p.ts, p.t0, p.t1), p.dtype), dt0=p.dt, rtol=p.rtol, atol=p.atol,
                 max_steps=int(p.max_steps))
+    if p.traced:
+        # under the caller's trace (jax.grad, jit, vmap): one vmapped diffrax solve, which diffrax
+        # differentiates (its checkpointed adjoint); the queue and the groups order members eagerly
+        if p.group_size not in (None, 0):
+            raise ValueError(f"group_size={p.group_size} orders the members by a stiffness estimate computed before "
+                             "the solve, which cannot run under jax.grad, jax.jit or jax.vmap: leave group_size=None "
+                             "there (one vmapped adaptive solve, differentiable), or use a fixed-step solver")
+        return solve_diffrax, dict(args, adaptive=p.adaptive, group_size=None, order=None,
+                                   jumps=jnp.asarray(p.jumps, p.dtype) if len(p.jumps) else None)
     slots = queue_slots(p.solver, p.adaptive, p.jumps, p.group_size, p.members, p.shard)
     if slots:
         order = jnp.asarray(np.argsort(-np.asarray(hardness(p.field, p.axes, p.x0, p.t0)), kind="stable"))

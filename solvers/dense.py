@@ -108,16 +108,22 @@ def prepare(p: Problem, plan=None):
     return run_dense, dict(
         method=p.solver, t0=jnp.asarray(p.t0, p.dtype), h=jnp.asarray(h, p.dtype), n_steps=jnp.asarray(n_steps),
         index=jnp.asarray(index), theta=jnp.asarray(theta, p.dtype), times=jnp.asarray(p.ts, p.dtype),
-        hold_saves=not p.save_reads_time, compiler_options=loop_options(p.x0.shape[-1]))
+        hold_saves=not p.save_reads_time, compiler_options=loop_options(p.x0.shape[-1]),
+        # under the caller's trace (jax.grad among others): loops of static length, which reverse mode needs
+        bounds=(int(np.max(np.diff(index, prepend=-1))) + 1, int(n_steps)) if p.traced else None)
 
 
 @jit_with_options
 def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, index, theta, times, method="rk4",
-              hold_saves=False):
+              hold_saves=False, bounds=None):
     """Steps of ``method`` ("rk4" or "ab4") of size h from t0, saves at ``times`` (step ``index``,
     fraction ``theta``), vmapped. With ``hold_saves`` (``save_fn`` does not read t), a save of
     states that have not moved since the last one (no member running, the same interval and θ)
     repeats its values: the saves after every member has stopped cost nothing.
+
+    The steps between saves are while loops that end once no member runs; with ``bounds`` (static: the
+    most steps before a save and in all, under the caller's trace) loops of those fixed lengths whose
+    extra steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through.
 
     Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite).
     """
@@ -167,6 +173,15 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
     def running(state):
         return jnp.any(state[6].active)
 
+    def steps_until(state, target, most):
+        """Steps while the current interval is before ``target`` and a member runs (at most ``most`` when bounded)."""
+        def go(s):
+            return (s[0] < target) & running(s)
+
+        if bounds is None:
+            return jax.lax.while_loop(go, step, state)
+        return jax.lax.fori_loop(0, most, lambda _, s: jax.lax.cond(go(s), step, lambda s: s, s), state)
+
     # start as if at the end of an interval ending at t0 (j = −1); one step gives [t0, t0 + h]
     fa0 = vfield(field, t0, x0)
     history0 = (fa0, fa0, fa0) if method == "ab4" else ()
@@ -181,7 +196,7 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         target = index[k]
         # advance until the current interval is the save time's (all members share the grid), or
         # until no member is left running: each then holds its final state at the interval's end
-        state = jax.lax.while_loop(lambda s: (s[0] < target) & running(s), step, state)
+        state = steps_until(state, target, None if bounds is None else bounds[0])
         at = jnp.where(state[0] < target, 1.0, theta[k]).astype(dtype)
         if hold_saves:
             # the predicate is shared by the members: one branch runs
@@ -196,7 +211,7 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
                                    jax.eval_shape(values, state, jnp.asarray(1.0, dtype), 0))
     carry = (state, blank, (state[0], jnp.asarray(-1.0, dtype)))
     (state, _, _), saved = jax.lax.scan(save, carry, jnp.arange(index.shape[0]))
-    state = jax.lax.while_loop(lambda s: (s[0] < n_steps - 1) & running(s), step, state)
+    state = steps_until(state, n_steps - 1, None if bounds is None else bounds[1])
     x_end, members = state[3], state[6]
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
     return saved, x_end, members.steps, members.t_event, members.t_fail

@@ -47,6 +47,8 @@ def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
     method = METHODS[p.solver].make()
     args = dict(method=method, knots=jnp.asarray(points, p.dtype), substeps=jnp.asarray(substeps.astype(np.int64)),
                 clamp=bool(len(p.jumps)), keep=keep if len(p.jumps) else None)
+    if p.traced:  # under the caller's trace (jax.grad among others): loops of static length, which reverse mode needs
+        args.update(max_substeps=int(substeps.max()))
     if p.noisy:
         args.update(method=Strang(method), key=as_key(p.key))
     return run, args
@@ -100,8 +102,13 @@ class Clamped(eqx.Module):
 
 
 @jit_with_options
-def run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False):
+def run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False,
+              max_substeps=None):
     """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
+
+    Between knots the steps are a while loop that ends early once no member runs; with ``max_substeps``
+    (static: ``simulate`` under the caller's trace) they are a loop of that fixed length whose extra
+    steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through.
 
     Returns (saves, final states, steps, event times, last finite times). A member whose step
     produces a non-finite state is frozen at its last finite state, like a member stopped at
@@ -141,8 +148,14 @@ def run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subst
             ms, x_new = loop.step_taken(ms, t, t + h, finite(x_new), x_new, x, clustered)
             return j + 1, x_new, ms, count + 1
 
-        _, x, members_, count = jax.lax.while_loop(lambda c: (c[0] < m) & jnp.any(c[2].active), body,
-                                                   (0, x, members_, count))
+        def running(c):
+            return (c[0] < m) & jnp.any(c[2].active)
+
+        if max_substeps is None:
+            _, x, members_, count = jax.lax.while_loop(running, body, (0, x, members_, count))
+        else:
+            _, x, members_, count = jax.lax.fori_loop(
+                0, max_substeps, lambda _, c: jax.lax.cond(running(c), body, lambda c: c, c), (0, x, members_, count))
         loop.report(progress, tb)
         return (x, members_, count), save_all(field, tb, x)
 

@@ -130,6 +130,13 @@ def simulate(
     The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
     never recompile.
 
+    Differentiable: ``jax.grad`` of a loss of the saves with respect to the field's leaves (β, Q, K,
+    V, ...) and x0 goes through every method. Under the caller's trace the fixed-step and grid
+    loops run with static lengths (skipping the steps they do not need) and the adaptive ensembles
+    as one vmapped diffrax solve with its checkpointed adjoint (the queue and the groups, which
+    order members eagerly, are not used; an explicit ``group_size`` is refused). The gradient is
+    that of the discrete solution (``tests/test_gradients.py``: central differences to 1e-5).
+
     A member whose state becomes NaN or infinite stops there (the others go on), and the run
     then raises ``NonFiniteError`` naming the member, the time of its last finite state and the
     likely cause; the error's ``solution`` holds everything computed (see ``NonFiniteError``).
