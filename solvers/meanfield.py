@@ -1,4 +1,4 @@
-"""The mean-field limit on the circle: a spectral solver for ∂_t ρ + ∂_θ(ρ X[ρ]) = 0 (MODEL.md §1.4, §1.6).
+"""The mean-field limit on the circle: a spectral solver for ∂_t ρ + ∂_θ(ρ X[ρ]) = (σ²/2) ∂²_θ ρ (MODEL.md §1.4, §1.6).
 
 As n → ∞ the empirical measure (1/n) Σ_i δ_{θ_i} of SA or USA on the circle becomes a probability
 density ρ(t, θ) (∫ρ dθ = 1) transported by the velocity the particles feel, with the sum over
@@ -20,6 +20,11 @@ multiplies it back). The flux ρ·X is formed on a grid of 3N/2 points (Orszag's
 the product of two polynomials of degree < N/2 is dealiased, and ∂_t c_k = −ik (ρX)^_k. The k = 0
 derivative is exactly zero, so the mass is conserved to rounding (it is never updated).
 
+Noise. Independent Brownian motion of strength σ on every token (``Noisy``: dθ_i = X dt + σ dW_i on
+the circle, the generator (σ²/2)∂²_θ) adds the diffusion (σ²/2)∂²_θ ρ: the diagonal linear term
+−(σ²/2)k² c_k, which the steps integrate exactly (integrating factor), so a large σ costs no step size.
+σ = 0 (the default) leaves the solver exactly as without noise.
+
 Time. An adaptive embedded Runge–Kutta method (Dormand–Prince 5(4), ``solvers/spectral_steps.py``, shared
 with the sphere) on the coefficients, its
 error measured on the grid against atol + rtol·max ρ. A step is also rejected, and the next
@@ -31,7 +36,8 @@ shrink to nothing and the solver stops there with a ``MeanFieldError`` naming th
 positivity doubles as the resolution check. Use more modes (or an earlier t1) then.
 
 Checks (tests/test_meanfield.py): the Fourier mode k of a small perturbation of the uniform
-density grows at rate k² I_k(β)/β (USA) and k² I_k(β)/(β I_0(β)) (SA) (MODEL.md §3); the energy
+density grows at rate k² I_k(β)/β (USA) and k² I_k(β)/(β I_0(β)) (SA) (MODEL.md §3), minus (σ²/2)k²
+with noise (tests/test_noisy_transition.py); the energy
 E[ρ] = (1/2β) ∬ e^{β cos(θ−φ)} ρ(θ)ρ(φ) dθdφ, the n → ∞ limit of ``energy`` of particles, never
 decreases along USA (a Wasserstein gradient flow) nor along SA; particle runs converge to the
 density in W1 at rate ≈ n^{−1/2}.
@@ -96,17 +102,19 @@ def scaled_bessel(beta, modes: int) -> jax.Array:
     return jnp.fft.rfft(samples, axis=-1).real[..., :modes] / L
 
 
-def growth_rates(k, beta, model: str = "sa") -> np.ndarray:
+def growth_rates(k, beta, model: str = "sa", noise=0.0) -> np.ndarray:
     """Linear growth rates at the uniform density of the Fourier modes k (MODEL.md §3):
-    k² I_k(β)/β (USA), k² I_k(β)/(β I_0(β)) (SA), k² e^{−β} I_k(β)/β ("usa-rescaled").
+    k² I_k(β)/β (USA), k² I_k(β)/(β I_0(β)) (SA), k² e^{−β} I_k(β)/β ("usa-rescaled"), minus (σ²/2)k²
+    with noise σ (``noise``).
 
-    k and β broadcast against each other; the circle's case of ``particles.modes.mode_growth_rates``.
+    k, β and σ broadcast against each other; the circle's case of ``particles.modes.mode_growth_rates``.
     """
     _check_model(model)
-    k, beta = np.broadcast_arrays(np.asarray(k, dtype=int), np.asarray(beta, dtype=float))
+    k, beta, noise = np.broadcast_arrays(np.asarray(k, dtype=int), np.asarray(beta, dtype=float),
+                                         np.asarray(noise, dtype=float))
     _, rates = mode_growth_rates(beta.ravel(), 2, model=model, kmax=max(int(k.max()), 1))
     rates = np.concatenate([np.zeros((k.size, 1)), np.asarray(rates)], axis=1)  # the mass (k = 0) does not grow
-    return rates[np.arange(k.size), k.ravel()].reshape(k.shape)
+    return rates[np.arange(k.size), k.ravel()].reshape(k.shape) - 0.5 * noise**2 * k**2
 
 
 def _check_model(model: str) -> None:
@@ -223,6 +231,7 @@ class MeanFieldSolution:
     rho     (..., T, N)    densities at the save times (NaN after a failure)
     beta    (...,)         inverse temperatures;  model: "sa", "usa" or "usa-rescaled"
     steps, rejected (...,) accepted and rejected steps;  t_final (...,): the time reached
+    noise   (...,) or σ    the noise σ of each member (0: none)
     """
 
     ts: np.ndarray
@@ -233,6 +242,7 @@ class MeanFieldSolution:
     steps: np.ndarray
     rejected: np.ndarray
     t_final: np.ndarray
+    noise: np.ndarray | float = 0.0
 
     @property
     def modes(self) -> int:
@@ -283,27 +293,29 @@ def _density(c, N: int):
     return jnp.fft.irfft(c, n=N) * N / (2 * jnp.pi)
 
 
-def _solve(c0, beta, ts, rtol, atol, positivity_tol, *, model: str, max_steps: int):
-    """One member: the adaptive, positivity-aware steps of ``spectral_steps.solve_adaptive``."""
+def _solve(c0, beta, noise, ts, rtol, atol, positivity_tol, *, model: str, max_steps: int, noisy: bool):
+    """One member: the adaptive, positivity-aware steps of ``spectral_steps.solve_adaptive``, the diffusion
+    −(σ²/2)k² c_k (when ``noisy``) integrated exactly."""
     K = c0.shape[-1]
     M = 3 * K + (3 * K) % 2  # ≥ 3N/2 points: the products of degree < N are dealiased below N/2
     f = functools.partial(_rhs, ive=scaled_bessel(beta, K), beta=beta, model=model, M=M)
-    return solve_adaptive(f, functools.partial(_density, N=2 * K), c0, ts, rtol=rtol, atol=atol,
+    linear = -0.5 * noise**2 * jnp.arange(K, dtype=noise.dtype) ** 2 if noisy else None
+    return solve_adaptive(f, functools.partial(_density, N=2 * K), c0, ts, linear=linear, rtol=rtol, atol=atol,
                           positivity_tol=positivity_tol, max_steps=max_steps)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "max_steps"))
-def _solve_batch(c0, beta, ts, rtol, atol, positivity_tol, *, model: str, max_steps: int):
-    """Members (c0 (B, K), β (B,), ts (B, T)) in one compiled, vmapped call."""
+@functools.partial(jax.jit, static_argnames=("model", "max_steps", "noisy"))
+def _solve_batch(c0, beta, noise, ts, rtol, atol, positivity_tol, *, model: str, max_steps: int, noisy: bool):
+    """Members (c0 (B, K), β (B,), σ (B,), ts (B, T)) in one compiled, vmapped call."""
     one = functools.partial(_solve, rtol=rtol, atol=atol, positivity_tol=positivity_tol, model=model,
-                            max_steps=max_steps)
-    return jax.vmap(one)(c0, beta, ts)
+                            max_steps=max_steps, noisy=noisy)
+    return jax.vmap(one)(c0, beta, noise, ts)
 
 
-def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes: int = 256,
+def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes: int = 256, noise=0.0,
                      rtol: float = 1e-8, atol: float = 1e-10, positivity_tol: float = 1e-6,
                      max_steps: int = 200_000) -> MeanFieldSolution:
-    """Solve ∂_t ρ + ∂_θ(ρ X[ρ]) = 0 on the circle for SA or USA from ρ(0) = ρ0 up to t1.
+    """Solve ∂_t ρ + ∂_θ(ρ X[ρ]) = (σ²/2) ∂²_θ ρ on the circle for SA or USA from ρ(0) = ρ0 up to t1.
 
     rho0       a function θ ↦ ρ0(θ) (sampled on the grid of 2·modes points), or its samples on the
                grid θ_j = 2πj/N (last axis N = 2·modes, even; a leading axis: one member each). It
@@ -313,6 +325,8 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
                clocks of ``Circle(β, model)``, ``SA(β)``, ``USA(β)``, ``USA(β, time="rescaled")``.
     ts         increasing save times in [0, t1] (default: 0 and t1); (members, T): each member its own.
     modes      Fourier modes kept when rho0 is a function (grid of 2·modes points).
+    noise      σ ≥ 0 of independent Brownian motion on every token (``Noisy(field, σ)``): adds (σ²/2) ∂²_θ ρ;
+               a number or a 1-D array (one member each, broadcast with β and ρ0).
     rtol, atol error tolerances of the adaptive steps, against atol + rtol·max ρ on the grid.
     positivity_tol  a step is rejected when min ρ < −positivity_tol·max ρ.
 
@@ -336,6 +350,9 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     if model == "usa" and np.max(beta_arr) > math.log(np.finfo(np.float64).max) - 10:
         raise ValueError(f"model='usa' at beta={np.max(beta_arr):g} has velocities of order e^beta, which overflow "
                          "float64; use model='usa-rescaled' (time t -> e^-beta t)")
+    noise_arr = np.asarray(noise, dtype=float)
+    if noise_arr.ndim > 1 or not np.all(np.isfinite(noise_arr)) or np.any(noise_arr < 0):
+        raise ValueError(f"noise must be a number ≥ 0 or a 1-D array of them, got {noise_arr.tolist()}")
     t1 = float(t1)
     if not (math.isfinite(t1) and t1 > 0):
         raise ValueError(f"t1 must be a finite number > 0, got {t1}")
@@ -343,8 +360,12 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     if (ts.ndim not in (1, 2) or ts.shape[-1] == 0 or np.any(np.diff(ts, axis=-1) <= 0) or np.any(ts < 0)
             or np.any(ts > t1 * (1 + 1e-12)) or not np.all(np.isfinite(ts))):
         raise ValueError("ts must be strictly increasing save times in [0, t1], shape (T,) or (members, T)")
-    batched = rho0.ndim == 2 or beta_arr.ndim == 1 or ts.ndim == 2
-    members = np.broadcast_shapes(rho0.shape[:-1], beta_arr.shape, ts.shape[:-1])
+    batched = rho0.ndim == 2 or beta_arr.ndim == 1 or ts.ndim == 2 or noise_arr.ndim == 1
+    try:
+        members = np.broadcast_shapes(rho0.shape[:-1], beta_arr.shape, ts.shape[:-1], noise_arr.shape)
+    except ValueError:
+        raise ValueError(f"the members of rho0 {rho0.shape[:-1]}, beta {beta_arr.shape}, ts {ts.shape[:-1]} and "
+                         f"noise {noise_arr.shape} do not broadcast") from None
     c0 = density_coefficients(rho0)
     mass = c0[..., 0].real
     if np.any(mass <= 0):
@@ -352,15 +373,16 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     c0 = c0 / mass[..., None]
     c0 = np.broadcast_to(c0, members + c0.shape[-1:]).reshape((-1, c0.shape[-1]))
     betas = np.broadcast_to(beta_arr, members).reshape(-1)
+    noises = np.broadcast_to(noise_arr, members).reshape(-1)
     ts_members = np.broadcast_to(ts, members + ts.shape[-1:]).reshape((-1, ts.shape[-1]))
     saves, steps, rejected, t_final, status = _solve_batch(
-        jnp.asarray(c0), jnp.asarray(betas), jnp.asarray(ts_members), rtol, atol, positivity_tol,
-        model=model, max_steps=int(max_steps))
+        jnp.asarray(c0), jnp.asarray(betas), jnp.asarray(noises), jnp.asarray(ts_members), rtol, atol,
+        positivity_tol, model=model, max_steps=int(max_steps), noisy=bool(np.any(noises > 0)))
     saves, status = np.asarray(saves), np.asarray(status)
     unbatch = (lambda a: a) if batched else (lambda a: a[0])
     sol = MeanFieldSolution(ts=ts, theta=theta_grid(c0.shape[-1]), rho=unbatch(saves), beta=unbatch(betas),
                             model=model, steps=unbatch(np.asarray(steps)), rejected=unbatch(np.asarray(rejected)),
-                            t_final=unbatch(np.asarray(t_final)))
+                            t_final=unbatch(np.asarray(t_final)), noise=unbatch(noises))
     failed = np.nonzero(status != DONE)[0]
     if failed.size:
         m = int(failed[0])

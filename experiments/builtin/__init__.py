@@ -29,6 +29,7 @@ from . import renyi_centres
 from . import long_context
 from . import lost_in_middle
 from . import gaussian_closure
+from . import noisy_transition
 
 from .analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS

@@ -141,6 +141,13 @@ _CORE_KEYS = (
         "estimate of the profile", minimum=2),
     Key("profile_times", "float_list", (0.5, 1.0), "lost-in-the-middle: times of the particle estimates of the "
         "soft-accuracy profile", minimum=0.0, strict_min=True),
+    Key("noise_ratios", "float_list", (0.8, 0.9, 1.0, 1.1, 1.2), "noisy-transition: the noise levels σ/σ_#(β, d) "
+        "swept down and up (increasing; σ_# = 1/√K_#, the uniform state's linear threshold)", minimum=0.0,
+        strict_min=True),
+    Key("burn_in", "float", 0.5, "noisy-transition: the first fraction of each noise level left out of the time "
+        "averages", minimum=0.0, maximum=0.95),
+    Key("meanfield_time", "float", 100.0, "noisy-transition: duration of each noise level of the mean-field sweeps "
+        "(d = 2), in units of τ_# = 2/((d−1)σ_#²); 0 = no mean field", minimum=0.0),
 )
 
 # The variant keys compose the way the fields do (experiments/models.py builds them): an attention

@@ -29,6 +29,7 @@ from .phase import phase_diagram, phase_diagram_grid
 from .retrieval import decay_snapshots, retrieval_profiles
 from .sphere_density import sphere_density_maps, sphere_rates_and_convergence
 from .synchronization import long_context_layer, synchronization_vs_beta
+from .transition import noise_sweep, transition_thresholds
 from .style import (
     BAND_COLOR,
     BETA_LABEL,
@@ -73,6 +74,7 @@ __all__ = [
     "layer_histograms",
     "limit_rank_histograms",
     "long_context_layer",
+    "noise_sweep",
     "retrieval_profiles",
     "sphere_density_maps",
     "sphere_rates_and_convergence",
@@ -85,4 +87,5 @@ __all__ = [
     "sphere_trajectories",
     "synchronization_vs_beta",
     "trajectories",
+    "transition_thresholds",
 ]
