@@ -34,6 +34,8 @@ _EXPORTS = {
     ),
     "solvers": ("SOLVERS", "NonFiniteError", "Solution", "enable_compilation_cache", "simulate"),
     "solvers.meanfield": ("MeanFieldError", "MeanFieldSolution", "meanfield_circle", "w1_circle"),
+    "solvers.meanfield_sphere": ("SphereMeanField", "SphereMeanFieldError", "meanfield_sphere",
+                                 "perturbed_uniform_sphere"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBPACKAGES = ("particles", "solvers", "experiments")
