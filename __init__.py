@@ -34,6 +34,7 @@ _EXPORTS = {
     ),
     "solvers": ("SOLVERS", "NonFiniteError", "Solution", "enable_compilation_cache", "simulate"),
     "solvers.meanfield": ("MeanFieldError", "MeanFieldSolution", "meanfield_circle", "w1_circle"),
+    "solvers.fitting": ("FitResult", "fit"),
     "solvers.meanfield_sphere": ("SphereMeanField", "SphereMeanFieldError", "meanfield_sphere",
                                  "perturbed_uniform_sphere"),
 }

@@ -211,6 +211,12 @@ def cmd_hist(args) -> int:
     return hist.main(args)
 
 
+def cmd_fit(args) -> int:
+    from . import fit
+
+    return fit.main(args)
+
+
 # -- entry point --------------------------------------------------------------------------------
 
 
@@ -294,6 +300,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     no_cache(p)
     p.set_defaults(func=cmd_hist)
+
+    p = sub.add_parser("fit", help="fit β, QᵀK, V and the time per layer of the particle model to a model's token "
+                                   "states per layer")
+    p.add_argument("states", metavar="STATES.npz",
+                   help="hidden states, an array (layers, tokens, d) or (layers, prompts, tokens, d) of floats in an "
+                        ".npz (or .npy) file, as for hist")
+    p.add_argument("--key", metavar="NAME", help="the array to read from an .npz archive holding several")
+    p.add_argument("--model", choices=("sa", "usa"), default="sa", help="attention normalized (sa, default) or not")
+    p.add_argument("--causal", action="store_true", help="token i attends to tokens j ≤ i only")
+    p.add_argument("--heads", type=_positive_int, default=1, help="attention heads (default: 1)")
+    p.add_argument("--rank", type=_positive_int, help="QᵀK of this rank per head (default: full d × d)")
+    p.add_argument("--qk-identity", action="store_true", help="QᵀK = identity (β alone)")
+    p.add_argument("--v-identity", action="store_true", help="V = identity (the layer time alone)")
+    p.add_argument("--shared-tau", action="store_true", help="one time for every layer (default: one per layer)")
+    p.add_argument("--horizon", type=_positive_int, default=1,
+                   help="the loss averages the errors 1 … H layers ahead, each from observed states (default: 1)")
+    p.add_argument("--substeps", type=_positive_int, default=8, help="RK4 steps per layer (default: 8)")
+    p.add_argument("--steps", type=_positive_int, default=300, help="Adam steps (default: 300)")
+    p.add_argument("--lbfgs-steps", type=int, default=150, help="L-BFGS steps after Adam (default: 150)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights' perturbation")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: runs/fit-STEM)")
+    overwrite(p)
+    p.add_argument("--json", action="store_true", help="print the summary object on stdout")
+    p.add_argument("--no-plot", action="store_true", help="skip the figures")
+    no_cache(p)
+    p.set_defaults(func=cmd_fit)
 
     p = sub.add_parser("validate", help="check the simulator against the theory, as a table")
     p.add_argument("--quick", action="store_true", help="the fast subset (under two minutes on 2 cores)")

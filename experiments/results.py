@@ -97,12 +97,15 @@ def replot(path: Path, kinds=None) -> list[Path]:
         runs = [path]
     else:
         raise ValueError(f"{str(path)!r} is not a run or sweep directory")
-    from . import hist
+    from . import fit, hist
 
     written = []
     for run_dir in runs:
         if hist.is_hist_run(run_dir):  # written by attnflow hist
             written += hist.replot(run_dir, kinds)
+            continue
+        if fit.is_fit_run(run_dir):  # written by attnflow fit
+            written += fit.replot(run_dir, kinds)
             continue
         result, experiment = load_result(run_dir)
         written += write_figures(run_dir, figures(result, experiment, kinds))

@@ -25,6 +25,7 @@ from .histograms import (
 )
 from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
+from .fitting import fit_errors
 from .phase import phase_diagram, phase_diagram_grid
 from .retrieval import decay_snapshots, retrieval_profiles
 from .sphere_density import sphere_density_maps, sphere_rates_and_convergence
@@ -67,6 +68,7 @@ __all__ = [
     "cluster_count_vs_time",
     "decay_snapshots",
     "energy_and_clusters",
+    "fit_errors",
     "histogram_over_time",
     "histogram_ridges",
     "inner_product_vs_ode",
