@@ -101,13 +101,14 @@ def figures(run: dict) -> dict:
     """Per-layer errors against the baselines; the fitted model's histograms over the observed ones."""
     name = Path(run["states"]).name if run["states"] else None
     layers = np.arange(run["histogram"].shape[0])
+    beta = float(f"{run['beta']:.4g}")
     return {
         "fit_errors": lambda p: plots.fit_errors(run["layer_error"], run["identity_error"], run["linear_error"],
-                                                 run["rollout_error"], beta=float(f"{run['beta']:.4g}"), model=run["model"],
+                                                 run["rollout_error"], beta=beta, model=run["model"],
                                                  held_out=run["held_out_prompts"], source=name, path=p),
         "fit_histograms": lambda p: plots.layer_histograms(
             layers, run["edges"], run["histogram"], simulated=run["fitted_histogram"][None], sim_layers=layers,
-            betas=[float(f"{run['beta']:.4g}")], start=0, model=f"fitted {run['model'].upper()}", source=name,
+            betas=[beta], start=0, model=f"fitted {run['model'].upper()}", source=name,
             path=p),
     }
 
