@@ -108,7 +108,8 @@ def prepare(p: Problem, plan=None):
     return run_dense, dict(
         method=p.solver, t0=jnp.asarray(p.t0, p.dtype), h=jnp.asarray(h, p.dtype), n_steps=jnp.asarray(n_steps),
         index=jnp.asarray(index), theta=jnp.asarray(theta, p.dtype), times=jnp.asarray(p.ts, p.dtype),
-        hold_saves=not p.save_reads_time, compiler_options=loop_options(p.x0.shape[-1]),
+        # compiler options apply to a top-level jit only: none under the caller's trace
+        hold_saves=not p.save_reads_time, compiler_options=None if p.traced else loop_options(p.x0.shape[-1]),
         # under the caller's trace (jax.grad among others): loops of static length, which reverse mode needs
         bounds=(int(np.max(np.diff(index, prepend=-1))) + 1, int(n_steps)) if p.traced else None)
 

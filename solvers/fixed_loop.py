@@ -56,7 +56,9 @@ def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
 
 def run(*, keep=None, **kwargs):
     """``run_fixed``, with the layer switches' knots dropped from the saves."""
-    saved, *rest = run_fixed(**kwargs, compiler_options=loop_options(kwargs["x0"].shape[-1]))
+    # compiler options apply to a top-level jit only: none under the caller's trace (max_substeps given)
+    options = None if kwargs.get("max_substeps") is not None else loop_options(kwargs["x0"].shape[-1])
+    saved, *rest = run_fixed(**kwargs, compiler_options=options)
     if keep is not None:
         saved = jax.tree_util.tree_map(lambda a: a[:, keep], saved)
     return (saved, *rest)

@@ -87,3 +87,19 @@ def test_ensembles_and_refusals_under_differentiation():
     assert abs(float(g) / float((loss(1.0 + h) - loss(1.0 - h)) / (2 * h)) - 1) < 1e-5
     with pytest.raises(ValueError, match="leave group_size=None"):
         jax.grad(lambda b: loss(b, group_size=8))(1.0)
+
+
+@pytest.mark.parametrize("solver, options", [("rk4", {}), ("ab4", {})])
+def test_gradients_where_the_loops_take_compiler_options(solver, options):
+    """From d = PRODUCTS_FROM_D on, the eager loops compile with options a nested jit cannot take: under the
+    caller's trace they compile without them."""
+    from attnflow.solvers.compiler import PRODUCTS_FROM_D
+
+    x0 = jnp.asarray(np.random.default_rng(5).normal(size=(3, PRODUCTS_FROM_D)))
+
+    def loss(beta):
+        sol = af.simulate(af.SA(beta), x0, 0.5, solver=solver, dt=0.1, **options)
+        return jnp.sum(sol.xs[-1][:, :3] ** 2)
+
+    h = 1e-5
+    assert abs(float(jax.grad(loss)(1.0)) / float((loss(1.0 + h) - loss(1.0 - h)) / (2 * h)) - 1) < 1e-5
