@@ -221,6 +221,7 @@ def cmd_fit(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``attnflow`` command line's argument parser, one subparser per command (docs/cli.md is made from it)."""
     parser = _Parser(prog="attnflow", description="Transformers as interacting particle systems on the sphere: "
                      "run the papers' experiments, sweep d and β, plot clustering.")
     parser.add_argument("--version", action="version", version=f"attnflow {__version__}")
@@ -273,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("plot", help="redraw the figures of a run (or of every run of a sweep)")
-    p.add_argument("dir", metavar="DIR")
+    p.add_argument("dir", metavar="DIR", help="a run directory (attnflow run) or a sweep directory (attnflow sweep)")
     p.add_argument("--kind", action="append", metavar="NAME", help="only this figure (repeatable)")
     p.set_defaults(func=cmd_plot)
 
@@ -324,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     overwrite(p)
     p.add_argument("--json", action="store_true", help="print the summary object on stdout")
     p.add_argument("--no-plot", action="store_true", help="skip the figures")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     no_cache(p)
     p.set_defaults(func=cmd_fit)
 

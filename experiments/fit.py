@@ -32,14 +32,14 @@ def _histograms(x: np.ndarray) -> np.ndarray:
     return np.asarray(inner_product_histogram(x, BINS)).sum(axis=1).astype(np.int64)
 
 
-def run_fit(states: np.ndarray, options: dict, *, path: str = "") -> dict:
+def run_fit(states: np.ndarray, options: dict, *, path: str = "", progress: bool = False) -> dict:
     """The fit and everything the directory holds: ``{"result", "observed", "fitted", "edges", "options"}``."""
     from ..particles.observables import histogram_edges
     from ..solvers.fitting import fit
     from .hist import normalize_states
 
     x = normalize_states(states, f"states file {path!r}" if path else "the states")
-    result = fit(x, **options)
+    result = fit(x, **options, progress=progress)
     rollout = _rollout(result, x)
     return {"result": result, "observed": _histograms(x), "fitted": _histograms(rollout),
             "edges": np.asarray(histogram_edges(BINS)), "options": options, "path": path, "shape": list(states.shape)}
@@ -189,7 +189,7 @@ def main(args) -> int:
     stem = Path(args.states).stem or "states"
     out = Path(args.out or os.path.join("runs", f"fit-{stem}"))
     check_writable(out, overwrite=args.overwrite)
-    fitted = run_fit(states, options, path=args.states)
+    fitted = run_fit(states, options, path=args.states, progress=not args.quiet)
     fitted["shape"] = list(saved_shape)
     summary = summarize(fitted)
     arrs, dims = arrays(fitted)

@@ -21,6 +21,7 @@ error is reported on them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field as dc_field
@@ -32,6 +33,7 @@ import numpy as np
 from ..particles.checks import check_choice, check_int
 from ..particles.fields import SA, USA
 from ..particles.multihead import MultiHead
+from .progress import Counter
 from .simulation import simulate
 
 __all__ = ["FitResult", "fit", "fit_field", "identity_errors", "linear_errors"]
@@ -122,10 +124,42 @@ def _flow(model, causal, beta, tau, M, V, x, substeps: int):
     return simulate(field, x, 1.0, solver="rk4", dt=1.0 / substeps, ts=np.array([1.0])).xs[:, -1]
 
 
+def _optimize(theta, loss, value_and_grad, adam_steps, lbfgs_steps, learning_rate, history, meter):
+    """Adam, then L-BFGS (optax) from ``theta``; the loss of every step appended to ``history``."""
+    import optax
+
+    adam = optax.adam(learning_rate)
+    state = adam.init(theta)
+    for k in range(adam_steps):
+        value, grad = value_and_grad(theta)
+        updates, state = adam.update(grad, state, theta)
+        theta = optax.apply_updates(theta, updates)
+        history.append(float(value))
+        if meter is not None and (k % 10 == 9 or k == adam_steps - 1):
+            meter.advance(10 if k % 10 == 9 else adam_steps % 10, label=f"fit (Adam, loss {value:.3e})")
+    if lbfgs_steps:
+        solver = optax.lbfgs()
+        state = solver.init(theta)
+        cached = optax.value_and_grad_from_state(loss)
+
+        @jax.jit
+        def lbfgs_step(theta, state):
+            value, grad = cached(theta, state=state)
+            updates, state = solver.update(grad, state, theta, value=value, grad=grad, value_fn=loss)
+            return optax.apply_updates(theta, updates), state, value
+
+        for k in range(lbfgs_steps):
+            theta, state, value = lbfgs_step(theta, state)
+            history.append(float(value))
+            if meter is not None and (k % 10 == 9 or k == lbfgs_steps - 1):
+                meter.advance(10 if k % 10 == 9 else lbfgs_steps % 10, label=f"fit (L-BFGS, loss {float(value):.3e})")
+    return theta
+
+
 def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v: str = "full",
         causal: bool = False, shared_tau: bool = False, horizon: int = 1, substeps: int = 8,
         adam_steps: int = 300, lbfgs_steps: int = 150, learning_rate: float = 0.03, holdout: float = 0.2,
-        seed: int = 0) -> FitResult:
+        seed: int = 0, progress: bool = False) -> FitResult:
     """Fit the particle model to ``states`` (layers, tokens, d) or (layers, prompts, tokens, d).
 
     model      "sa" or "usa";  heads: H attention heads;  causal: token i attends to j ≤ i.
@@ -136,9 +170,8 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
     substeps   RK4 steps per layer.
     adam_steps, lbfgs_steps, learning_rate: the optimizer (optax Adam, then L-BFGS).
     holdout    the fraction of prompts (when there are at least 5) the errors are measured on.
+    progress   show the optimizer's steps and loss on stderr.
     """
-    import optax
-
     start = time.perf_counter()
     model = check_choice("model", model, FIT_MODELS)
     heads = check_int("heads", heads, 1)
@@ -210,27 +243,10 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
 
     value_and_grad = jax.jit(jax.value_and_grad(loss))
     history = []
-    adam = optax.adam(learning_rate)
-    state = adam.init(theta)
-    for _ in range(adam_steps):
-        value, grad = value_and_grad(theta)
-        updates, state = adam.update(grad, state, theta)
-        theta = optax.apply_updates(theta, updates)
-        history.append(float(value))
-    if lbfgs_steps:
-        solver = optax.lbfgs()
-        state = solver.init(theta)
-        cached = optax.value_and_grad_from_state(loss)
-
-        @jax.jit
-        def lbfgs_step(theta, state):
-            value, grad = cached(theta, state=state)
-            updates, state = solver.update(grad, state, theta, value=value, grad=grad, value_fn=loss)
-            return optax.apply_updates(theta, updates), state, value
-
-        for _ in range(lbfgs_steps):
-            theta, state, value = lbfgs_step(theta, state)
-            history.append(float(value))
+    meter = Counter(adam_steps + lbfgs_steps, label="fit", unit="steps") if progress else contextlib.nullcontext()
+    with meter:
+        theta = _optimize(theta, loss, value_and_grad, adam_steps, lbfgs_steps, learning_rate, history,
+                          meter if progress else None)
     beta, tau, M, V = _unpack(theta, d, heads, qk_form, v, transitions)
     data_test = jnp.asarray(test)
     one_ahead = np.asarray(predict(theta, data_test, 1))
