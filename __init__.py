@@ -61,7 +61,7 @@ def __dir__():
 
 
 def load(path):
-    """A run or sweep directory written by ``attnflow run``/``sweep``, as an ``xarray.Dataset``."""
+    """The run or sweep directory ``path`` written by ``attnflow run``/``sweep``, as an ``xarray.Dataset``."""
     from .experiments.store import load as _load
 
     return _load(path)

@@ -232,7 +232,7 @@ def _is_product(axes: Mapping[str, list], runs: Sequence[Mapping]) -> bool:
 
 
 def load(path: str | os.PathLike):
-    """Load a run directory or a sweep directory as an ``xarray.Dataset``.
+    """Load a run directory or a sweep directory (``path``) as an ``xarray.Dataset``.
 
     Run: every array of results.npz as a variable with the dimension names of ``__dims__``
     (``dim_0``, ``dim_1``... for unnamed ones), the summary's per-time and per-member series

@@ -333,7 +333,7 @@ def t_clustered(result: RunResult) -> np.ndarray:
 
 
 def summarize(result: RunResult) -> dict:
-    """The summary object of DESIGN.md ("Summary contract"): means over members, per time.
+    """The summary object of docs/design.md §5 ("Summary contract"): means over members, per time.
 
     A statistic the run did not compute (the ``statistics`` key leaves its group out) is null
     at every time (``n_clusters``: an empty list).

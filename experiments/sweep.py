@@ -137,6 +137,8 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
               overwrite: bool = False, plot: bool = True, executor=None) -> list[dict]:
     """Run every grid point not yet complete in ``out``; return the manifest's runs.
 
+    The grid is the product of ``grid_specs`` (``--grid`` options) applied to ``config``, each point
+    run as ``experiment`` runs it.
     ``executor`` (``executors.LocalExecutor`` by default, or a ``DaskExecutor``) runs the tasks;
     this process writes every run directory (atomically) and rewrites the manifest after each
     task. Runs whose task failed are marked "failed" with the error in the manifest and the others

@@ -1,4 +1,4 @@
-"""``attnflow validate``: the simulator against the theory of MODEL.md, as a table.
+"""``attnflow validate``: the simulator against the theory of docs/model.md, as a table.
 
 Each check simulates a case whose answer the theory gives (an exact solution, a monotone
 quantity, a probability, a scaling law, a plateau level) and compares. ``--quick`` runs the

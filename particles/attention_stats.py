@@ -73,7 +73,7 @@ def second_eigenvalue(A: Float[Array, "... n n"]) -> Float[Array, "..."]:
     """|λ₂|, the second-largest eigenvalue modulus; the spectral gap is 1 − |λ₂| (0 for n = 1).
 
     The walk forgets its start like |λ₂|^k: |λ₂| = 0 at consensus, → 1 as tokens split into
-    clusters that no longer see each other.
+    clusters that no longer see each other. ``A`` is a row-stochastic attention matrix (..., n, n).
     """
     A = jnp.asarray(A)
     if A.shape[-1] < 2:
@@ -145,6 +145,7 @@ def effective_tokens(A: Float[Array, "... n n"]) -> Float[Array, "... n"]:
 
     n for uniform attention (consensus), 1 when a token attends to one token only, about m
     inside a cluster of m tokens that sees nothing else. Average over rows for one number.
+    ``A`` is a row-stochastic attention matrix (..., n, n).
     """
     return jnp.exp(row_entropy(A))
 

@@ -1,7 +1,7 @@
 """The circle d = 2 in angles: one number per particle instead of a point of R² ([GLPR] §7).
 
 x_i = (cos θ_i, sin θ_i). Writing SA and USA (Q = K = V = I) in the angles gives the
-generalized Kuramoto model of MODEL.md §1.6: half the state of the planar run, no projection
+generalized Kuramoto model of docs/model.md §1.6: half the state of the planar run, no projection
 and no renormalization, and (``exact=True``) velocities accurate relative to their size inside
 tight clusters.
 """
@@ -125,7 +125,7 @@ def spread(theta: Float[Array, "... n 1"]) -> Float[Array, "..."]:
 
 
 class Circle(Field):
-    """SA or USA on the circle, in angles θ of shape (n, 1) ([GLPR] §7, MODEL.md §1.6):
+    """SA or USA on the circle, in angles θ of shape (n, 1) ([GLPR] §7, docs/model.md §1.6):
 
         "sa":            θ̇_i = −Σ_j e^{β cos(θ_i−θ_j)} sin(θ_i−θ_j) / Σ_k e^{β cos(θ_i−θ_k)}
         "usa":           θ̇_i = −(1/n) Σ_j e^{β cos(θ_i−θ_j)} sin(θ_i−θ_j)                 [GLPR]

@@ -377,6 +377,7 @@ def gamma_curve(betas, n: int, delta: float, rho0: float = 0.0, model: str = "sa
     Returns t*(β) for each β in ``betas`` (a 1-D grid), i.e. the abscissae of the curve to
     overlay on a (t, β) phase diagram: the d → ∞ limit of the boundary where the fraction of
     pairs with ⟨x_i(t), x_j(t)⟩ ≥ 1 − δ jumps from 0 to 1 (SA, orthogonal start ρ0 = 0).
+    ``n`` is the number of tokens, ``delta`` the threshold δ.
     """
     arr = np.asarray(betas) if not isinstance(betas, jax.core.Tracer) else betas
     if jnp.ndim(arr) != 1:

@@ -24,7 +24,7 @@ from .fields import Field, query_key
 
 
 class Hardmax(Field):
-    """Hardmax self-attention without self-interaction, [GLPR] §9 (MODEL.md §1.9):
+    """Hardmax self-attention without self-interaction, [GLPR] §9 (docs/model.md §1.9):
 
         ẋ_i = P_{x_i}( V x_{j*(i)} ),   j*(i) = argmax_{j≠i} ⟨Qx_i, Kx_j⟩   (smallest j at ties).
 

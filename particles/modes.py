@@ -1,12 +1,12 @@
 """Linear stability of the uniform density: which Fourier mode (spherical harmonic) grows fastest.
 
-Linearizing the mean-field equation (MODEL.md §1.4) at the uniform density on S^{d−1}, a
+Linearizing the mean-field equation (docs/model.md §1.4) at the uniform density on S^{d−1}, a
 perturbation by a spherical harmonic of degree ℓ (on the circle, cos kθ with k = ℓ) grows at the rate
 
     SA:   ℓ(ℓ+d−2)/β · I_{ℓ+ν}(β) / I_ν(β),                        ν = d/2 − 1
     USA:  ℓ(ℓ+d−2)/β · Γ(d/2) (2/β)^ν I_{ℓ+ν}(β)                   ([GLPR] time; × e^{−β} rescaled)
 
-(I: modified Bessel functions; on the circle k² I_k(β)/(β I_0(β)) and k² I_k(β)/β, MODEL.md §3).
+(I: modified Bessel functions; on the circle k² I_k(β)/(β I_0(β)) and k² I_k(β)/β, docs/model.md §3).
 Γ(d/2)(2/β)^ν I_{ℓ+ν}(β) is the Funk–Hecke eigenvalue of the kernel e^{β⟨x,y⟩} divided by the
 area of the sphere, and ℓ(ℓ+d−2) the eigenvalue of −Δ. The fastest degree ℓ*(β) = argmax_ℓ
 ℓ(ℓ+d−2) I_{ℓ+ν}(β) is the same for SA and USA; since I_{ℓ+ν}(β) ≈ e^{β − ℓ²/(2β)}/√(2πβ) for

@@ -1,6 +1,6 @@
 """Noisy transformers: any sphere field plus independent Brownian motion on each particle.
 
-arXiv 2512.01868 §7 (MODEL.md §1.9):
+arXiv 2512.01868 §7 (docs/model.md §1.9):
 
     dX_i = P_{X_i}( drift_i(X) ) dt + σ P_{X_i} ∘ dW_i,     σ = √(2/κ),
 

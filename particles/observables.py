@@ -198,6 +198,7 @@ def n_clusters(x: Float[Array, "... n d"], delta) -> Int[Array, "..."]:
 def cluster_sizes(x: Float[Array, "... n d"], delta) -> Int[Array, "... n"]:
     """Size of the cluster containing each particle, m_{q(i)}; Σ_i m_{q(i)} = Σ_q m_q².
 
+    Clusters of the configuration ``x`` (..., n, d) at threshold ``delta`` are as in ``cluster_labels``.
     Every size is −1 for a configuration with a NaN or inf entry (a RuntimeWarning when eager).
     """
     x = _check_config(x)
@@ -472,13 +473,13 @@ def order_parameter(x: Float[Array, "... n d"]) -> Float[Array, "..."]:
 def plateaus(ts, series, *, atol: float = 0.0, rtol: float = 0.0, min_duration: float = 0.0):
     """Maximal time intervals on which a 1-D series stays constant: [(t_start, t_end, value), ...].
 
-    Scanning left to right, an interval starts at a sample with value v and extends over every
+    ``ts`` holds the sample times of ``series``. Scanning left to right, an interval starts at a sample with value v and extends over every
     following sample within atol + rtol·|v| of v; the next interval starts at the first sample
     that is not. Intervals are reported from their first to their last sample time, with value
     v, if t_end − t_start ≥ min_duration. The defaults (atol = rtol = 0) mean exact equality,
     the right notion for integer series such as cluster counts; energies need a tolerance.
     NaN never equals anything, so a NaN sample is a plateau of its own. This is the staircase
-    of metastable states (MODEL.md §3, arXiv 2410.06833). NumPy, not traced.
+    of metastable states (docs/model.md §3, arXiv 2410.06833). NumPy, not traced.
     """
     ts = np.asarray(ts, dtype=float)
     series = np.asarray(series)
@@ -512,7 +513,7 @@ def staircase_levels(sizes) -> Float[Array, "..."]:
 
     ``sizes`` holds the cluster sizes m_q on its last axis (zeros allowed as padding),
     n = Σ_q m_q. This is the plateau value of 2βE_β e^{−β} = (1/n²)ΣΣ e^{β(⟨x_i,x_j⟩−1)}
-    (``normalized_energy``, MODEL.md §1.3) as β → ∞ with clusters fixed; merging clusters
+    (``normalized_energy``, docs/model.md §1.3) as β → ∞ with clusters fixed; merging clusters
     of sizes a and b raises it by 2ab/n² (arXiv 2410.06833). It ranges from 1/n (all
     separate) to 1 (one cluster).
     """

@@ -1,4 +1,4 @@
-"""The mean-field limit on the circle: a spectral solver for ∂_t ρ + ∂_θ(ρ X[ρ]) = (σ²/2) ∂²_θ ρ (MODEL.md §1.4, §1.6).
+"""The mean-field limit on the circle: a spectral solver for ∂_t ρ + ∂_θ(ρ X[ρ]) = (σ²/2) ∂²_θ ρ (docs/model.md §1.4, §1.6).
 
 As n → ∞ the empirical measure (1/n) Σ_i δ_{θ_i} of SA or USA on the circle becomes a probability
 density ρ(t, θ) (∫ρ dθ = 1) transported by the velocity the particles feel, with the sum over
@@ -36,7 +36,7 @@ shrink to nothing and the solver stops there with a ``MeanFieldError`` naming th
 positivity doubles as the resolution check. Use more modes (or an earlier t1) then.
 
 Checks (tests/test_meanfield.py): the Fourier mode k of a small perturbation of the uniform
-density grows at rate k² I_k(β)/β (USA) and k² I_k(β)/(β I_0(β)) (SA) (MODEL.md §3), minus (σ²/2)k²
+density grows at rate k² I_k(β)/β (USA) and k² I_k(β)/(β I_0(β)) (SA) (docs/model.md §3), minus (σ²/2)k²
 with noise (tests/test_noisy_transition.py); the energy
 E[ρ] = (1/2β) ∬ e^{β cos(θ−φ)} ρ(θ)ρ(φ) dθdφ, the n → ∞ limit of ``energy`` of particles, never
 decreases along USA (a Wasserstein gradient flow) nor along SA; particle runs converge to the
@@ -103,7 +103,7 @@ def scaled_bessel(beta, modes: int) -> jax.Array:
 
 
 def growth_rates(k, beta, model: str = "sa", noise=0.0) -> np.ndarray:
-    """Linear growth rates at the uniform density of the Fourier modes k (MODEL.md §3):
+    """Linear growth rates at the uniform density of the Fourier modes k (docs/model.md §3):
     k² I_k(β)/β (USA), k² I_k(β)/(β I_0(β)) (SA), k² e^{−β} I_k(β)/β ("usa-rescaled"), minus (σ²/2)k²
     with noise σ (``noise``).
 

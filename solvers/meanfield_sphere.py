@@ -1,4 +1,4 @@
-"""The mean-field limit on S²: a spectral solver for ∂_t ρ + div(ρ X[ρ]) = (σ²/2) Δρ (MODEL.md §1.4).
+"""The mean-field limit on S²: a spectral solver for ∂_t ρ + div(ρ X[ρ]) = (σ²/2) Δρ (docs/model.md §1.4).
 
 As n → ∞ the empirical measure of SA or USA particles on S² becomes a density ρ (∫ρ = 1 against the
 area) transported by the velocity the particles feel. With Φ[ρ](x) = ∫ e^{β⟨x,y⟩} ρ(y) dy, and since

@@ -64,7 +64,7 @@ def test_circle_trajectories_match_the_planar_ones_batched_over_beta(model, exac
     sol = af.simulate(Circle(betas, model, exact=exact), to_angles(X0), TS[-1], ts=TS, **TIGHT)
     assert sol.xs.shape == (3, TS.size, N, 1)
     np.testing.assert_allclose(from_angles(sol.xs), xs, atol=1e-9)
-    # the common rotation θ → θ + c commutes with the flow (rotation equivariance, MODEL.md §1.1);
+    # the common rotation θ → θ + c commutes with the flow (rotation equivariance, docs/model.md §1.1);
     # same shapes and t1, so this reuses the compiled run
     c = 0.7
     shifted = af.simulate(Circle(betas, model, exact=exact), to_angles(X0) + c, TS[-1], ts=TS, **TIGHT)

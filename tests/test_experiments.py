@@ -235,7 +235,7 @@ def test_meanfield_density_grows_at_the_bessel_rates_and_forms_three_clusters(ru
     r = runs("meanfield-circle")
     c, s = r.result.config, r.result.stats
     k = np.arange(1, 6)
-    # MODEL.md §3, SA: mode k of the uniform density grows at k² I_k(β)/(β I_0(β))
+    # docs/model.md §3, SA: mode k of the uniform density grows at k² I_k(β)/(β I_0(β))
     theory = k**2 * special.iv(k, 5.0) / (5.0 * special.iv(0, 5.0))
     np.testing.assert_allclose(s["growth_rate"][0, 0], np.broadcast_to(theory, (c.seeds, 5)), rtol=0.01)
     density = s["density"][0, 0]  # (seeds, T, 2·modes)

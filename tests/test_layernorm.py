@@ -133,7 +133,7 @@ def test_pre_ln_moves_directions_by_p_theta_a_over_r():
     assert field.geometry == "euclidean"
     theta = normalize(x)
     np.testing.assert_array_equal(field(0.0, x), inner.drift(0.0, theta))
-    # d/dt (x/‖x‖) along ẋ = A(Θ): the formula θ̇_i = r_i^{-1} P_{θ_i} A_i(Θ) of MODEL.md §1.8
+    # d/dt (x/‖x‖) along ẋ = A(Θ): the formula θ̇_i = r_i^{-1} P_{θ_i} A_i(Θ) of docs/model.md §1.8
     _, dtheta = jax.jvp(normalize, (x,), (field(0.0, x),))
     r = jnp.linalg.norm(x, axis=-1, keepdims=True)
     np.testing.assert_allclose(dtheta, project(theta, inner.drift(0.0, theta)) / r, rtol=1e-12, atol=1e-15)

@@ -1,6 +1,6 @@
 """The mean-field limit on the circle (solvers/meanfield.py): the continuity equation of SA and USA.
 
-Linear growth rates at the uniform density against MODEL.md §3, mass and positivity through a
+Linear growth rates at the uniform density against docs/model.md §3, mass and positivity through a
 clustering run, the energy along the flow, particle systems converging to the density in W1, and
 β = 5 forming the three clusters of its fastest mode. Every run shares the grid (MODES), the number
 of members (3) and of save times (T), so the SA and USA solvers compile once each.
@@ -83,7 +83,7 @@ def test_mass_is_conserved_and_the_density_stays_non_negative(clustering, model)
 
 @pytest.mark.parametrize("model", ["usa", "sa"])
 def test_energy_never_decreases(clustering, model):
-    # USA is the Wasserstein gradient ascent of E[ρ] (MODEL.md §1.3); SA ascends it in a weighted metric
+    # USA is the Wasserstein gradient ascent of E[ρ] (docs/model.md §1.3); SA ascends it in a weighted metric
     sol = clustering[model]
     e = sol.energy()
     increments = np.diff(e, axis=-1)
@@ -98,7 +98,7 @@ def test_energy_never_decreases(clustering, model):
 
 @pytest.mark.parametrize("model", ["sa", "usa"])
 def test_beta_5_forms_three_clusters(clustering, model):
-    # k² I_k(5) is largest at k = 3 (MODEL.md §3): three peaks emerge from a uniform start
+    # k² I_k(5) is largest at k = 3 (docs/model.md §3): three peaks emerge from a uniform start
     rates = mf.growth_rates(np.arange(1, 17), 5.0, model)
     assert int(np.argmax(rates)) + 1 == 3
     sol = clustering[model]

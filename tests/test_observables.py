@@ -326,7 +326,7 @@ def test_staircase_levels():
 
 
 def test_staircase_level_is_the_energy_of_tight_clusters():
-    # MODEL.md §1.3: for well-separated tight clusters, (1/n²)ΣΣ e^{β(⟨x_i,x_j⟩−1)} ≈ Σ m_q²/n².
+    # docs/model.md §1.3: for well-separated tight clusters, (1/n²)ΣΣ e^{β(⟨x_i,x_j⟩−1)} ≈ Σ m_q²/n².
     # Within clusters the gap is ≤ 2e-12, so e^{−β gap} = 1 − O(2e-9) at β = 1000; between
     # clusters the gap is ≥ 1 and e^{−1000} = 0 in float64.
     rng = np.random.default_rng(6)

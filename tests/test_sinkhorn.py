@@ -64,7 +64,7 @@ def test_sinkhorn_flow_is_the_gradient_ascent_of_its_energy():
 
     Checked pointwise against the autodiff gradient of J and, along a trajectory, J(t) − J(0)
     against the Simpson integral of Σ‖ẋ‖² (error O(h⁴) with h = 0.05, below 10⁻⁷ relative).
-    E_β (MODEL.md §1.3), whose gradient flow is USA, is not the Sinkformer's energy, but it
+    E_β (docs/model.md §1.3), whose gradient flow is USA, is not the Sinkformer's energy, but it
     increases too along these runs (observed, not a theorem).
     """
     beta = 3.0

@@ -1,4 +1,4 @@
-"""The paper's exact results, reproduced by simulation ([GLPR] §4–§6, MODEL.md §2)."""
+"""The paper's exact results, reproduced by simulation ([GLPR] §4–§6, docs/model.md §2)."""
 
 
 import jax.numpy as jnp

@@ -1,13 +1,13 @@
 """The ``meanfield-circle`` experiment: the density of infinitely many tokens on the circle.
 
-One run solves the continuity equation ∂_t ρ + ∂_θ(ρ X[ρ]) = 0 of SA or USA (MODEL.md §1.4, §1.6;
+One run solves the continuity equation ∂_t ρ + ∂_θ(ρ X[ρ]) = 0 of SA or USA (docs/model.md §1.4, §1.6;
 ``solvers/meanfield.py``) for every β of the configuration and ``seeds`` initial densities
 ρ0 = (1 + ε Σ_{k=1}^{16} cos(kθ + φ_k))/2π (ε = ``perturbation``, phases φ_k drawn from seed + s),
 on a grid of 2·``modes`` points up to t1. Around it:
 
 * growth rates: the same starts with ε = 1e-8, over one e-folding time of the fastest mode; the
   slopes of log|c_k(t)| for k = 1…5 against k² I_k(β)/(β I_0(β)) (SA) or k² I_k(β)/β (USA),
-  MODEL.md §3;
+  docs/model.md §3;
 * particles: ``particle_counts`` tokens sampled i.i.d. from the density at the onset of clustering
   (the first save time at which every member's density deviates from uniform by 50 %) and moved by
   ``simulate`` with ``Circle`` (``solver``, ``dt``) up to t1; the W1 distance between their empirical
@@ -328,7 +328,7 @@ def w1_plot(counts, w1, *, t=None, t_start=None, model="sa", title=None, path=No
 EXPERIMENT = register(Experiment(
     "meanfield-circle",
     "the n → ∞ density on the circle (spectral PDE solver): growth rates, clusters, particles converging in W1",
-    "[GLPR] (3.1)–(3.4), MODEL.md §3",
+    "[GLPR] (3.1)–(3.4), docs/model.md §3",
     # t1: the clusters concentrate like e^{-t}; 2·modes grid points resolve them until about then
     dict(experiment="meanfield-circle", model="sa", d=2, beta=[5.0], seeds=4, t1=12.5, n_save=126, modes=1024,
          perturbation=1e-3, rtol=1e-8, atol=1e-10, solver="rk4", dt=0.05, particle_counts=[64, 256, 1024, 4096],

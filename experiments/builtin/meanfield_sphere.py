@@ -234,7 +234,7 @@ def checks(result: RunResult) -> list[Check]:
 EXPERIMENT = register(Experiment(
     "meanfield-sphere",
     "the n → ∞ density on S² at β = 20: spherical-harmonic growth rates, the fastest degree, clusters, particles",
-    "MODEL.md §1.4; [GLPR] §4",
+    "docs/model.md §1.4; [GLPR] §4",
     dict(experiment="meanfield-sphere", model="sa", d=[3], beta=[20.0], seeds=1, t1=9.0, n_save=37, degree=64,
          perturbation=1e-3, rtol=1e-7, atol=1e-9, solver="rk4", dt=0.02, particle_counts=[250, 1000, 4000],
          save_states="no"),

@@ -14,7 +14,7 @@ from ..runner import RunResult
 from .analysis import plots
 
 # tight clusters: the normalized energy (1/n²)ΣΣ e^{β(⟨x_i,x_j⟩−1)} is within this fraction of Σ_q m_q²/n²
-# over the δ-clusters, its value for point clusters (MODEL.md §1.3); before the collapse it is far above
+# over the δ-clusters, its value for point clusters (docs/model.md §1.3); before the collapse it is far above
 TIGHT_TOLERANCE = 0.05
 # a metastable state lasts at least this factor in time (t_end ≥ ratio · t_start): a shorter run of one
 # count is clusters still forming, or a straggler leaving the unstable point between two clusters

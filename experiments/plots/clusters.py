@@ -66,7 +66,7 @@ def energy_and_clusters(
 ) -> Figure:
     """Normalized energy (top) and cluster count (bottom) against a shared time axis.
 
-    energy (T,): typically (1/n²) Σ_ij e^{β(⟨x_i,x_j⟩−1)} (MODEL.md §1.3). n_clusters (T,) or None.
+    energy (T,): typically (1/n²) Σ_ij e^{β(⟨x_i,x_j⟩−1)} (docs/model.md §1.3). n_clusters (T,) or None.
     plateaus: [(t_start, t_end, value), ...] shaded as bands (saddle-to-saddle staircase of
     arXiv 2410.06833). levels: numbers or (value, label) pairs drawn as labelled guide lines,
     e.g. the theoretical Σ_q m_q²/n² of cluster sizes m_q. logx: logarithmic time axis.

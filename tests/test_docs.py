@@ -1,0 +1,195 @@
+"""The documentation: every public name documented, and the site (mkdocs.yml) built without a warning.
+
+The rule for docstrings (a): every public name — attnflow's exports, the names the subpackages
+``particles`` and ``solvers`` import in their ``__init__``, and the experiments' API listed in
+EXPERIMENTS_API — has a docstring whose first line is a sentence; a function's docstring also names
+every parameter without a default (by its name, or by its Greek letter: ``beta`` as β); every public
+name appears in the API reference (docs/api/); every command of the command line and every argument
+has help text. (b) builds the site with ``mkdocs build --strict`` and follows every internal link and
+image of the built HTML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import html.parser
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+import attnflow as af
+
+ROOT = Path(af.__file__).resolve().parent
+DOCS = ROOT / "docs"
+
+# the experiments' side of the API (attnflow.experiments has no namespace of its own)
+EXPERIMENTS_API = {
+    "attnflow.experiments.config": ["Config", "load_config", "ConfigError", "Key", "KEYS", "validate",
+                                    "parse_override", "parse_grid", "expand_grid", "to_toml", "describe_keys"],
+    "attnflow.experiments.registry": ["Experiment", "Check", "EXPERIMENTS", "register", "get"],
+    "attnflow.experiments.builtin": ["run"],
+    "attnflow.experiments.runner": ["run", "RunResult"],
+    "attnflow.experiments.sweep": ["run_sweep"],
+    "attnflow.experiments.dataset": ["load"],
+    "attnflow.experiments.cli": ["build_parser", "main"],
+}
+GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "eps": "ε", "epsilon": "ε", "theta": "θ",
+         "rho": "ρ", "sigma": "σ", "tau": "τ"}
+DATA = (dict, tuple, list, str, int, float, frozenset)
+
+
+def _subpackage_names(sub: str) -> list[str]:
+    """The names ``attnflow.<sub>/__init__.py`` imports: its public namespace."""
+    tree = ast.parse((ROOT / sub / "__init__.py").read_text(encoding="utf-8"))
+    names = [alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
+             for alias in node.names]
+    return [name for name in names if not name.startswith("_")]
+
+
+def public_names() -> list[tuple[str, str]]:
+    names = [("attnflow", name) for name in af.__all__ if name != "__version__"]
+    for sub in ("particles", "solvers"):
+        module = importlib.import_module(f"attnflow.{sub}")
+        names += [(f"attnflow.{sub}", name) for name in getattr(module, "__all__", _subpackage_names(sub))]
+    names += [(module, name) for module, listed in EXPERIMENTS_API.items() for name in listed]
+    return names
+
+
+def _object(module: str, name: str):
+    return getattr(importlib.import_module(module), name)
+
+
+PUBLIC = public_names()
+
+
+def _mentioned(parameter: str, doc: str) -> bool:
+    if re.search(rf"(?<![A-Za-z0-9]){re.escape(parameter)}(?![A-Za-z0-9])", doc):
+        return True
+    return parameter in GREEK and GREEK[parameter] in doc
+
+
+@pytest.mark.parametrize("module,name", PUBLIC, ids=[f"{m}.{n}" for m, n in PUBLIC])
+def test_public_name_is_documented(module, name):
+    obj = _object(module, name)
+    if isinstance(obj, DATA):
+        return  # constants: documented on their API page (test_every_public_name_is_in_the_api_reference)
+    doc = inspect.getdoc(obj)
+    assert doc, f"{module}.{name} has no docstring"
+    first = doc.strip().split("\n\n")[0]
+    assert len(first.split()) >= 3, f"{module}.{name}: the docstring's first paragraph is not a sentence: {first!r}"
+    if inspect.isroutine(obj):
+        required = [p.name for p in inspect.signature(obj).parameters.values()
+                    if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                    and p.name not in ("self", "cls")]
+        missing = [p for p in required if not _mentioned(p, doc)]
+        assert not missing, f"{module}.{name}: the docstring does not mention the parameter(s) {missing}"
+
+
+def _api_identifiers() -> list[str]:
+    text = "\n".join(page.read_text(encoding="utf-8") for page in sorted((DOCS / "api").glob("*.md")))
+    return re.findall(r"^:::\s+(\S+)", text, re.M)
+
+
+def _resolve(identifier: str):
+    """The object ``a.b.c`` names, as mkdocstrings reads it: a submodule before an attribute of that name
+    (``attnflow.particles.energy`` is the module particles/energy.py, not the function)."""
+    first, *rest = identifier.split(".")
+    obj, path = importlib.import_module(first), first
+    for attribute in rest:
+        path = f"{path}.{attribute}"
+        submodule = inspect.ismodule(obj) and hasattr(obj, "__path__") and importlib.util.find_spec(path)
+        obj = importlib.import_module(path) if submodule else getattr(obj, attribute)
+    return obj
+
+
+def test_every_public_name_is_in_the_api_reference():
+    documented = {id(_resolve(identifier)) for identifier in _api_identifiers()}
+    missing = [f"{module}.{name}" for module, name in PUBLIC if id(_object(module, name)) not in documented]
+    assert not missing, f"public names missing from docs/api/*.md (add a '::: attnflow.…' line): {missing}"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> tuple[argparse._SubParsersAction, dict[str, str]]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action, {choice.dest: choice.help for choice in action._choices_actions}
+
+
+def test_every_command_and_argument_has_help():
+    from attnflow.experiments.cli import build_parser
+
+    parser = build_parser()
+    assert parser.description
+    action, helps = _subparsers(parser)
+    assert set(action.choices) == set(helps)
+    for command, subparser in action.choices.items():
+        assert helps[command] and len(helps[command].split()) >= 3, f"attnflow {command} has no help"
+        for argument in subparser._actions:
+            if isinstance(argument, argparse._HelpAction):
+                continue
+            assert argument.help, f"attnflow {command} {argument.option_strings or argument.dest}: no help text"
+
+
+def test_cli_reference_is_generated_from_the_parser():
+    sys.path.insert(0, str(DOCS / "hooks"))
+    try:
+        import attnflow_docs
+    finally:
+        sys.path.remove(str(DOCS / "hooks"))
+    from attnflow.experiments.cli import build_parser
+
+    page = attnflow_docs.cli_markdown()
+    action, _ = _subparsers(build_parser())
+    for command, subparser in action.choices.items():
+        assert f"## attnflow {command}" in page
+        for argument in subparser._actions:
+            for flag in argument.option_strings:
+                assert flag in page, f"attnflow {command} {flag} is missing from the CLI reference"
+    assert not (DOCS / "cli.md").exists(), "docs/cli.md is generated at build time; remove the copy"
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        for key, value in attrs:
+            if value and ((tag == "a" and key == "href") or (tag in ("img", "script", "source") and key == "src")
+                          or (tag == "link" and key == "href")):
+                self.links.append((tag, value))
+
+
+def test_site_builds_strict_and_every_internal_link_resolves(tmp_path):
+    """``mkdocs build --strict`` (about 10 s on 2 cores; not marked slow), then every internal href and src of
+    the built HTML names a file of the site."""
+    if shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None:
+        pytest.skip('mkdocs is not installed (pip install -e ".[docs]")')
+    site = tmp_path / "site"
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)], cwd=ROOT,
+                           capture_output=True, text=True, env=env, timeout=600)
+    assert build.returncode == 0, build.stderr[-4000:]
+    broken = []
+    for page in site.rglob("*.html"):
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for tag, link in parser.links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc or link.startswith(("#", "mailto:", "data:")):
+                continue
+            path = unquote(parts.path)
+            target = (site / path.lstrip("/") if path.startswith("/") else page.parent / path).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.is_file():
+                broken.append(f"{page.relative_to(site)}: <{tag}> {link}")
+    assert not broken, "broken internal links:\n" + "\n".join(sorted(set(broken))[:50])
