@@ -490,15 +490,9 @@ def load_result(run_dir) -> HistResult:
 
 def replot(run_dir, kinds=None) -> list[Path]:
     """Redraw the figures of an ``attnflow hist`` directory in place (``attnflow plot DIR``)."""
-    from .output import write_figures
+    from .output import write_selected_figures
 
-    writers = figures(load_result(run_dir))
-    if kinds:
-        unknown = [k for k in kinds if k.removesuffix(".png") not in writers]
-        if unknown:
-            raise ValueError(f"unknown figure {unknown[0]!r}; this run has: {', '.join(writers)}")
-        writers = {k: w for k, w in writers.items() if k in {x.removesuffix(".png") for x in kinds}}
-    return write_figures(Path(run_dir), writers)
+    return write_selected_figures(Path(run_dir), figures(load_result(run_dir)), kinds)
 
 
 def print_report(result: HistResult, out: Path) -> None:

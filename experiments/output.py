@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import store
 
-__all__ = ["check_writable", "write_figures"]
+__all__ = ["check_writable", "write_figures", "write_selected_figures"]
 
 
 def check_writable(out: Path, *, overwrite: bool = False) -> None:
@@ -50,6 +50,17 @@ def check_writable(out: Path, *, overwrite: bool = False) -> None:
     except OSError as err:
         raise ValueError(f"cannot write to {str(parent)!r} ({err.strerror or err})") from None
     os.rmdir(probe)
+
+
+def write_selected_figures(directory: Path, writers: dict, kinds=None) -> list[Path]:
+    """``write_figures`` for the figures named in ``kinds`` (with or without ".png"; all when None), refusing
+    a name the directory's writers do not have (``attnflow plot DIR --kind NAME``)."""
+    if kinds:
+        unknown = [k for k in kinds if k.removesuffix(".png") not in writers]
+        if unknown:
+            raise ValueError(f"unknown figure {unknown[0]!r}; this run has: {', '.join(writers)}")
+        writers = {k: w for k, w in writers.items() if k in {x.removesuffix(".png") for x in kinds}}
+    return write_figures(Path(directory), writers)
 
 
 def write_figures(directory: Path, writers: dict) -> list[Path]:
