@@ -47,7 +47,7 @@ def test_recovers_beta_tau_qk_and_v_from_noisy_trajectories():
 def test_recovers_beta_to_1e_4_without_noise():
     # USA in [GLPR]'s time moves e^β faster: layers of 0.1 keep the tokens apart (collapsed, τ says nothing)
     result = af.fit(trajectories(3.0, 0.1, model="usa"), model="usa", qk="identity", v="identity", substeps=16,
-                    adam_steps=100, lbfgs_steps=100)
+                    adam_steps=10, lbfgs_steps=40)
     assert abs(result.beta / 3.0 - 1) < 1e-4
     assert np.max(np.abs(result.tau / 0.1 - 1)) < 1e-4
 
@@ -86,8 +86,8 @@ def test_command_writes_a_run_af_load_reads(tmp_path):
     path = tmp_path / "states.npz"
     np.savez(path, states=trajectories(2.0, 0.3, prompts=2, noise=1e-4))
     out = tmp_path / "fit"
-    rc, stdout, stderr = cli(["fit", str(path), "--out", str(out), "--qk-identity", "--v-identity", "--steps", "50",
-                              "--lbfgs-steps", "50", "--shared-tau"])
+    rc, stdout, stderr = cli(["fit", str(path), "--out", str(out), "--qk-identity", "--v-identity", "--steps", "10",
+                              "--lbfgs-steps", "30", "--shared-tau", "--quiet"])
     assert rc == 0, stderr
     summary = json.loads((out / "summary.json").read_text())
     assert abs(summary["beta"] / 2.0 - 1) < 0.01 and abs(summary["tau"][0] / 0.3 - 1) < 0.01
