@@ -151,6 +151,7 @@ def test_float32_weights_by_exp2_give_the_float64_velocities_to_float32_precisio
 
 @pytest.mark.parametrize("method", [dict(solver="rk4", dt=0.05), dict(solver="rk4", dt=0.05, dense=True),
                                     dict(solver="tsit5", rtol=1e-10, atol=1e-12)])
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_stopping_at_consensus_in_angles_is_stopping_in_the_plane(method):
     # the consensus test reads the tokens' directions (cos θ, sin θ), not the angles as vectors in R¹
     x0 = af.init.uniform(0, N, 2, batch=4)

@@ -103,6 +103,7 @@ def test_sigkill_at_random_moments_then_resume_leaves_every_run_once(tmp_path):
     _assert_consistent(out, complete=True)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_sigint_stops_cleanly_with_a_consistent_manifest(tmp_path):
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY, encoding="utf-8")

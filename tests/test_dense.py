@@ -88,6 +88,7 @@ def test_dense_refuses_noise():
         af.simulate(af.Noisy(FIELD, 0.1), X0, 1.0, solver="rk4", dt=0.1, dense=True)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_phase_diagram_method_is_more_accurate_than_the_authors_euler():
     # fig3's defaults (RK4 dt = 0.75, dense output, float32) against Euler dt = 0.1 in float64, both
     # measured against a tight reference on the phase diagram's own setting (d = 2, n = 32, t ≤ 30)

@@ -44,6 +44,7 @@ def test_recovers_beta_tau_qk_and_v_from_noisy_trajectories():
     assert np.all(result.linear_error > 100 * result.layer_error)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_recovers_beta_to_1e_4_without_noise():
     # USA in [GLPR]'s time moves e^β faster: layers of 0.1 keep the tokens apart (collapsed, τ says nothing)
     result = af.fit(trajectories(3.0, 0.1, model="usa"), model="usa", qk="identity", v="identity", substeps=16,
@@ -86,11 +87,12 @@ def test_command_writes_a_run_af_load_reads(tmp_path):
     path = tmp_path / "states.npz"
     np.savez(path, states=trajectories(2.0, 0.3, prompts=2, noise=1e-4))
     out = tmp_path / "fit"
-    rc, stdout, stderr = cli(["fit", str(path), "--out", str(out), "--qk-identity", "--v-identity", "--steps", "10",
-                              "--lbfgs-steps", "30", "--shared-tau", "--quiet"])
+    rc, stdout, stderr = cli(["fit", str(path), "--out", str(out), "--qk-identity", "--v-identity", "--steps", "80",
+                              "--lbfgs-steps", "0", "--shared-tau", "--quiet"])
     assert rc == 0, stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert abs(summary["beta"] / 2.0 - 1) < 0.01 and abs(summary["tau"][0] / 0.3 - 1) < 0.01
+    # Adam alone (the recovery to 2 % and to 1e-4 is af.fit's test above)
+    assert abs(summary["beta"] / 2.0 - 1) < 0.05 and abs(summary["tau"][0] / 0.3 - 1) < 0.05
     assert summary["gain_over_identity"] > 100
     assert "best linear map" in stdout
     ds = af.load(out)

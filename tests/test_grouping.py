@@ -48,6 +48,7 @@ def glpr_batch(members=128, stiff=(9, 50, 51, 100), beta_stiff=6.0):
     return af.USA(jnp.asarray(beta), time="glpr"), af.init.uniform(0, 16, 3, batch=members)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_a_stiff_member_holds_back_only_its_own_group():
     field, x0 = glpr_batch()
     members, size, t1 = x0.shape[0], 32, 2.0

@@ -79,6 +79,7 @@ def test_rotating_methods_keep_points_on_the_sphere_at_any_step(solver):
     assert float(jnp.max(jnp.abs(jnp.linalg.norm(xs, axis=-1) - 1.0))) < 4e-16
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_rotating_methods_are_refused_off_the_sphere_and_the_others_run_there():
     angles = af.to_angles(af.init.uniform(3, 6, 2))
     circle = af.Circle(2.0)

@@ -134,6 +134,7 @@ def test_noisy_meanfield_settles_on_the_ordered_state_below_threshold():
 # -- particles --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_particles_in_the_uniform_phase_have_the_predicted_susceptibility():
     """d = 3, β = 1, σ = 1.5 σ_#: n⟨‖(1/n) Σ x_i‖²⟩ = 1/(1 − K/K_#) = 1.8 (within 10 %), 64 vmapped members."""
     d, beta, n, members = 3, 1.0, 64, 64

@@ -59,6 +59,7 @@ def test_queue_gives_the_vmapped_solve_events_and_statistics_in_member_order():
     np.testing.assert_allclose(norms, 1.0, rtol=0, atol=1e-14)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_queue_error_follows_the_tolerance_against_a_tight_reference():
     beta, x0 = _ensemble(n=8, d=2)
     field = af.SA(beta)
@@ -74,6 +75,7 @@ def test_queue_error_follows_the_tolerance_against_a_tight_reference():
     assert errors[1] < errors[0] / 300  # a 1000× tighter tolerance: about 1000× smaller errors
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_saves_inside_the_loop_equal_the_saves_after_it(monkeypatch):
     beta, x0 = _ensemble(n=5, d=3)
 
@@ -119,6 +121,7 @@ def test_a_failing_member_stops_at_its_last_finite_state_and_the_others_go_on():
     assert np.all(np.isnan(late))
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_coalesced_usa_in_angles_clusters_as_in_the_plane():
     # the USA phase diagram's method: stiff collapsed clusters merged (ε = 1e-10), stopping at consensus
     seeds, n = 24, 16

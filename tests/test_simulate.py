@@ -204,6 +204,7 @@ def test_simulate_is_usable_inside_jax_transformations_of_beta():
                                atol=1e-14)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_float32_adaptive_runs_stop_at_consensus_like_float64():
     """The event's root find works in float32 (its value in the default float dtype, its tolerance
     at float32's precision): the consensus times agree with float64 to float32 accuracy."""
@@ -215,6 +216,7 @@ def test_float32_adaptive_runs_stop_at_consensus_like_float64():
     np.testing.assert_allclose(t32, t64, rtol=1e-4)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_statistics_after_the_loop_equal_those_inside_it(monkeypatch):
     """Small adaptive solves apply ``save`` after the loop (loop.STATES_AFTER_LOOP_BYTES);
     forcing the in-loop path gives the same values, for members stopped at consensus (their later

@@ -178,6 +178,7 @@ def test_runner_span_on_and_off_agree(sets, capsys):
         np.testing.assert_allclose(on.xs, off.xs, rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_layer_wise_weights_from_a_file_need_the_frames(tmp_path, capsys):
     d, layers = 40, 3
     w = af.sample_weights(3, d, "ginibre", members=layers)
@@ -205,6 +206,7 @@ def test_runner_stays_in_full_d_where_the_reduction_does_not_apply(extra, capsys
     assert "span of the tokens" not in err
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_uniform_runs_draw_reduced_and_save_states_in_r_d(capsys):
     sets = RUN + ["d=40", "save_states=yes", "statistics=pairs,clusters"]
     result, err = _run(sets, capsys, progress=True)

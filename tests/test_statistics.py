@@ -85,6 +85,7 @@ def test_statistics_key_selects_groups_and_the_summary_says_null():
     assert all(v is None for v in runner.summarize(energy_only)["t_clustered"])
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_the_clustered_group_is_the_pairs_fraction_alone_and_still_gives_t_clustered():
     full = _run("statistics=pairs", "seeds=4", "t1=12")
     alone = _run("statistics=clustered", "seeds=4", "t1=12")

@@ -139,6 +139,7 @@ def test_fixed_steps_switch_layers_exactly():
     np.testing.assert_allclose(whole.x_final, second.x_final, atol=1e-12)
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_adaptive_steps_stop_at_layer_switches():
     field, tau = _layerwise()
     tight = dict(solver="tsit5", rtol=1e-11, atol=1e-12)

@@ -218,7 +218,7 @@ EXPERIMENT = register(Experiment(
          decay_rate=1.0, classes=8.0, profile_times=[0.5, 1.0], profile_runs=16384, seeds=1, seed=17, d=[2],
          solver="rk4", dt=0.025,
          t1=10.0, n_save=51),
-    dict(profile_runs=4096),
+    dict(profile_runs=2048),
     figures, checks,
     needs=lambda config: (),
     run=run,
