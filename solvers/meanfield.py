@@ -55,7 +55,7 @@ import numpy as np
 
 from ..particles.fields import KERNEL_MODELS
 from ..particles.modes import mode_growth_rates
-from .spectral_steps import CAUSES, DONE, solve_adaptive
+from .spectral_steps import raise_failures, solve_adaptive
 
 __all__ = [
     "MeanFieldError",
@@ -383,11 +383,5 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     sol = MeanFieldSolution(ts=ts, theta=theta_grid(c0.shape[-1]), rho=unbatch(saves), beta=unbatch(betas),
                             model=model, steps=unbatch(np.asarray(steps)), rejected=unbatch(np.asarray(rejected)),
                             t_final=unbatch(np.asarray(t_final)), noise=unbatch(noises))
-    failed = np.nonzero(status != DONE)[0]
-    if failed.size:
-        m = int(failed[0])
-        t = float(np.asarray(t_final)[m])
-        others = f" (and {failed.size - 1} other members)" if failed.size > 1 else ""
-        raise MeanFieldError(f"meanfield_circle: member {m} (β = {betas[m]:g}){others} stopped at t = {t:.6g} < "
-                             f"{ts_members[m, -1]:g}: {CAUSES[int(status[m])]}", solution=sol, member=m, t=t)
+    raise_failures("meanfield_circle", status, t_final, betas, ts_members[:, -1], sol, MeanFieldError)
     return sol

@@ -40,7 +40,7 @@ import numpy as np
 from ..particles.fields import KERNEL_MODELS
 from ..particles.modes import mode_growth_rates
 from . import harmonics
-from .spectral_steps import CAUSES, DONE, solve_adaptive
+from .spectral_steps import raise_failures, solve_adaptive
 
 __all__ = ["SphereMeanFieldError", "SphereMeanField", "meanfield_sphere", "transport", "scaled_kernel",
            "sphere_growth_rates", "perturbed_uniform_sphere", "sphere_density_energy", "sphere_density_peaks",
@@ -363,11 +363,5 @@ def meanfield_sphere(rho0, beta, t1: float, *, model: str = "sa", ts=None, L: in
     sol = SphereMeanField(ts=ts, theta=grid.theta, phi=grid.phi, rho=unbatch(saves), beta=unbatch(betas), model=model,
                           noise=float(noise), L=int(L), steps=unbatch(np.asarray(steps)),
                           rejected=unbatch(np.asarray(rejected)), t_final=unbatch(np.asarray(t_final)))
-    failed = np.nonzero(status != DONE)[0]
-    if failed.size:
-        m = int(failed[0])
-        t = float(np.asarray(t_final)[m])
-        others = f" (and {failed.size - 1} other members)" if failed.size > 1 else ""
-        raise SphereMeanFieldError(f"meanfield_sphere: member {m} (β = {betas[m]:g}){others} stopped at t = {t:.6g} < "
-                                   f"{ts[-1]:g}: {CAUSES[int(status[m])]}", solution=sol, member=m, t=t)
+    raise_failures("meanfield_sphere", status, t_final, betas, np.full(betas.size, ts[-1]), sol, SphereMeanFieldError)
     return sol

@@ -20,8 +20,9 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["RUNNING", "DONE", "TOO_SMALL", "MAX_STEPS", "NON_FINITE", "CAUSES", "solve_adaptive"]
+__all__ = ["RUNNING", "DONE", "TOO_SMALL", "MAX_STEPS", "NON_FINITE", "CAUSES", "solve_adaptive", "raise_failures"]
 
 # Dormand–Prince 5(4): stages, 5th-order weights (= the last stage, FSAL) and error weights
 _A = (
@@ -119,3 +120,17 @@ def solve_adaptive(nonlinear: Callable, to_grid: Callable, c0, ts, *, linear=Non
                  status=jnp.where(i0 >= T, DONE, RUNNING).astype(jnp.int32))
     out = jax.lax.while_loop(cond, body, state)
     return out["saves"], out["steps"], out["rejected"], out["t"], out["status"]
+
+
+def raise_failures(solver: str, status, t_final, betas, t_ends, solution, error: type) -> None:
+    """Raise ``error`` (message, ``solution``, the first failing ``member`` and its time ``t``) when a member did
+    not reach its last save time ``t_ends[m]``; the message names the solver, β, the time and the cause."""
+    status = np.asarray(status)
+    failed = np.nonzero(status != DONE)[0]
+    if not failed.size:
+        return
+    m = int(failed[0])
+    t = float(np.asarray(t_final)[m])
+    others = f" (and {failed.size - 1} other members)" if failed.size > 1 else ""
+    raise error(f"{solver}: member {m} (β = {betas[m]:g}){others} stopped at t = {t:.6g} < {float(t_ends[m]):g}: "
+                f"{CAUSES[int(status[m])]}", solution=solution, member=m, t=t)
