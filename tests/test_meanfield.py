@@ -151,6 +151,7 @@ def test_w1_on_the_circle_is_exact():
     assert mf.w1_circle(samples, rho) < 0.02
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_particles_converge_to_the_density_in_w1():
     # SA at β = 1 from an O(1) perturbation of the uniform density, t = 1: the density moves by
     # W1 ≈ 0.2 while n i.i.d. particles run with simulate (Circle, RK4); their distance to it

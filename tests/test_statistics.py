@@ -53,6 +53,7 @@ def test_clique_shortcut_is_exact_and_chains_still_propagate():
     assert int(ob._count(ob._components(jnp.asarray(adj)))) == 1
 
 
+@pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_pair_summary_of_one_particle_and_vmapped():
     one = ob.pair_summary(jnp.array([[1.0, 0.0]]), 1e-3)
     assert float(one["clustered_fraction"]) == 1.0 and int(one["n_clusters"]) == 1
