@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...particles import equiangular_ode as eq
+from ..registry import Check
 from ..runner import RunResult
 
-__all__ = ["plots", "mean_over_seeds", "gamma_of_t", "tag", "statistics_figures"]
+__all__ = ["plots", "mean_over_seeds", "gamma_of_t", "tag", "statistics_figures", "particle_convergence_check"]
 
 
 class LazyPlots:
@@ -62,3 +63,17 @@ def statistics_figures(result: RunResult) -> dict:
                 n=c.n, d=d, logx=c.save_spacing == "log", path=p)
         out["attention" if len(c.d) == 1 else f"attention_d{d}"] = draw
     return out
+
+
+def particle_convergence_check(counts, distances, *, metric: str, t: float, fmt: str = ".3f") -> Check:
+    """n particles → the density: the mean of ``distances`` (…, len(counts)) over members falls with n, and
+    its fitted exponent α (least squares in log-log) lies in [−0.7, −0.3] (α ≈ −1/2, the i.i.d. rate)."""
+    counts = np.asarray(counts)
+    mean = np.nanmean(np.asarray(distances).reshape(-1, counts.size), axis=0)
+    order = np.argsort(counts)
+    alpha = float(np.polyfit(np.log(counts), np.log(mean), 1)[0]) if np.all(np.isfinite(mean)) else float("nan")
+    decreasing = bool(np.all(np.diff(mean[order]) < 0))
+    shown = " → ".join(f"{v:{fmt}}" for v in mean[order])
+    return Check(f"particles → density: {metric} at t = {t:g} for n = " + ", ".join(str(n) for n in counts[order]),
+                 f"decreasing, {metric} ∝ n^α with −0.7 ≤ α ≤ −0.3 (α ≈ −1/2)", f"{shown}; α = {alpha:.2f}",
+                 decreasing and -0.7 <= alpha <= -0.3)

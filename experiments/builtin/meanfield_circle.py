@@ -33,6 +33,7 @@ from ..config import ConfigError
 from ..models import simulate_arguments
 from ..registry import Check, Experiment, register
 from ..runner import STAT_DIMENSIONS, RunResult, save_times
+from .analysis import particle_convergence_check
 
 GROWTH_MODES = 5  # the modes k = 1 … 5 whose growth rates are measured
 GROWTH_AMPLITUDE = 1e-8
@@ -127,12 +128,6 @@ def _particle_w1(config, sol, beta_m, seed_m) -> np.ndarray:
     return out
 
 
-def w1_exponent(counts, w1) -> float:
-    """The fitted exponent α of W1 ∝ n^α (least squares in log-log, W1 averaged over members)."""
-    mean = np.nanmean(np.asarray(w1).reshape(-1, len(counts)), axis=0)
-    return float(np.polyfit(np.log(counts), np.log(mean), 1)[0])
-
-
 # -- figures and checks ----------------------------------------------------------------------------
 
 
@@ -176,16 +171,7 @@ def checks(result: RunResult) -> list[Check]:
         out.append(Check(f"clusters at t = {result.ts[-1]:g}, β = {beta:g} (median over seeds)",
                          f"the fastest mode k = {k_fast}", f"{final:g}", final == k_fast))
     if "w1" in s and len(c.particle_counts) >= 2:
-        w1 = s["w1"][0]
-        mean = np.nanmean(w1.reshape(-1, len(c.particle_counts)), axis=0)
-        order = np.argsort(c.particle_counts)
-        alpha = w1_exponent(c.particle_counts, w1) if np.all(np.isfinite(mean)) else float("nan")
-        decreasing = bool(np.all(np.diff(mean[order]) < 0))
-        shown = " → ".join(f"{v:.3f}" for v in mean[order])
-        out.append(Check(f"particles → density: W1 at t = {result.ts[-1]:g} for n = "
-                         + ", ".join(str(n) for n in np.asarray(c.particle_counts)[order]),
-                         "decreasing, W1 ∝ n^α with −0.7 ≤ α ≤ −0.3 (α ≈ −1/2)",
-                         f"{shown}; α = {alpha:.2f}", decreasing and -0.7 <= alpha <= -0.3))
+        out.append(particle_convergence_check(c.particle_counts, s["w1"][0], metric="W1", t=result.ts[-1]))
     return out
 
 

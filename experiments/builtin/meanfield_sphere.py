@@ -33,7 +33,7 @@ from ..config import ConfigError
 from ..models import simulate_arguments
 from ..registry import Check, Experiment, register
 from ..runner import STAT_DIMENSIONS, RunResult, save_times
-from .analysis import plots
+from .analysis import particle_convergence_check, plots
 
 GROWTH_DEGREES = 10
 GROWTH_AMPLITUDE = 1e-8
@@ -160,12 +160,6 @@ def snapshot_indices(ts: np.ndarray, i0: int) -> np.ndarray:
     return np.array([int(np.argmin(np.abs(ts - t))) for t in targets])
 
 
-def distance_exponent(counts, distance) -> float:
-    """The fitted exponent α of the distance ∝ n^α (least squares in log-log, averaged over members)."""
-    mean = np.nanmean(np.asarray(distance).reshape(-1, len(counts)), axis=0)
-    return float(np.polyfit(np.log(counts), np.log(mean), 1)[0])
-
-
 def figures(result: RunResult) -> dict:
     """The density maps with the particles beside them, and the rates with the particles' convergence."""
     c, s = result.config, result.stats
@@ -218,16 +212,8 @@ def checks(result: RunResult) -> list[Check]:
     out.append(Check(f"clusters when the peak reaches {FORMED:g}× uniform: maxima of ρ / of the linear pattern",
                      "equal for every member", shown, bool(np.all(maxima[:, 0] == maxima[:, 1]))))
     if "sphere_distance" in s and len(c.particle_counts) >= 2:
-        distance = s["sphere_distance"][0]
-        mean = np.nanmean(distance.reshape(-1, len(c.particle_counts)), axis=0)
-        order = np.argsort(c.particle_counts)
-        alpha = distance_exponent(c.particle_counts, distance) if np.all(np.isfinite(mean)) else float("nan")
-        decreasing = bool(np.all(np.diff(mean[order]) < 0))
-        shown = " → ".join(f"{v:.2e}" for v in mean[order])
-        out.append(Check(f"particles → density: H^−2 distance at t = {result.ts[-1]:g} for n = "
-                         + ", ".join(str(n) for n in np.asarray(c.particle_counts)[order]),
-                         "decreasing, ∝ n^α with −0.7 ≤ α ≤ −0.3 (α ≈ −1/2)", f"{shown}; α = {alpha:.2f}",
-                         decreasing and -0.7 <= alpha <= -0.3))
+        out.append(particle_convergence_check(c.particle_counts, s["sphere_distance"][0], metric="H^−2 distance",
+                                              t=result.ts[-1], fmt=".2e"))
     return out
 
 
