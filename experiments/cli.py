@@ -251,6 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="do not keep compiled programs on disk (default: in $ATTNFLOW_CACHE_DIR, else "
                             "~/.cache/attnflow/jax; ATTNFLOW_CACHE_DIR=off also turns it off)")
 
+    def directory_flags(p):
+        """What a command writing one run directory from a file (hist, fit) takes besides its own flags."""
+        overwrite(p)
+        p.add_argument("--json", action="store_true", help="print the summary object on stdout")
+        p.add_argument("--no-plot", action="store_true", help="skip the figures")
+        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        no_cache(p)
+
     p = sub.add_parser("run", help="run one configuration and plot it")
     common(p, "output directory (default: runs/NAME)")
     p.add_argument("--json", action="store_true", help="print the summary object on stdout")
@@ -295,11 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --simulate-from: a simulation key (model, solver, dt, rtol, atol, dtype, heads, "
                         "mask, ...)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/hist-STEM)")
-    overwrite(p)
-    p.add_argument("--json", action="store_true", help="print the summary object on stdout")
-    p.add_argument("--no-plot", action="store_true", help="skip the figures")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    no_cache(p)
+    directory_flags(p)
     p.set_defaults(func=cmd_hist)
 
     p = sub.add_parser("fit", help="fit β, QᵀK, V and the time per layer of the particle model to a model's token "
@@ -322,11 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lbfgs-steps", type=int, default=150, help="L-BFGS steps after Adam (default: 150)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initial weights' perturbation")
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/fit-STEM)")
-    overwrite(p)
-    p.add_argument("--json", action="store_true", help="print the summary object on stdout")
-    p.add_argument("--no-plot", action="store_true", help="skip the figures")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    no_cache(p)
+    directory_flags(p)
     p.set_defaults(func=cmd_fit)
 
     p = sub.add_parser("validate", help="check the simulator against the theory, as a table")

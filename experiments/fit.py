@@ -122,10 +122,7 @@ def _figure_inputs(summary: dict, data: dict) -> dict:
 
 def is_fit_run(run_dir) -> bool:
     """Whether ``run_dir`` was written by ``attnflow fit`` (its config.toml says command = "fit")."""
-    try:
-        return store.read_config(Path(run_dir) / store.CONFIG_FILE).get("command") == "fit"
-    except store.StoreError:
-        return False
+    return store.command_of(run_dir) == "fit"
 
 
 def load_result(run_dir) -> dict:

@@ -460,10 +460,7 @@ def figures(result: HistResult) -> dict:
 
 def is_hist_run(run_dir) -> bool:
     """Whether ``run_dir`` was written by ``attnflow hist`` (its config.toml says command = "hist")."""
-    try:
-        return store.read_config(Path(run_dir) / store.CONFIG_FILE).get("command") == "hist"
-    except store.StoreError:
-        return False
+    return store.command_of(run_dir) == "hist"
 
 
 def load_result(run_dir) -> HistResult:

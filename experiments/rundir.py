@@ -31,6 +31,7 @@ __all__ = [
     "RunFiles",
     "is_complete",
     "is_run",
+    "command_of",
     "owned_files",
     "foreign_files",
     "check_entry_name",
@@ -180,6 +181,15 @@ def _read_text(path: Path, parse, malformed: tuple, language: str, missing: str 
 def read_config(path: Path) -> dict[str, Any]:
     """A run's config.toml as a table; StoreError (one line naming the file) if missing or malformed."""
     return _read_text(path, tomllib.loads, (tomllib.TOMLDecodeError,), "TOML")
+
+
+def command_of(run_dir) -> str | None:
+    """The command that wrote ``run_dir`` as its config.toml says (``hist``, ``fit``); None for an experiment
+    run (no ``command`` key) or a directory without a readable config.toml."""
+    try:
+        return read_config(Path(run_dir) / CONFIG_FILE).get("command")
+    except StoreError:
+        return None
 
 
 def _read_json(path: Path, missing: str) -> Any:
