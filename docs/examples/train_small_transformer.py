@@ -388,10 +388,29 @@ def run_fit(states_path: Path, out: Path, quick: bool) -> int:
     return subprocess.run(command, check=False).returncode
 
 
+OUTPUTS = ("states.npz", "weights.npz", "prompts.npz", "model.eqx", "settings.json", "hist", "fit")
+
+
+def check_output_directory(out: Path) -> None:
+    """Refuse, before training, an --out that holds anything but an earlier run of this script: its files are
+    replaced on a rerun, and nothing else there may be."""
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"error: --out {out} is a file, not a directory")
+    if not out.is_dir():
+        return
+    ours = (out / "settings.json").is_file() and "states_shape" in json.loads((out / "settings.json").read_text())
+    others = sorted(p.name for p in out.iterdir() if p.name not in OUTPUTS)
+    if others or (any(out.iterdir()) and not ours):
+        what = ", ".join(others) if others else "and no settings.json of an earlier run"
+        raise SystemExit(f"error: --out {out} holds files this script did not write ({what}); choose an empty "
+                         "or new directory")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
     out = Path(args.out)
+    check_output_directory(out)
     out.mkdir(parents=True, exist_ok=True)
 
     train_tokens, held_tokens, corpus = read_corpus(args.corpus_mb)
