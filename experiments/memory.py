@@ -23,12 +23,14 @@ import math
 import os
 from collections.abc import Callable, Iterable
 
+from ..particles.models import MODELS
 from ..solvers.methods import METHODS
 from .config import Config, ConfigError
 from .models import in_angles, span_reduction
 from .plan import chunk_size, ensemble_key, keep_attention, keep_states, statistics_groups
 
-__all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all", "format_bytes"]
+__all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all", "check_parts",
+           "format_bytes"]
 
 STATE_COPIES = {m.name: m.state_copies for m in METHODS.values()}
 """State-sized arrays one step holds per member: the stages, the start and end points, the error
@@ -40,7 +42,6 @@ STAT_VALUES = {"pairs": 4, "clustered": 1, "clusters": 2, "energy": 3, "attentio
 ATTENTION_COPIES = 3
 """n×n arrays of the dense attention (logits, their exponentials, one temporary); tiles on the blocked path."""
 
-_DENSE_ONLY = ("sinkhorn", "hardmax")
 
 
 def _attention_words(config: Config, n: int, d: int, block, r: int | None = None) -> tuple[int, bool]:
@@ -49,7 +50,7 @@ def _attention_words(config: Config, n: int, d: int, block, r: int | None = None
     from ..particles import blocked
 
     heads = config.heads
-    if config.model in _DENSE_ONLY or heads > 1 or in_angles(config, d):
+    if MODELS[config.model].dense_only or heads > 1 or in_angles(config, d):
         return ATTENTION_COPIES * heads * n * n, True
     tile = blocked.resolve_block(block, n, config.dtype)
     if tile is None:
@@ -182,8 +183,8 @@ def check_fits(config: Config, *, block="auto", needs: Iterable[str] = ()) -> No
     largest = max(parts, key=parts.get)
     remedies = []
     if largest == "attention" and dense:
-        if config.model in _DENSE_ONLY or config.heads > 1 or any(in_angles(config, d) for d in config.d):
-            why = (f"model = {config.model!r}" if config.model in _DENSE_ONLY
+        if MODELS[config.model].dense_only or config.heads > 1 or any(in_angles(config, d) for d in config.d):
+            why = (f"model = {config.model!r}" if MODELS[config.model].dense_only
                    else f"heads = {config.heads}" if config.heads > 1 else "the angle form (circle)")
             remedies.append(f"fewer particles (n; {why} evaluates the full n×n attention)")
         else:
@@ -222,3 +223,19 @@ def check_fits_all(configs: Iterable[Config], *, needs: Callable[[Config], Itera
         merged = members[0] if len(members) == 1 else members[0].replace(
             beta=[b for c in members for b in c.beta])
         check_fits(merged, needs=() if needs is None else needs(merged))
+
+
+def check_parts(parts: dict[str, int], who: str) -> None:
+    """Raise ConfigError, in one line, when the parts of a run's memory add up to more than
+    :func:`machine_bytes`: an experiment's own estimate (``Experiment.memory``), each part named
+    ``"what holds it [the keys that size it]"`` and given in bytes. The message names the largest part
+    and its keys, the remedy. Nothing is refused when the machine's memory cannot be read."""
+    have = machine_bytes()
+    need = sum(parts.values())
+    if have is None or need <= have:
+        return
+    largest = max(parts, key=parts.get)
+    what, _, keys = largest.partition(" [")
+    remedy = f": make {keys.rstrip(']')} smaller" if keys else ""
+    raise ConfigError(f"this run of {who} needs about {format_bytes(need)} of memory (mostly {what}, "
+                      f"{format_bytes(parts[largest])}), more than this machine's {format_bytes(have)}{remedy}")

@@ -16,11 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..particles import fields
+from ..particles.models import MODELS, query_key_product
 from .config import (
-    CIRCLE_MODELS,
     FIXED_STEP_SOLVERS,
-    MODELS,
+    MODELS as MODEL_NAMES,
     NORMS,
     ROTATING_SOLVERS,
     WEIGHTS,
@@ -36,11 +35,12 @@ def _member_keys(seeds: np.ndarray):
 
 
 def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
-    """The attention term: model, heads, mask, weights, value and layer-wise weights."""
+    """The attention term: the model (``particles.models.MODELS``) with its options, heads, weights (random,
+    V = −I, per layer). The configuration's rules have refused every key the model does not take."""
     from ..particles.layerwise import LayerWise
     from ..particles.weights import sample_weights
 
-    model, mask = config.model, config.mask
+    spec = MODELS[config.model]
     layered = bool(config.weights_file) or (config.layer_tau > 0 and config.weights != "identity")
     mats = {}
     if config.weights != "identity" and not layered:
@@ -48,22 +48,6 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
     elif config.value == "-identity":
         mats = {"V": -np.eye(d)}
     mats = {k: v for k, v in mats.items() if v is not None}
-    if model == "hardmax":
-        from ..particles.hardmax import Hardmax
-
-        return Hardmax(**mats)
-    if model == "sinkhorn":
-        from ..particles.sinkhorn import Sinkhorn
-
-        return Sinkhorn(beta, tol=config.sinkhorn_tol, **mats)
-    if model == "linear":
-        from ..particles.linear import LinearAttention
-
-        return LinearAttention(**mats, normalize=config.linear_normalize, feature=config.linear_feature)
-    if model == "least_squares":
-        from ..particles.linear import LeastSquaresAttention
-
-        return LeastSquaresAttention(config.alpha, **mats)
     if config.heads > 1:
         from ..particles.multihead import MultiHead
 
@@ -73,31 +57,19 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
         if config.positional != "none":  # ALiBi's geometric slopes, the first head's being alibi_slope
             slopes = MultiHead.alibi_slopes(config.heads)
             position = dict(positional=config.positional, alibi_slope=config.alibi_slope * slopes / slopes[0])
-        return MultiHead.identity(beta, config.heads, d, mask=mask, model=model, **position)
-    position = dict(positional=config.positional, alibi_slope=config.alibi_slope) if config.positional != "none" else {}
-    inner = fields.make(model, beta, mask=mask, **position, **_query_key_product(mats, d))
+        return MultiHead.identity(beta, config.heads, d, mask=config.mask, model=config.model, **position)
+    if spec.bilinear:
+        mats = query_key_product(mats, d)
+    inner = spec.make(beta, options=config, **mats)
     if config.weights_file:
         return LayerWise.from_npz(inner, config.weights_file, config.layer_tau)
     if layered:
         n_layers = max(1, int(np.ceil(config.t1 / config.layer_tau)))
-        plain = fields.make(model, 1.0)
+        plain = spec.make(1.0, options=config)
         stacks = jax.vmap(lambda k: LayerWise.redrawn(plain, k, config.weights, d, n_layers, config.layer_tau))(
             _member_keys(seeds))
         return LayerWise(inner, Qs=stacks.Qs, Ks=stacks.Ks, Vs=stacks.Vs, tau=config.layer_tau)
     return inner
-
-
-def _query_key_product(mats: dict, d: int) -> dict:
-    """The sampled weights with Q, K (k × d each) replaced by Q = I, K = QᵀK where that is cheaper.
-
-    The logits ⟨Q x_i, K x_j⟩ = ⟨x_i, QᵀK x_j⟩ need QᵀK alone: formed once per member, it saves one of
-    the two n × d × k products of every evaluation when 2k ≥ d (Fig. 5's square Ginibre Q, K at
-    d = 128: a quarter of the evaluation's arithmetic). The members' draws are unchanged.
-    """
-    Q, K = mats.get("Q"), mats.get("K")
-    if Q is None or K is None or 2 * Q.shape[-2] < d:
-        return mats
-    return dict(mats, Q=None, K=jnp.swapaxes(Q, -1, -2) @ K)
 
 
 def in_angles(config: Config, d: int) -> bool:
@@ -105,7 +77,7 @@ def in_angles(config: Config, d: int) -> bool:
     apply), or 'auto' for d = 2 with plain SA/USA and a solver that does not rotate on the sphere."""
     if config.circle == "yes":
         return True
-    return (config.circle == "auto" and d == 2 and config.model in CIRCLE_MODELS and not non_plain_keys(config)
+    return (config.circle == "auto" and d == 2 and MODELS[config.model].circle and not non_plain_keys(config)
             and config.solver not in ROTATING_SOLVERS and min(config.beta) >= 0)
 
 
@@ -190,4 +162,4 @@ def simulate_arguments(config: Config, ts, *, progress: bool | str = False, key=
 
 def describe() -> str:
     """One paragraph per variant key group, for ``attnflow list --keys``."""
-    return ("model: " + ", ".join(MODELS) + "; norm: " + ", ".join(NORMS) + "; weights: " + ", ".join(WEIGHTS))
+    return ("model: " + ", ".join(MODEL_NAMES) + "; norm: " + ", ".join(NORMS) + "; weights: " + ", ".join(WEIGHTS))

@@ -192,6 +192,10 @@ class Field(eqx.Module):
                 return beta
         return None
 
+    stochastic: ClassVar[bool] = True
+    """Whether ``attention_matrix`` is row-stochastic (non-negative rows summing to one), a random walk on the
+    tokens; linear and least-squares attention answer False where their weights take both signs."""
+
     @property
     def has_attention(self) -> bool:
         """Whether the field mixes the tokens with an n × n matrix A (``attention_matrix`` is not None)."""
@@ -415,19 +419,22 @@ class Attention(Field):
 
         ALiBi: −m (i − j). Decay: −m (i − j) − log Σ_{k<i} e^{−m (i − k)} for j < i and −∞ for j ≥ i,
         so that e^{bias} are the position weights w_ij (row 0, which has no earlier token, is all −∞).
+        The decay's bias is formed as −m (i − j − 1) − log[(1 − e^{−m i})/(1 − e^{−m})], which stays finite
+        (no ∞ − ∞) for every slope the dtype holds: at m → ∞ each token weighs its predecessor alone.
         """
         if self.positional == "none":
             return None
         i = jnp.arange(n, dtype=dtype)
         m = self.alibi_slope.astype(dtype)
-        bias = -m * (i[:, None] - i[None, :])
+        gap = i[:, None] - i[None, :]
         if self.positional == "alibi":
-            return bias
+            return -m * gap
         # Σ_{g=1}^{i} e^{−m g} = e^{−m} (1 − e^{−m i}) / (1 − e^{−m}), = i at m = 0
         safe = jnp.where(m > 0, m, 1.0)
-        total = jnp.where(m > 0, jnp.exp(-safe) * jnp.expm1(-safe * i) / jnp.expm1(-safe), i)
-        log_total = jnp.log(jnp.where(i > 0, total, 1.0))
-        return jnp.where(i[None, :] < i[:, None], bias - log_total[:, None], -jnp.inf)
+        ratio = jnp.where(m > 0, jnp.log(-jnp.expm1(-safe * jnp.maximum(i, 1.0))) - jnp.log(-jnp.expm1(-safe)),
+                          jnp.log(jnp.maximum(i, 1.0)))
+        with_earlier = -m * jnp.maximum(gap - 1.0, 0.0) - ratio[:, None]
+        return jnp.where(gap > 0, with_earlier, -jnp.inf)
 
     # -- pieces --------------------------------------------------------------------------
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:

@@ -169,8 +169,8 @@ def test_configs_build_and_run_the_new_models():
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["model=linear", "heads=3"], "does not combine with heads = 3"),
-    (["model=least_squares", "mask=causal"], "does not combine with mask = 'causal'"),
+    (["model=linear", "heads=3"], "model 'linear' takes no heads"),
+    (["model=least_squares", "mask=causal"], "model 'least_squares' takes no mask"),
     (["model=least_squares", "alpha=-1"], "alpha must be"),
     (["model=linear", "linear_normalize=max"], "linear_normalize must be one of"),
 ])

@@ -97,7 +97,7 @@ def test_configuration_takes_negative_beta_only_with_sa_or_usa_and_in_the_plane(
     assert c.beta == (-1.0, -0.5, 0.0, 0.5)
     assert not models.in_angles(c, 2)  # circle = 'auto' keeps points of the plane for β < 0
     assert models.in_angles(load_config(None, ["beta=[0.5]", "d=[2]", "model=usa", "circle=auto"]), 2)
-    with pytest.raises(ConfigError, match="model sa or usa"):
+    with pytest.raises(ConfigError, match="model 'sa' or 'usa'"):
         load_config(None, ["beta=-1", "model=sinkhorn"])
     with pytest.raises(ConfigError, match="angle form"):
         load_config(None, ["beta=-1", "d=[2]", "circle=yes"])

@@ -43,7 +43,6 @@ from .keys import (
 from .rules import (
     ATTENTION_STATISTICS_MAX_N,
     CHECKS,
-    CIRCLE_MODELS,
     ROTATING_SOLVERS,
     non_plain_keys,
     register_check,
@@ -78,7 +77,6 @@ __all__ = [
     "NORMS",
     "WEIGHTS",
     "ACTIVATIONS",
-    "CIRCLE_MODELS",
     "ROTATING_SOLVERS",
     "ATTENTION_STATISTICS_MAX_N",
     "MAX_GRID_POINTS",

@@ -13,7 +13,8 @@ import difflib
 import math
 from collections.abc import Iterable
 
-from ...particles.fields import KERNEL_MODELS, POSITIONAL
+from ...particles.fields import POSITIONAL
+from ...particles.models import MODELS as _MODEL_TABLE
 from ...solvers.methods import names
 from .toml import toml_literal
 from .types import ConfigError, Key, shorten
@@ -38,7 +39,7 @@ SOLVERS = names()  # the integration methods, declared in solvers/methods.py
 FIXED_STEP_SOLVERS = names("fixed")
 GRID_ONLY_SOLVERS = names(grid_only=True)  # fixed-step solvers that always step on the uniform grid and interpolate their saves
 SEED_MAX = 2**63 - 1  # jax.random.key takes a signed 64-bit seed (particles.init.SEED_MAX)
-MODELS = KERNEL_MODELS + ("sinkhorn", "hardmax", "linear", "least_squares")
+MODELS = tuple(_MODEL_TABLE)  # the attention models, declared in particles/models.py
 NORMS = ("post", "pre", "peri", "ngpt", "none")
 WEIGHTS = ("identity", "ginibre", "wigner-psd", "ginibre-v-qk", "wigner-v-qk", "v-minus-qk", "repulsive")
 ACTIVATIONS = ("relu", "tanh", "gelu", "sigmoid", "identity")
@@ -59,7 +60,7 @@ def register(key: Key) -> Key:
 
 _CORE_KEYS = (
     Key("experiment", "str", "simulate", "the kind of experiment (a built-in experiment's name)"),
-    Key("model", "str", "sa", "attention: SA, USA, USA rescaled by e^{-β}, Sinkhorn, hardmax, linear, least squares",
+    Key("model", "str", "sa", "attention: " + "; ".join(f"{m.name}, {m.doc}" for m in _MODEL_TABLE.values()),
         choices=MODELS),
     Key("n", "int", 32, "number of particles (tokens)", minimum=1),
     Key("d", "int_list", 3, "dimension of the ambient space R^d; a list sweeps it", minimum=2),
@@ -70,14 +71,17 @@ _CORE_KEYS = (
         minimum=0),
     Key("init", "str", "uniform", "initial condition",
         choices=("uniform", "orthogonal", "equiangular", "cap", "clusters", "file", "angles")),
-    Key("angles", "float_list", (), "initial angles on the circle (init = 'angles', d = 2)", allow_empty=True),
+    Key("angles", "float_list", (), "initial angles on the circle (init = 'angles', d = 2)", allow_empty=True,
+        applies=("init", ("angles",))),
     Key("rho", "float", 0.0, "equiangular initial inner product ρ0 (init = 'equiangular')",
-        minimum=-1.0, maximum=1.0, strict_max=True),
+        minimum=-1.0, maximum=1.0, strict_max=True, applies=("init", ("equiangular",))),
     Key("cap_angle", "float", math.pi / 4, "angular radius of the cap (init = 'cap')",
-        minimum=0.0, strict_min=True, maximum=math.pi),
-    Key("n_init_clusters", "int", 3, "number of initial clusters (init = 'clusters')", minimum=1),
-    Key("spread", "float", 0.05, "spread of the initial clusters (init = 'clusters')", minimum=0.0),
-    Key("init_file", "str", "", "path of a .npy initial configuration (init = 'file')"),
+        minimum=0.0, strict_min=True, maximum=math.pi, applies=("init", ("cap",))),
+    Key("n_init_clusters", "int", 3, "number of initial clusters (init = 'clusters')", minimum=1,
+        applies=("init", ("clusters",))),
+    Key("spread", "float", 0.05, "spread of the initial clusters (init = 'clusters')", minimum=0.0,
+        applies=("init", ("clusters",))),
+    Key("init_file", "str", "", "path of a .npy initial configuration (init = 'file')", applies=("init", ("file",))),
     Key("t1", "float", 15.0, "final time", minimum=0.0, strict_min=True),
     Key("n_save", "int", 151, "number of equally spaced save times in [0, t1]", minimum=2),
     Key("save_times", "float_list", (), "explicit save times, increasing, within [0, t1]; override n_save when given",
@@ -96,7 +100,7 @@ _CORE_KEYS = (
         minimum=0.0, strict_min=True, maximum=2.0),
     Key("save_spacing", "str", "linear", "spacing of the n_save save times", choices=("linear", "log")),
     Key("log_decades", "float", 4.0, "with save_spacing = 'log': save times span t1·10^-decades … t1",
-        minimum=0.0, strict_min=True, maximum=30.0),
+        minimum=0.0, strict_min=True, maximum=30.0, applies=("save_spacing", ("log",))),
     Key("histogram_bins", "int", 0, "bins of the inner-product histograms saved per time (0 = none)", minimum=0),
     Key("save_states", "str", "auto", "keep the trajectories (auto: when they are small)",
         choices=("auto", "yes", "no")),
@@ -111,43 +115,46 @@ _CORE_KEYS = (
     Key("stop_when_clustered", "bool", False, "stop a member once all its pairs are within δ/2 (one cluster)"),
     Key("span", "bool", True, "simulate d > n runs in the span of the tokens where that is exact (V = λI, no noise "
         "or feed-forward): coordinates in R^n, states mapped back to R^d where saved"),
-    Key("degree", "int", 32, "meanfield-sphere: the largest spherical-harmonic degree L of the density", minimum=2),
+    Key("degree", "int", 32, "meanfield-sphere: the largest spherical-harmonic degree L of the density", minimum=2,
+        experiment_key=True),
     Key("modes", "int", 256, "meanfield-circle: Fourier modes |k| < modes of the density (a grid of 2·modes angles)",
-        minimum=2),
+        minimum=2, experiment_key=True),
     Key("perturbation", "float", 1e-3, "meanfield-circle: amplitude ε of each mode k ≤ 16 of the initial density",
-        minimum=0.0),
+        minimum=0.0, experiment_key=True),
     Key("particle_counts", "int_list", (), "meanfield-circle, meanfield-sphere, gaussian-closure: particle counts n "
         "compared with the density (or the closure)",
-        minimum=1, allow_empty=True),
-    Key("gamma", "float_list", (1.0, 2.0, 3.0), "long-context: β = γ log n for each γ listed", minimum=0.0),
+        minimum=1, allow_empty=True, experiment_key=True),
+    Key("gamma", "float_list", (1.0, 2.0, 3.0), "long-context: β = γ log n for each γ listed", minimum=0.0,
+        experiment_key=True),
     Key("context_lengths", "int_list", (), "long-context: the context lengths n of one attention layer",
-        minimum=2, allow_empty=True),
+        minimum=2, allow_empty=True, experiment_key=True),
     Key("particle_max", "int", 10_000, "long-context: the longest context also computed from token arrays (d = n + 1)",
-        minimum=0),
+        minimum=0, experiment_key=True),
     Key("residual", "float", 0.0, "long-context: weight α of the residual x_i added to the attention output",
-        minimum=0.0),
+        minimum=0.0, experiment_key=True),
     Key("rank_dims", "int_list", (3, 4, 5), "gaussian-closure: dimensions d of the limit-rank histograms "
-        "(Q of shape ⌊d/2⌋ × d, K = −Q)", minimum=2),
+        "(Q of shape ⌊d/2⌋ × d, K = −Q)", minimum=2, experiment_key=True),
     Key("rank_draws", "int", 100, "gaussian-closure: random (Q, S0) draws per dimension and value matrix of the "
-        "limit-rank histograms", minimum=1),
-    Key("replicas", "int", 8, "gaussian-closure: independent Gaussian samples of the particles per n", minimum=1),
+        "limit-rank histograms", minimum=1, experiment_key=True),
+    Key("replicas", "int", 8, "gaussian-closure: independent Gaussian samples of the particles per n", minimum=1,
+        experiment_key=True),
     Key("collapse_time", "float", 20.0, "gaussian-closure: horizon of the particles collapsing onto ker A, compared "
-        "with the closure", minimum=0.0, strict_min=True),
+        "with the closure", minimum=0.0, strict_min=True, experiment_key=True),
     Key("decay_rate", "float", 1.0, "lost-in-the-middle: λ of the position weights e^{−(λ/n)(i − j)} "
-        "(positional = 'decay' with alibi_slope = λ/n)", minimum=0.0),
+        "(positional = 'decay' with alibi_slope = λ/n)", minimum=0.0, experiment_key=True),
     Key("classes", "float", 8.0, "lost-in-the-middle: M classes read off the circle (soft accuracy weights "
-        "ω_k = e^{−π²k²/(2M²)})", minimum=0.0, strict_min=True),
+        "ω_k = e^{−π²k²/(2M²)})", minimum=0.0, strict_min=True, experiment_key=True),
     Key("profile_runs", "int", 16384, "lost-in-the-middle: independent runs from uniform starts behind the particle "
-        "estimate of the profile", minimum=2),
+        "estimate of the profile", minimum=2, experiment_key=True),
     Key("profile_times", "float_list", (0.5, 1.0), "lost-in-the-middle: times of the particle estimates of the "
-        "soft-accuracy profile", minimum=0.0, strict_min=True),
+        "soft-accuracy profile", minimum=0.0, strict_min=True, experiment_key=True),
     Key("noise_ratios", "float_list", (0.8, 0.9, 1.0, 1.1, 1.2), "noisy-transition: the noise levels σ/σ_#(β, d) "
         "swept down and up (increasing; σ_# = 1/√K_#, the uniform state's linear threshold)", minimum=0.0,
-        strict_min=True),
+        strict_min=True, experiment_key=True),
     Key("burn_in", "float", 0.5, "noisy-transition: the first fraction of each noise level left out of the time "
-        "averages", minimum=0.0, maximum=0.95),
+        "averages", minimum=0.0, maximum=0.95, experiment_key=True),
     Key("meanfield_time", "float", 100.0, "noisy-transition: duration of each noise level of the mean-field sweeps "
-        "(d = 2), in units of τ_# = 2/((d−1)σ_#²); 0 = no mean field", minimum=0.0),
+        "(d = 2), in units of τ_# = 2/((d−1)σ_#²); 0 = no mean field", minimum=0.0, experiment_key=True),
 )
 
 # The variant keys compose the way the fields do (experiments/models.py builds them): an attention
@@ -160,10 +167,12 @@ _VARIANT_KEYS = (
         "decay (usa) weighs j < i by e^{−m (i − j)} normalized over positions (arXiv 2605.09213)",
         choices=POSITIONAL),
     Key("alibi_slope", "float", 1.0, "the slope m per position of positional = 'alibi' or 'decay'; with heads = H > 1 "
-        "head h has m·2^{−8(h−1)/H} (ALiBi's geometric slopes)", minimum=0.0),
+        "head h has m·2^{−8(h−1)/H} (ALiBi's geometric slopes)", minimum=0.0,
+        applies=("positional", ("alibi", "decay"))),
     Key("norm", "str", "post", "layer norm: post (the sphere), pre, peri, ngpt, or none (dynamics in R^d)",
         choices=NORMS),
-    Key("ngpt_alpha", "float", 1.0, "step size α of the nGPT update (norm = 'ngpt')", minimum=0.0, strict_min=True),
+    Key("ngpt_alpha", "float", 1.0, "step size α of the nGPT update (norm = 'ngpt')", minimum=0.0, strict_min=True,
+        applies=("norm", ("ngpt",))),
     Key("weights", "str", "identity", "Q, K, V: identity, or a random ensemble drawn per seed (Fig. 5)",
         choices=WEIGHTS),
     Key("value", "str", "identity", "value matrix V with identity weights: identity or -identity (repulsive)",
@@ -172,8 +181,9 @@ _VARIANT_KEYS = (
         minimum=0.0),
     Key("weights_file", "str", "", ".npz of per-layer Q, K, V (arrays of shape (layers, ·, ·)), used every layer_tau"),
     Key("ff_width", "int", 0, "hidden width m of a feed-forward term w σ(a x + b) (0: none, [GLPR] (2.8))", minimum=0),
-    Key("ff_activation", "str", "relu", "activation σ of the feed-forward term", choices=ACTIVATIONS),
-    Key("ff_scale", "float", 1.0, "scale of the feed-forward output weights w", minimum=0.0),
+    Key("ff_activation", "str", "relu", "activation σ of the feed-forward term", choices=ACTIVATIONS,
+        applies=("ff_width", ">0")),
+    Key("ff_scale", "float", 1.0, "scale of the feed-forward output weights w", minimum=0.0, applies=("ff_width", ">0")),
     Key("noise", "float", 0.0, "noise strength σ of dX = … dt + σ P_X ∘ dW (κ = 2/σ²); needs a fixed-step solver",
         minimum=0.0),
     Key("coalesce", "float", 0.0, "tokens within ½‖x_i − x_j‖² ≤ coalesce of an earlier token move with it "

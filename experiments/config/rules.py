@@ -12,28 +12,26 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ...particles.fields import KERNEL_MODELS
+from ...particles import models
+from ...particles.models import MODEL_KEYS, MODELS
 from ...solvers.methods import names, spoken
 from .keys import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, SEED_MAX
+from .toml import toml_literal
 from .types import ConfigError
 
 __all__ = [
     "CHECKS",
     "register_check",
-    "CIRCLE_MODELS",
     "ROTATING_SOLVERS",
     "ATTENTION_STATISTICS_MAX_N",
     "non_plain_keys",
-    "SIGNED_BETA_MODELS",
 ]
 
 Check = Callable[[Mapping[str, Any]], None]
 CHECKS: list[Check] = []
 
-CIRCLE_MODELS = KERNEL_MODELS  # the models the angle form on the circle expresses
 ROTATING_SOLVERS = names(rotating=True)  # solvers that rotate on the sphere (no motion in R^d or in angles)
 ATTENTION_STATISTICS_MAX_N = 1024  # the "attention" statistics form A(t) (n×n) and its spectrum at every save
-_UNNORMALIZED = ("linear", "least_squares")  # no softmax, no β
 
 
 def register_check(check: Check) -> Check:
@@ -122,19 +120,32 @@ def non_plain_keys(c: Mapping[str, Any]) -> list[str]:
              if c[k] != KEYS[k].default] + [k for k in ("noise",) if c[k] > 0])
 
 
-SIGNED_BETA_MODELS = ("sa", "usa")
-"""The models whose weights stay finite for β < 0 (``Attention.signed_beta``): the row maximum of
-β⟨Qx_i, Kx_j⟩ is subtracted, in the time of [GLPR]."""
+@register_check
+def check_model_keys(c: Mapping[str, Any]) -> None:
+    """A key the model does not take (``particles.models.Model.takes``) is refused, never dropped; so is a β
+    other than 1 for a model without an inverse temperature."""
+    spec = MODELS[c["model"]]
+    for name in MODEL_KEYS:
+        if name not in spec.takes and c[name] != KEYS[name].default:
+            takes = [k for k in MODEL_KEYS if k in spec.takes]
+            raise ConfigError(f"model {spec.name!r} takes no {name} (got {name} = {toml_literal(c[name])}); it takes "
+                              + (", ".join(takes) if takes else "none of the variant keys")
+                              + f": leave {name} at its default {toml_literal(KEYS[name].default)}, or choose a model "
+                              f"that takes it ({spoken(m.name for m in MODELS.values() if name in m.takes)})")
+    if not spec.temperature and tuple(c["beta"]) != (1.0,):
+        raise ConfigError(f"model {spec.name!r} has no inverse temperature β, so members with β = "
+                          f"{toml_literal(c['beta'])} would not differ: leave beta at 1")
 
 
 @register_check
 def check_negative_beta(c: Mapping[str, Any]) -> None:
-    """β < 0 only where the model is defined for it: SA and USA (``SIGNED_BETA_MODELS``), not in angles."""
+    """β < 0 only where the model is defined for it (``Model.signed_beta``: SA and USA), not in angles."""
     negative = [b for b in c["beta"] if b < 0]
     if not negative:
         return
-    if c["model"] not in SIGNED_BETA_MODELS:
-        raise ConfigError(f"beta < 0 (got {negative[0]:g}) runs with model {' or '.join(SIGNED_BETA_MODELS)}, whose "
+    signed = models.names(signed_beta=True)
+    if c["model"] not in signed:
+        raise ConfigError(f"beta < 0 (got {negative[0]:g}) runs with model {spoken(signed)}, whose "
                           f"softmax subtracts the row maximum; model = {c['model']!r} needs beta ≥ 0")
     if c["circle"] == "yes":
         raise ConfigError(f"beta < 0 (got {negative[0]:g}): the angle form (circle = 'yes') assumes beta ≥ 0; "
@@ -148,9 +159,6 @@ def check_positional(c: Mapping[str, Any]) -> None:
         return
     if c["mask"] != "causal":
         raise ConfigError(f"positional = {c['positional']!r} biases attention to earlier tokens: set mask = 'causal'")
-    if c["model"] not in KERNEL_MODELS:
-        raise ConfigError(f"positional = {c['positional']!r} biases the logits of SA or USA: it needs model "
-                          f"sa, usa or usa-rescaled (got model = {c['model']!r})")
     if c["positional"] == "decay" and c["heads"] > 1:
         raise ConfigError(f"positional = 'decay' weighs the tokens of one head: it needs heads = 1 (got {c['heads']})")
     if c["positional"] == "decay" and c["model"] == "sa":
@@ -161,13 +169,8 @@ def check_positional(c: Mapping[str, Any]) -> None:
 @register_check
 def check_variants(c: Mapping[str, Any]) -> None:
     """Refuse combinations of variant keys that have no meaning, naming the keys involved."""
-    model, solver, heads, mask, norm = c["model"], c["solver"], c["heads"], c["mask"], c["norm"]
+    model, solver, heads, norm = c["model"], c["solver"], c["heads"], c["norm"]
     weights, layer_tau, noise = c["weights"], c["layer_tau"], c["noise"]
-    if model == "hardmax" and heads > 1:
-        raise ConfigError(f"model = 'hardmax' has a single head; got heads = {heads}")
-    if model == "sinkhorn" and mask == "causal":
-        raise ConfigError("model = 'sinkhorn' cannot be combined with mask = 'causal' "
-                          "(a causal matrix is not doubly stochastic)")
     if heads > 1:
         bad = [d for d in c["d"] if d % heads]
         if bad:
@@ -179,6 +182,10 @@ def check_variants(c: Mapping[str, Any]) -> None:
         raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
     if (c["weights_file"] or (layer_tau > 0 and weights != "identity")) and layer_tau <= 0:
         raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
+    if layer_tau > 0 and weights == "identity" and not c["weights_file"]:
+        raise ConfigError(f"layer_tau = {layer_tau:g} is the time each layer's weights act: it needs random weights "
+                          "redrawn per layer (weights other than 'identity') or a weights_file; or leave layer_tau "
+                          "at 0")
     one_step = names("fixed", grid_only=False)  # what a Strang splitting wraps
     if noise > 0 and solver not in one_step:
         raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
@@ -193,9 +200,9 @@ def check_variants(c: Mapping[str, Any]) -> None:
         raise ConfigError(f"norm = {norm!r} moves tokens in R^d; solver {solver!r} only rotates on the sphere")
     if c["circle"] == "yes":
         changed = non_plain_keys(c)
-        if tuple(c["d"]) != (2,) or model not in CIRCLE_MODELS or changed:
+        if tuple(c["d"]) != (2,) or not MODELS[model].circle or changed:
             raise ConfigError("circle = 'yes' is the angle form of plain SA/USA on the circle: it needs d = 2, "
-                              "model sa/usa/usa-rescaled and no other variant key"
+                              f"model {spoken(models.names(circle=True), quote='')} and no other variant key"
                               + (f" (got {', '.join(changed)})" if changed else "")
                               + "; circle = 'auto' uses it only where it applies")
         if solver in ROTATING_SOLVERS:
@@ -203,19 +210,8 @@ def check_variants(c: Mapping[str, Any]) -> None:
     if c["coalesce"] > 0 and norm in ("pre", "peri", "none"):
         raise ConfigError(f"coalesce moves tokens on the sphere together; norm = {norm!r} leaves the sphere "
                           "(use norm = 'post' or 'ngpt', or coalesce = 0)")
-    if c["ff_width"] and model == "hardmax":
-        raise ConfigError("a feed-forward term needs a smooth attention model (sa, usa, sinkhorn), not hardmax")
-    if model in _UNNORMALIZED:
-        other = (f"heads = {heads}" if heads > 1 else "mask = 'causal'" if mask == "causal"
-                 else "weights_file" if c["weights_file"] else f"layer_tau = {layer_tau:g}" if layer_tau > 0
-                 else None)
-        if other:
-            raise ConfigError(f"model = {model!r} is one attention term with fixed Q, K, V; it does not combine "
-                              f"with {other} (heads, masks and layer-wise weights are those of softmax attention)")
     if "attention" in c["statistics"]:
-        stochastic = model not in _UNNORMALIZED or (
-            model == "linear" and c["linear_normalize"] == "sum" and c["linear_feature"] == "elu")
-        if not stochastic:
+        if not MODELS[model].make(1.0, options=c).stochastic:  # the field answers, with the run's options
             raise ConfigError(f"statistics 'attention' treat the attention matrix as a random walk, but model = "
                               f"{model!r} has signed weights; use linear_normalize = 'sum' with linear_feature = "
                               f"'elu' (model = 'linear'), or leave 'attention' out of statistics")

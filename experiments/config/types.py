@@ -53,6 +53,11 @@ class Key:
     ``strict_min``/``strict_max`` make them exclusive); ``choices`` restricts strings (elementwise
     for ``str_list``). List keys need at least one value unless ``allow_empty``. The default is
     normalized by the key itself when the key is made, so a bad default fails at import time.
+    ``applies`` = (other key, values) says that the key acts only where the other key has one of those
+    values (``">0"``: a positive number); a configuration setting it elsewhere is refused, since the
+    run would ignore it. ``experiment_key``: read only by the experiments that list it in their ``keys``
+    (an experiment with a runner of its own), never by the particle ensemble
+    (``experiments/preflight.check_keys_read``).
     """
 
     name: str
@@ -65,6 +70,8 @@ class Key:
     strict_max: bool = False
     choices: tuple | None = None
     allow_empty: bool = False
+    applies: tuple | None = None
+    experiment_key: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _BARE_KEY.match(self.name):
@@ -73,6 +80,9 @@ class Key:
             raise ConfigError(f"key {self.name!r}: type must be one of {', '.join(TYPES)}; got {self.type!r}")
         if self.choices is not None:
             object.__setattr__(self, "choices", tuple(self.choices))
+        if self.applies is not None:
+            other, values = self.applies
+            object.__setattr__(self, "applies", (other, values if values == ">0" else tuple(values)))
         if "\n" in self.doc:
             raise ConfigError(f"key {self.name!r}: doc must be one line")
         # frozen: the normalized default replaces the given one (lists become tuples)
