@@ -143,8 +143,7 @@ def _run_grid_experiment(config, experiment, out: Path, args) -> int:
     else:
         print(f"{experiment.name}: {len(runs)} runs in {out}/")
         for check in experiment.grid_checks(loaded) if experiment.grid_checks else []:
-            mark = "ok  " if check.passed else "FAIL"
-            print(f"  [{mark}] {check.name}: expected {check.expected}, measured {check.measured}")
+            print(f"  [{check.mark}] {check.name}: expected {check.expected}, measured {check.measured}")
         for p in sorted(out.glob("*.png")):
             print(f"  {p.name}")
     return 0

@@ -1,10 +1,13 @@
 """Checks a run or a sweep passes before anything is computed or written.
 
-A configuration is validated key by key when it is made (``config.validate``); what it points to
-is checked here, once, before the first step and before a sweep writes its manifest: the arrays
-of ``init_file`` and ``weights_file`` (read without unpickling, with the shapes the run needs), the
-memory of the run (``memory.check_fits``), and its steps and save times against ``max_steps``
-(:func:`check_steps`). Every problem is a ConfigError in one line.
+A configuration is validated key by key when it is made (``config.validate``); what it asks of the
+experiment that runs it is checked here, once, before the first step and before a sweep writes its
+manifest (:func:`check`): that the run reads every key the configuration sets (:func:`check_keys_read`),
+the experiment's own refusals, the arrays of ``init_file`` and ``weights_file`` (read without
+unpickling, with the shapes the run needs), the memory of the run (``memory.check_fits`` for the
+particle ensemble, the experiment's own estimate otherwise), and its steps and save times against
+``max_steps`` (:func:`check_steps`). Every problem is a ConfigError in one line. Every command and
+``Experiment.execute`` go through :func:`check`, so no experiment skips it.
 """
 
 from __future__ import annotations
@@ -19,9 +22,56 @@ import numpy as np
 from ..solvers import problem
 from ..solvers.dense import grid_steps
 from . import memory
-from .config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, Config, ConfigError
+from .config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, Config, ConfigError
+from .config.toml import toml_literal
 
-__all__ = ["check", "check_files", "check_steps"]
+__all__ = ["AMBIENT_KEYS", "check", "check_files", "check_keys_read", "check_steps", "keys_read"]
+
+AMBIENT_KEYS = frozenset(("experiment", "progress"))
+"""Keys every run reads: which experiment it is, and whether it shows progress."""
+
+
+def _acts(key, config: Config) -> bool:
+    """Whether ``key`` acts in ``config`` as far as its ``applies`` condition goes."""
+    if key.applies is None:
+        return True
+    other, values = key.applies
+    return config[other] > 0 if values == ">0" else config[other] in values
+
+
+def keys_read(config: Config, experiment=None) -> frozenset[str]:
+    """The keys a run of ``config`` reads: those its experiment declares (``Experiment.keys``, for an
+    experiment with a runner of its own), else those of the particle ensemble, every key but the
+    experiments' own (``Key.experiment_key``) where it acts (``Key.applies``)."""
+    declared = getattr(experiment, "keys", None)
+    if declared is not None:
+        return frozenset(declared) | AMBIENT_KEYS
+    return frozenset(name for name, key in KEYS.items() if not key.experiment_key and _acts(key, config))
+
+
+def check_keys_read(config: Config, experiment=None) -> None:
+    """Refuse a configuration that sets a key its run would ignore: set away from its default and from the
+    experiment's own values (``Experiment.own_values``), but not read (:func:`keys_read`)."""
+    reads = keys_read(config, experiment)
+    own = experiment.own_values() if experiment is not None else {}
+    custom = getattr(experiment, "keys", None) is not None
+    for name, key in KEYS.items():
+        value = config[name]
+        if name in reads or value == key.default or value in own.get(name, ()):
+            continue
+        shown = f"{name} = {toml_literal(value)}"
+        leave = f"leave {name} at its default {toml_literal(key.default)}"
+        if custom:
+            listed = ", ".join(sorted(reads - AMBIENT_KEYS))
+            raise ConfigError(f"experiment {experiment.name!r} does not read {name} (got {shown}): its run reads "
+                              f"{listed}; {leave}")
+        if key.applies is not None and not _acts(key, config):
+            other, values = key.applies
+            where = f"{other} > 0" if values == ">0" else f"{other} = " + " or ".join(repr(v) for v in values)
+            raise ConfigError(f"{shown} acts only with {where} (got {other} = {toml_literal(config[other])}): set "
+                              f"{other}, or {leave}")
+        raise ConfigError(f"{shown} is read by another experiment, not by a particle run ({name}: {key.doc}); "
+                          f"{leave}")
 
 
 def check_steps(config: Config) -> None:
@@ -110,13 +160,32 @@ def check_files(config: Config) -> None:
         _weights_file(config)
 
 
-def check(configs: Config | Iterable[Config], *, needs: Callable[[Config], Iterable[str]] | None = None) -> None:
-    """Everything a run (one Config) or a sweep (its grid points' Configs) must pass before it starts:
-    ``memory.check_fits_all``, :func:`check_steps`, then :func:`check_files` for each distinct use of a file.
+def check(configs: Config | Iterable[Config], *, experiment=None,
+          needs: Callable[[Config], Iterable[str]] | None = None) -> None:
+    """Everything a run (one Config) or a sweep (its grid points' Configs) must pass before it starts.
 
-    ``needs``: the groups of statistics a configuration computes beyond its ``statistics`` key
-    (``plan.statistics_groups``), which its memory counts."""
+    ``experiment`` (an ``Experiment``; None for a particle run of one's own): ``experiment.check`` (the keys
+    its run reads, β's sign, its own refusals). Then, for a particle ensemble, ``memory.check_fits_all``,
+    :func:`check_steps` and :func:`check_files` for each distinct use of a file; for an experiment with a
+    runner of its own, its memory estimate (``Experiment.memory``) and, where it integrates with the
+    configuration's solver, dt and t1, :func:`check_steps`.
+
+    ``needs``: the groups of statistics a particle configuration computes beyond its ``statistics`` key
+    (``plan.statistics_groups``), which its memory counts; by default what ``experiment`` reads."""
     configs = [configs] if isinstance(configs, Config) else list(configs)
+    for config in configs:
+        if experiment is None:
+            check_keys_read(config)
+        else:
+            experiment.check(config)
+    if needs is None and experiment is not None:
+        needs = experiment.needs
+    if experiment is not None and experiment.run is not None:
+        for config in configs:
+            memory.check_parts(experiment.memory(config), f"experiment {experiment.name!r}")
+            if {"solver", "dt", "t1", "n_save"} <= keys_read(config, experiment):
+                check_steps(config)
+        return
     memory.check_fits_all(configs, needs=needs)
     for config in configs:
         check_steps(config)

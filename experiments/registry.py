@@ -14,7 +14,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import plan, runner
+from . import plan, preflight, runner
 from .config import ConfigError
 from .runner import RunResult
 
@@ -23,12 +23,31 @@ __all__ = ["Check", "Experiment", "EXPERIMENTS", "MODEL_KEYS", "register", "get"
 
 @dataclass(frozen=True)
 class Check:
-    """One comparison of a run with the theory: what, the expected and measured values, pass or fail."""
+    """One comparison of a run with the theory: what, the expected and measured values, pass or fail.
+
+    ``passed`` None: the check does not apply to this run (a theory of d → ∞ at small d, say); ``measured``
+    then says why. It is reported as not applicable, never as a failure (:meth:`not_applicable`).
+    """
 
     name: str
     expected: str
     measured: str
-    passed: bool
+    passed: bool | None
+
+    @classmethod
+    def not_applicable(cls, name: str, expected: str, why: str) -> "Check":
+        """A check that does not apply to this run, and why."""
+        return cls(name, expected, why, None)
+
+    @property
+    def mark(self) -> str:
+        """"ok", "FAIL" or "n/a", padded to four characters (the reports' ``[ok  ]``)."""
+        return {True: "ok  ", False: "FAIL", None: "n/a "}[self.passed]
+
+    @property
+    def failed(self) -> bool:
+        """Whether the check applies and fails."""
+        return self.passed is False
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,29 @@ class Experiment:
     negative_beta: bool = False
     # what a run computes, in the report's first line, for experiments that are not a particle ensemble
     headline: Callable[[object], str] | None = None
+    # experiments with their own runner declare the keys it reads (any other key set is refused, never
+    # ignored: preflight.check_keys_read) and the memory a run holds, {"what [keys that size it]": bytes}
+    keys: tuple[str, ...] | None = None
+    memory: Callable[[object], dict] | None = None
+    # its own refusals (ConfigError), before anything runs: sizes and values its runner or theory cannot take
+    requires: Callable[[object], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.run is not None and (self.keys is None or self.memory is None):
+            raise ValueError(f"experiment {self.name!r} has a runner of its own: it declares the keys it reads "
+                             "(keys=...) and the memory a run holds (memory=...), which preflight checks")
+        if self.keys is not None:
+            object.__setattr__(self, "keys", tuple(self.keys))
+
+    def own_values(self) -> dict[str, set]:
+        """Per key, the values this experiment sets itself (its defaults and its quick overrides)."""
+        from .config import KEYS
+
+        out: dict[str, set] = {}
+        for layer in (self.defaults, self.quick):
+            for name, value in layer.items():
+                out.setdefault(name, set()).add(KEYS[name].coerce(value))
+        return out
 
     def describe(self, config, members: int) -> str:
         """The report's account of what a run of ``config`` computed (before its wall time)."""
@@ -64,12 +106,17 @@ class Experiment:
                 f"t1 = {config.t1:g}, {config.solver}")
 
     def check(self, config) -> None:
-        """Refuse (ConfigError) a configuration this experiment's figures and checks cannot read."""
+        """Refuse (ConfigError) a configuration this experiment does not run as given: a key its run does
+        not read (``preflight.check_keys_read``), β < 0 where its theory is of β ≥ 0, and its own refusals
+        (``requires``)."""
+        preflight.check_keys_read(config, self)
         negative = [b for b in config.beta if b < 0]
         if negative and not self.negative_beta:
             able = ", ".join(name for name, e in EXPERIMENTS.items() if e.negative_beta)
             raise ConfigError(f"experiment {self.name!r} compares with a theory of beta ≥ 0 (got beta = "
                               f"{negative[0]:g}); beta < 0 runs in: simulate{', ' + able if able else ''}")
+        if self.requires is not None:
+            self.requires(config)
 
     def statistics_groups(self, config) -> tuple[str, ...]:
         """The groups of statistics a run of ``config`` computes: its ``statistics`` key and what this
@@ -79,10 +126,10 @@ class Experiment:
     def execute(self, config, *, progress: bool | None = None) -> RunResult:
         """Run ``config``: the experiment's own runner, or the particle ensemble computing, besides its
         ``statistics``, what the experiment reads."""
-        self.check(config)
+        preflight.check(config, experiment=self)
         if self.run is not None:
             return self.run(config, progress=progress)
-        return runner.run(config, progress=progress, needs=self.needs(config))
+        return runner.run(config, progress=progress, needs=self.needs(config), checked=True)
 
 
 EXPERIMENTS: dict[str, Experiment] = {}

@@ -195,14 +195,16 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
     return stats
 
 
-def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = ()) -> RunResult:
+def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = (), checked: bool = False) -> RunResult:
     """Simulate every member of ``config`` and return its statistics (and states when small).
 
     ``needs``: groups of statistics computed whatever the ``statistics`` key says (those its
-    experiment's figures and checks read; ``plan.statistics_groups``).
+    experiment's figures and checks read; ``plan.statistics_groups``). ``checked``: ``preflight.check``
+    has passed already (``Experiment.execute`` runs it with the experiment's own values).
     """
     needs = tuple(needs)
-    preflight.check(config, needs=lambda c: needs)  # its files and its memory, before anything is computed
+    if not checked:  # the keys it reads, its files and its memory, before anything is computed
+        preflight.check(config, needs=lambda c: needs)
     show = config.progress if progress is None else progress
     ts = save_times(config)
     betas = np.asarray(config.beta, dtype=float)

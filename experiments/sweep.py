@@ -102,10 +102,9 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
         raise ValueError("--resume keeps the runs already complete and --overwrite replaces them: give one of them")
     axes = [parse_grid(spec) for spec in grid_specs]
     points = expand_grid(config, axes)  # validates every point before anything runs
-    for _, cfg in points:
-        if cfg.experiment in builtin.EXPERIMENTS:
-            builtin.EXPERIMENTS[cfg.experiment].check(cfg)
-    preflight.check((cfg for _, cfg in points), needs=builtin.needs)  # the files and memory of each run
+    # the keys each run reads, its files, memory and steps, as its experiment runs it
+    experiment = builtin.EXPERIMENTS.get(config.experiment)
+    preflight.check([cfg for _, cfg in points], experiment=experiment, needs=builtin.needs)
     out = Path(out)
     if out.is_symlink():
         raise ValueError(f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "

@@ -134,7 +134,7 @@ CHECKS = [
 def table(checks: list[Check]) -> str:
     """A plain-text table: check, expected, measured, pass."""
     rows = [("check", "expected", "measured", "pass")] + [
-        (c.name, c.expected, c.measured, "yes" if c.passed else "NO") for c in checks]
+        (c.name, c.expected, c.measured, {True: "yes", False: "NO", None: "n/a"}[c.passed]) for c in checks]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -151,6 +151,8 @@ def main(quick: bool = False) -> int:
         results.extend(fn(quick))
         print(f" {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     print(table(results))
-    failed = sum(not c.passed for c in results)
-    print(f"\n{len(results) - failed} passed, {failed} failed in {time.perf_counter() - start:.0f} s")
+    failed = sum(c.failed for c in results)
+    skipped = sum(c.passed is None for c in results)
+    print(f"\n{len(results) - failed - skipped} passed, {failed} failed"
+          + (f", {skipped} not applicable" if skipped else "") + f" in {time.perf_counter() - start:.0f} s")
     return 0 if failed == 0 else 1

@@ -63,7 +63,7 @@ def test_builtin_experiment_passes_its_theory_checks(runs, name):
     assert r.result.config == expected
     checks = e.checks(r.result)
     assert checks, f"{name} has no theory check"
-    failed = [c for c in checks if not c.passed]
+    failed = [c for c in checks if c.failed]
     assert not failed, failed
     # the report printed by the live run shows the same checks as the run read back from disk
     for c in checks:

@@ -79,7 +79,7 @@ LEAD_FIGURES: dict[str, list[str]] = {
     "renyi-centres": ["renyi_centres"],
 }
 
-_CHECK = re.compile(r"^\s*\[(ok  |FAIL)\] (.*)$")
+_CHECK = re.compile(r"^\s*\[(ok  |FAIL|n/a )\] (.*)$")
 
 
 # -- running one experiment ------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def run_experiment(name: str, run_dir: Path, timeout: float) -> dict:
             parts = _parse_check(m.group(2))
             if parts is None:
                 parts = {"name": m.group(2), "expected": "", "measured": ""}
-            checks.append({**parts, "passed": m.group(1) == "ok  "})
+            checks.append({**parts, "passed": {"ok  ": True, "FAIL": False, "n/a ": None}[m.group(1)]})
         elif line.strip().startswith("theory checks skipped"):
             skipped = line.strip()
     figures = sorted(p.name for p in run_dir.iterdir() if p.suffix in FIGURE_SUFFIXES) if run_dir.is_dir() else []
@@ -262,12 +262,13 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
     if record["skipped"]:
         lines += [md(record["skipped"]), ""]
     elif checks:
-        passed = sum(c["passed"] for c in checks)
+        passed = sum(c["passed"] is True for c in checks)
+        applicable = sum(c["passed"] is not None for c in checks)
         lines += [f"What `attnflow run {name} --quick` printed when this page was built: "
-                  f"{passed} of {len(checks)} passed.", "",
+                  f"{passed} of {applicable} passed.", "",
                   "| | check | expected | measured |", "|---|---|---|---|"]
         for c in checks:
-            mark = "✅" if c["passed"] else "❌ FAIL"
+            mark = {True: "✅", False: "❌ FAIL", None: "n/a"}[c["passed"]]
             lines.append(f"| {mark} | {md(c['name'])} | {md(c['expected'])} | {md(c['measured'])} |")
         lines.append("")
     else:
@@ -323,8 +324,9 @@ def _status(r: dict) -> str:
     checks = r["checks"]
     if not checks:
         return "no checks"
-    passed = sum(c["passed"] for c in checks)
-    return f"{'✅' if passed == len(checks) else '❌'} {passed}/{len(checks)} checks"
+    passed = sum(c["passed"] is True for c in checks)
+    applicable = sum(c["passed"] is not None for c in checks)
+    return f"{'✅' if passed == applicable else '❌'} {passed}/{applicable} checks"
 
 
 def copy_figures(out: Path, name: str, run_dir: Path, figures: list[str]) -> None:
@@ -395,7 +397,7 @@ def main(argv=None) -> int:
 
     done = [records.get(e.name) or json.loads((runs / f"{e.name}.gallery.json").read_text()) for e in selected]
     failed_runs = [r["name"] for r in done if r["error"]]
-    failed_checks = [(r["name"], c["name"]) for r in done for c in r["checks"] if not c["passed"]]
+    failed_checks = [(r["name"], c["name"]) for r in done for c in r["checks"] if c["passed"] is False]
     missing_text = [e.name for e in selected if read_text(e.name) is None]
     slowest = ", ".join(f"{r['name']} {seconds_text(r['seconds'])}" for r in sorted(done, key=lambda r: -r["seconds"])[:3])
     print(f"gallery: {len(done)} page(s) and index.md in {out}; total {seconds_text(time.perf_counter() - start)} "

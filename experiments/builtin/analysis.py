@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...particles import equiangular_ode as eq
+from ..config import ConfigError
 from ..registry import Check
 from ..runner import RunResult
 
-__all__ = ["plots", "mean_over_seeds", "gamma_of_t", "tag", "statistics_figures", "particle_convergence_check"]
+__all__ = ["plots", "mean_over_seeds", "gamma_of_t", "tag", "statistics_figures", "particle_convergence_check",
+           "dimensions"]
 
 
 class LazyPlots:
@@ -23,6 +25,17 @@ class LazyPlots:
 
 
 plots = LazyPlots()
+
+
+def dimensions(*allowed: int, why: str):
+    """An ``Experiment.requires`` hook: the run has one d, one of ``allowed`` (``why``: what needs it)."""
+    def requires(config) -> None:
+        if len(config.d) != 1 or config.d[0] not in allowed:
+            which = " or ".join(f"d = {d}" for d in allowed)
+            raise ConfigError(f"experiment {config.experiment!r} runs one dimension, {which} ({why}); got "
+                              f"d = {list(config.d)}")
+
+    return requires
 
 
 def mean_over_seeds(result: RunResult, name: str) -> np.ndarray:

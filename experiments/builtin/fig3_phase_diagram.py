@@ -47,12 +47,20 @@ def figures(result: RunResult) -> dict:
                                                                  path=p)}
 
 
+GAMMA_CHECK_MIN_D = 32
+"""Γ_∞,δ is the d → ∞ boundary: it is compared with runs whose largest d is at least this (the quick run's)."""
+
+
 def checks(result: RunResult) -> list[Check]:
-    """The boundary (clustered fraction 1/2) at the largest d against Γ_∞,δ."""
+    """The boundary (clustered fraction 1/2) at the largest d against Γ_∞,δ (not applicable below d = 32)."""
     c = result.config
+    i = int(np.argmax(c.d))
+    if c.d[i] < GAMMA_CHECK_MIN_D:
+        return [Check.not_applicable(f"phase boundary (fraction 1/2) vs Γ_∞,δ at d = {c.d[i]}",
+                                     "relative gap ≤ 0.25",
+                                     f"Γ_∞,δ is the d → ∞ boundary: compared from d = {GAMMA_CHECK_MIN_D} on")]
     t_star, betas = gamma(result)
     frac = mean_over_seeds(result, "clustered_fraction")
-    i = int(np.argmax(c.d))
     crossing = crossing_times(result.ts, frac[i])
     ok = np.isfinite(crossing) & np.isfinite(t_star) & (t_star < result.ts[-1])
     if not ok.any():

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..registry import Check, Experiment, register
 from ..runner import RunResult
-from .analysis import plots, tag
+from .analysis import dimensions, plots, tag
 
 
 def figures(result: RunResult) -> dict:
@@ -47,4 +47,5 @@ EXPERIMENT = register(Experiment(
          n_save=301, delta=1e-3, solver="tsit5", save_states="yes"),
     dict(seeds=6, n_save=61),
     figures, checks,
+    requires=dimensions(2, why="trajectories and cluster counts on the circle"),
 ))

@@ -30,6 +30,7 @@ import numpy as np
 from ...particles import gaussian_closure as gc
 from ...particles.layernorm import NoLN
 from ...particles.fields import SA
+from ...solvers.problem import check_steps
 from ...solvers.simulation import simulate
 from ..config import ConfigError
 from ..registry import Check, Experiment, register
@@ -158,12 +159,6 @@ def _rank_part(config):
 def run(config, *, progress=None) -> RunResult:
     """Closure vs particles at every n, the collapse run, and the limit ranks (module docstring)."""
     start = time.perf_counter()
-    if len(config.d) != 1 or len(config.beta) != 1:
-        raise ConfigError("gaussian-closure runs one d and one beta (the closure-vs-particles dimension and β)")
-    if not config.particle_counts:
-        raise ConfigError("gaussian-closure needs particle_counts, e.g. [64, 256, 1024]")
-    if config.norm != "none":
-        raise ConfigError("gaussian-closure simulates the tokens without layer norm: it needs norm = 'none'")
     d, beta = int(config.d[0]), float(config.beta[0])
     cov_err, mean_err = _rate_part(config, d, beta)
     particles, closure = _collapse_part(config, d, beta)
@@ -182,6 +177,33 @@ def run(config, *, progress=None) -> RunResult:
     one = np.zeros((1, 1, 1))
     return RunResult(config=config, ts=rate_times(config), stats=stats, xs=None, steps=one.astype(np.int64),
                      t_event=np.full(one.shape, np.inf), wall_time_s=time.perf_counter() - start, extra=extra)
+
+
+def requires(config) -> None:
+    """One d and one β, particle counts to compare, and fixed steps of dt that reach t1 and collapse_time."""
+    if len(config.d) != 1 or len(config.beta) != 1:
+        raise ConfigError("gaussian-closure runs one d and one beta (the closure-vs-particles dimension and β)")
+    if not config.particle_counts:
+        raise ConfigError("gaussian-closure needs particle_counts, e.g. [64, 256, 1024]")
+    for horizon in (config.t1, config.collapse_time):  # the particles step rk4 with dt over both
+        try:
+            check_steps("the particles' rk4", 0.0, horizon, config.dt, horizon / config.dt, 1_000_000, config.dtype)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+
+
+def memory(config) -> dict:
+    """The particles of the largest count (replicas of them) and of the collapse run, their rk4 stages and
+    moments; the draws of the limit ranks."""
+    d = config.d[0]
+    largest = max(config.particle_counts, default=0) * config.replicas
+    times = config.n_save
+    return {"the particles' states and rk4 stages [particle_counts, replicas, n]": 8 * 7 * (largest + config.n) * d,
+            "the particles' attention [particle_counts, n]": 8 * 3 * max(config.n, max(config.particle_counts,
+                                                                                        default=0)) ** 2,
+            "the draws of the limit ranks [rank_draws, rank_dims]":
+                8 * 12 * config.rank_draws * sum(k * k for k in config.rank_dims) * len(VALUE_KINDS),
+            "the moments at every save time [n_save, replicas]": 8 * 2 * times * config.replicas * (d * d + d)}
 
 
 def figures(result: RunResult) -> dict:
@@ -251,6 +273,10 @@ EXPERIMENT = register(Experiment(
     figures, checks,
     needs=lambda config: (),
     run=run,
+    keys=("d", "beta", "seed", "replicas", "particle_counts", "t1", "n_save", "dt", "n", "collapse_time", "rank_dims",
+          "rank_draws", "dtype"),
+    memory=memory,
+    requires=requires,
     headline=lambda c: (f"closure vs particles in d = {c.d[0]} for n ∈ {list(c.particle_counts)} ({c.replicas} replicas, "
                         f"t ≤ {c.t1:g}), collapse of n = {c.n} to t = {c.collapse_time:g}, limit ranks for "
                         f"d ∈ {list(c.rank_dims)} ({c.rank_draws} draws each)"),

@@ -45,10 +45,6 @@ def run(config, *, progress=None) -> RunResult:
     """The exact cosines for every γ and n, and those from token arrays up to ``particle_max`` tokens."""
     start = time.perf_counter()
     rho, gammas, alpha = float(config.rho), np.asarray(config.gamma, dtype=float), float(config.residual)
-    if not 0.0 <= rho < 1.0:
-        raise ConfigError(f"long-context needs equiangular tokens with 0 ≤ rho < 1, got rho = {rho:g}")
-    if not config.context_lengths:
-        raise ConfigError("long-context needs context_lengths, e.g. [10, 100, 1000]")
     lengths = np.asarray(config.context_lengths, dtype=np.int64)
 
     def cosine(g, n):
@@ -77,6 +73,27 @@ def run(config, *, progress=None) -> RunResult:
              "curve_context": (CLOSED_FORM_LENGTHS, ["curve_context"])}
     return RunResult(config=config, ts=np.zeros(1), stats=stats, xs=None, steps=one.astype(np.int64),
                      t_event=np.full(one.shape, np.inf), wall_time_s=time.perf_counter() - start, extra=extra)
+
+
+MAX_CONTEXT = 10**15
+"""The longest context: n and β = γ log n stay exact in float64 (n < 2⁵³), with room for n − 1."""
+
+
+def requires(config) -> None:
+    """Equiangular tokens (0 ≤ ρ < 1) and context lengths an int64 and a float64 hold exactly."""
+    if not 0.0 <= config.rho < 1.0:
+        raise ConfigError(f"long-context needs equiangular tokens with 0 ≤ rho < 1, got rho = {config.rho:g}")
+    if not config.context_lengths:
+        raise ConfigError("long-context needs context_lengths, e.g. [10, 100, 1000]")
+    if max(config.context_lengths) > MAX_CONTEXT:
+        raise ConfigError(f"context_lengths must be ≤ 1e15 (n and log n exact in float64), got "
+                          f"{max(config.context_lengths)}")
+
+
+def memory(config) -> dict:
+    """The token arrays of the longest context computed from tokens: n × (n + 1) float32, a few copies."""
+    n = max([k for k in config.context_lengths if k <= config.particle_max], default=0)
+    return {"the token arrays of the longest context computed from tokens [particle_max]": 4 * 4 * n * (n + 1)}
 
 
 def figures(result: RunResult) -> dict:
@@ -120,6 +137,9 @@ EXPERIMENT = register(Experiment(
     figures, checks,
     needs=lambda config: (),
     run=run,
+    keys=("rho", "gamma", "residual", "context_lengths", "particle_max"),
+    memory=memory,
+    requires=requires,
     headline=lambda c: (f"one layer at β = γ log n for γ ∈ {list(c.gamma)}, ρ = {c.rho:g}, residual α = {c.residual:g}, "
                         f"n ∈ {list(c.context_lengths)} (token arrays up to n = {c.particle_max})"),
 ))

@@ -24,7 +24,6 @@ from ...particles.fields import USA
 from ...solvers.progress import Counter
 from ...solvers.simulation import simulate
 from ..config import ConfigError
-from ..config.keys import FIXED_STEP_SOLVERS
 from ..registry import Check, Experiment, register
 from ..runner import STAT_DIMENSIONS, RunResult, save_times
 from .analysis import plots
@@ -101,15 +100,7 @@ def run(config, *, progress=None) -> RunResult:
     """The closed-form profiles, the particle estimates and the reference run, for every β."""
     start = time.perf_counter()
     betas, lam, classes, n = np.asarray(config.beta, dtype=float), config.decay_rate, config.classes, config.n
-    if np.any(betas <= 0):
-        raise ConfigError(f"lost-in-the-middle needs beta > 0 (the rates n² I_n(β)), got {betas.tolist()}")
-    if n < 3:
-        raise ConfigError(f"lost-in-the-middle needs n ≥ 3 tokens (a source, a middle and the last), got n = {n}")
-    if config.dt <= 0 and config.solver in FIXED_STEP_SOLVERS:
-        raise ConfigError(f"solver {config.solver!r} needs dt > 0 (the reference uses rk4 with dt = 0.025)")
     times = np.asarray(config.profile_times, dtype=float)
-    if times.size == 0 or np.any(np.diff(times) <= 0):
-        raise ConfigError(f"profile_times must be increasing and not empty, got {times.tolist()}")
     bins = _bins(n)
     t_crit = np.array([lim.critical_time(b, lam, classes) for b in betas])
     curves = np.stack([[lim.profile(POSITIONS, f * tc, b, lam, classes) for f in PROFILE_FRACTIONS]
@@ -210,6 +201,42 @@ def checks(result: RunResult) -> list[Check]:
     return out
 
 
+MAX_DECAY_RATE = 700.0
+"""The largest λ: the closed form holds e^λ, which overflows float64 beyond 709.8."""
+
+
+def requires(config) -> None:
+    """β > 0, three tokens at least, a decay rate whose e^λ is finite, at least one class, and increasing
+    profile times within the reference run's [0, t1] (whose steps preflight counts)."""
+    betas = np.asarray(config.beta, dtype=float)
+    if np.any(betas <= 0):
+        raise ConfigError(f"lost-in-the-middle needs beta > 0 (the rates n² I_n(β)), got {betas.tolist()}")
+    if config.n < 3:
+        raise ConfigError(f"lost-in-the-middle needs n ≥ 3 tokens (a source, a middle and the last), got "
+                          f"n = {config.n}")
+    if config.decay_rate > MAX_DECAY_RATE:
+        raise ConfigError(f"decay_rate must be ≤ {MAX_DECAY_RATE:g} (the closed form holds e^λ, which overflows "
+                          f"float64 beyond 709.8), got {config.decay_rate:g}")
+    if config.classes < 1:
+        raise ConfigError(f"classes must be ≥ 1 (the number M of classes read off the circle), got "
+                          f"{config.classes:g}")
+    times = np.asarray(config.profile_times, dtype=float)
+    if times.size == 0 or np.any(np.diff(times) <= 0):
+        raise ConfigError(f"profile_times must be increasing and not empty, got {times.tolist()}")
+    if times[-1] > config.t1:
+        raise ConfigError(f"profile_times must lie within the reference run's [0, t1 = {config.t1:g}], got "
+                          f"{times[-1]:g}")
+
+
+def memory(config) -> dict:
+    """The runs' uniform starts and soft accuracies, and one chunk's dense n × n weights."""
+    runs, n, size = config.profile_runs, config.n, 4 if config.dtype == "float32" else 8
+    times = len(config.profile_times)
+    return {"the uniform starts of every run [profile_runs, n]": 8 * 3 * runs * n,
+            "the soft accuracy of every run [profile_runs, n, profile_times]": 8 * 3 * runs * (times + 1) * n,
+            "one chunk's dense attention [n]": size * min(runs, CHUNK) * (3 * n * n + 8 * 2 * n)}
+
+
 EXPERIMENT = register(Experiment(
     "lost-in-the-middle",
     "position-decayed causal attention: the U-shaped soft-accuracy profile against its closed form, t_crit",
@@ -222,6 +249,10 @@ EXPERIMENT = register(Experiment(
     figures, checks,
     needs=lambda config: (),
     run=run,
+    keys=("n", "beta", "seed", "decay_rate", "classes", "profile_runs", "profile_times", "t1", "n_save",
+          "save_times", "save_spacing", "log_decades", "solver", "dt", "rtol", "atol", "dtype"),
+    memory=memory,
+    requires=requires,
     headline=lambda c: (f"n = {c.n} tokens, β ∈ {list(c.beta)}, λ = {c.decay_rate:g}, M = {c.classes:g}: "
                         f"{c.profile_runs} runs from uniform starts at t ∈ {list(c.profile_times)}, "
                         f"one reference run to t = {c.t1:g}"),

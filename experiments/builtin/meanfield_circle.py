@@ -27,8 +27,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...particles import Circle
+from ...particles.models import MODELS
+from ...particles.modes import fastest_rate
 from ...solvers import meanfield as mf
 from ...solvers import simulate
+from ...solvers.spectral_steps import check_horizon
 from ..config import ConfigError
 from ..models import simulate_arguments
 from ..registry import Check, Experiment, register
@@ -46,19 +49,10 @@ def run(config, *, progress=None) -> RunResult:
     """The mean-field run of ``config`` (see the module docstring) as a RunResult."""
     import time
 
-    if config.model not in ("sa", "usa", "usa-rescaled"):
-        raise ConfigError(f"meanfield-circle solves SA or USA on the circle: model must be 'sa', 'usa' or "
-                          f"'usa-rescaled', got {config.model!r}")
-    if 16 >= config.modes:
-        raise ConfigError(f"meanfield-circle perturbs the modes k ≤ 16: modes must be > 16, got {config.modes}")
-    if not 0 < config.perturbation * 16 < 1:
-        raise ConfigError(f"perturbation ε must lie in (0, 1/16) so that ρ0 > 0, got {config.perturbation:g}")
     start = time.perf_counter()
     ts = save_times(config)
     betas = np.asarray(config.beta, dtype=float)
     nb, seeds, T = len(betas), config.seeds, len(ts)
-    if np.any(betas <= 0):
-        raise ConfigError("meanfield-circle needs β > 0")
     beta_m = np.repeat(betas, seeds)
     seed_m = np.tile(config.seed + np.arange(seeds), nb)
     rho0 = np.stack([mf.perturbed_uniform(s, config.modes, config.perturbation) for s in seed_m])
@@ -98,6 +92,34 @@ def run(config, *, progress=None) -> RunResult:
     steps = shaped(np.asarray(sol.steps))
     return RunResult(config=config, ts=ts, stats=stats, xs=None, steps=steps, t_event=np.full(steps.shape, np.inf),
                      wall_time_s=time.perf_counter() - start)
+
+
+def requires(config) -> None:
+    """SA or USA, β > 0, more modes than the 16 perturbed, ρ0 > 0, and a horizon the adaptive steps resolve."""
+    if not MODELS[config.model].circle:
+        raise ConfigError(f"meanfield-circle solves SA or USA on the circle: model must be 'sa', 'usa' or "
+                          f"'usa-rescaled', got {config.model!r}")
+    if 16 >= config.modes:
+        raise ConfigError(f"meanfield-circle perturbs the modes k ≤ 16: modes must be > 16, got {config.modes}")
+    if not 0 < config.perturbation * 16 < 1:
+        raise ConfigError(f"perturbation ε must lie in (0, 1/16) so that ρ0 > 0, got {config.perturbation:g}")
+    if any(b <= 0 for b in config.beta):
+        raise ConfigError("meanfield-circle needs β > 0")
+    try:
+        check_horizon(config.t1, fastest_rate(config.beta, 2, model=config.model), "meanfield-circle")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def memory(config) -> dict:
+    """The densities at every save time (grid, coefficients, statistics), the initial perturbations, and the
+    particles' n × n pairwise terms in angles."""
+    members, grid = len(config.beta) * config.seeds, 2 * config.modes
+    times = len(config.save_times) or config.n_save
+    largest = max(config.particle_counts, default=0)
+    return {"the densities at every save time [modes, n_save, seeds, beta]": 8 * 6 * members * times * grid,
+            "the initial perturbations [modes]": 8 * 16 * grid * 3,
+            "the particles' pairwise attention [particle_counts, seeds, beta]": 8 * 3 * members * largest ** 2}
 
 
 def onset_index(ts: np.ndarray, density: np.ndarray) -> int | None:
@@ -321,4 +343,7 @@ EXPERIMENT = register(Experiment(
          save_states="no"),
     dict(modes=256, t1=11.5, n_save=47, particle_counts=[64, 256, 1024]),
     figures, checks, run=run,
+    keys=("model", "beta", "seeds", "seed", "t1", "n_save", "save_times", "save_spacing", "log_decades", "modes",
+          "perturbation", "rtol", "atol", "particle_counts", "solver", "dt", "max_steps"),
+    memory=memory, requires=requires,
 ))

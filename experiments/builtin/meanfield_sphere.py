@@ -26,9 +26,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...particles import fields
+from ...particles.models import MODELS
+from ...particles.modes import fastest_rate
 from ...solvers import harmonics
 from ...solvers import meanfield_sphere as ms
 from ...solvers import simulate
+from ...solvers.spectral_steps import check_horizon
 from ..config import ConfigError
 from ..models import simulate_arguments
 from ..registry import Check, Experiment, register
@@ -51,16 +54,7 @@ STAT_DIMENSIONS.update(sphere_density=_DIMS + ["time", "colatitude", "longitude"
 def run(config, *, progress=None) -> RunResult:
     """The densities, the linear rates, the clusters against the linear pattern, and the particles."""
     start = time.perf_counter()
-    if tuple(config.d) != (3,):
-        raise ConfigError(f"meanfield-sphere solves the density on S² (d = 3); got d = {list(config.d)}")
     betas, seeds, L = np.asarray(config.beta, dtype=float), config.seeds, config.degree
-    if np.any(betas <= 0):
-        raise ConfigError("meanfield-sphere needs β > 0")
-    if L <= PERTURBED_DEGREES:
-        raise ConfigError(f"degree must exceed the {PERTURBED_DEGREES} perturbed degrees, got {L}")
-    if config.noise > 0 and config.particle_counts:
-        raise ConfigError("particle_counts compares deterministic particles with the density: with noise > 0 set "
-                          "particle_counts = []")
     beta_m = np.repeat(betas, seeds)
     seed_m = np.tile(config.seed + np.arange(seeds), betas.size)
     ts = save_times(config)
@@ -97,6 +91,39 @@ def run(config, *, progress=None) -> RunResult:
     steps = shaped(np.asarray(sol.steps))
     return RunResult(config=config, ts=ts, stats=stats, xs=None, steps=steps, t_event=np.full(steps.shape, np.inf),
                      wall_time_s=time.perf_counter() - start)
+
+
+def requires(config) -> None:
+    """S² (d = 3), SA or USA, β > 0, more degrees than the perturbed ones, deterministic particles, and a horizon
+    the adaptive steps resolve."""
+    if tuple(config.d) != (3,):
+        raise ConfigError(f"meanfield-sphere solves the density on S² (d = 3); got d = {list(config.d)}")
+    if not MODELS[config.model].circle:
+        raise ConfigError(f"meanfield-sphere solves SA or USA: model must be 'sa', 'usa' or 'usa-rescaled', got "
+                          f"{config.model!r}")
+    if any(b <= 0 for b in config.beta):
+        raise ConfigError("meanfield-sphere needs β > 0")
+    if config.degree <= PERTURBED_DEGREES:
+        raise ConfigError(f"degree must exceed the {PERTURBED_DEGREES} perturbed degrees, got {config.degree}")
+    if config.noise > 0 and config.particle_counts:
+        raise ConfigError("particle_counts compares deterministic particles with the density: with noise > 0 set "
+                          "particle_counts = []")
+    try:
+        check_horizon(config.t1, fastest_rate(config.beta, 3, model=config.model), "meanfield-sphere")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def memory(config) -> dict:
+    """The transform's tables, the densities (grid) and coefficients at every save time, and the particles."""
+    members, L = len(config.beta) * config.seeds, config.degree
+    n_theta, n_phi = (3 * L + 3) // 2 + 1, 3 * L + 3
+    times = len(config.save_times) or config.n_save
+    largest = max(config.particle_counts, default=0)
+    return {"the spherical-harmonic tables [degree]": 8 * 3 * (L + 1) ** 2 * n_theta,
+            "the densities at every save time [degree, n_save, seeds, beta]":
+                8 * members * times * (3 * n_theta * n_phi + 2 * 2 * (L + 1) ** 2),
+            "the particles [particle_counts, seeds, beta]": 8 * members * largest * 3 * (12 + 2 * SNAPSHOTS)}
 
 
 def _degree_power(c: np.ndarray) -> np.ndarray:
@@ -226,6 +253,9 @@ EXPERIMENT = register(Experiment(
          save_states="no"),
     dict(degree=32, t1=8.25, n_save=34, particle_counts=[250, 1000]),
     figures, checks, run=run,
+    keys=("model", "d", "beta", "seeds", "seed", "t1", "n_save", "save_times", "save_spacing", "log_decades",
+          "degree", "perturbation", "rtol", "atol", "noise", "particle_counts", "solver", "dt", "max_steps"),
+    memory=memory, requires=requires,
     headline=lambda c: (f"density on S² of degree ≤ {c.degree}, {c.model.upper()} at β ∈ {list(c.beta)}, {c.seeds} "
                         f"perturbed start(s) (ε = {c.perturbation:g}), t1 = {c.t1:g}; particles n ∈ "
                         f"{list(c.particle_counts)}"),

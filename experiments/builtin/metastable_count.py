@@ -114,7 +114,8 @@ def checks(result: RunResult) -> list[Check]:
 
     c = result.config
     if 2 not in c.d:
-        return []
+        return [Check.not_applicable("metastable cluster count against k*(β)", "k*(β) = argmax k² I_k(β)",
+                                     f"the theory is that of the circle, d = 2; this run has d = {list(c.d)}")]
     i = list(c.d).index(2)
     states = metastable_states(result)
     betas = np.asarray(c.beta, dtype=float)

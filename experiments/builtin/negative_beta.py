@@ -14,7 +14,7 @@ import numpy as np
 from ...particles.synchronization import NO_SYNC_BETA, SYNC_BETA, triangle_rate
 from ..registry import Check, Experiment, register
 from ..runner import RunResult
-from .analysis import plots
+from .analysis import dimensions, plots
 
 TRIANGLE_TOL = 1e-4
 """How far from −1/2 the inner products of a start stuck at the equilateral triangle may be at t1."""
@@ -85,4 +85,5 @@ EXPERIMENT = register(Experiment(
     figures, checks,
     needs=lambda config: ("pairs",),
     negative_beta=True,
+    requires=dimensions(2, why="the synchronization thresholds and the equilateral triangle on the circle"),
 ))

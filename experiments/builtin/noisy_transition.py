@@ -70,8 +70,6 @@ def _check(config) -> np.ndarray:
     if config.solver not in FIXED_STEP_SOLVERS:
         raise ConfigError(f"noisy-transition integrates an SDE with fixed steps: solver must be one of "
                           f"{', '.join(FIXED_STEP_SOLVERS)}, got {config.solver!r}")
-    if config.noise:
-        raise ConfigError("noisy-transition sweeps the noise itself (noise_ratios × σ_#): leave noise = 0")
     if any(b <= 0 for b in config.beta):
         raise ConfigError("noisy-transition needs β > 0")
     ratios = np.asarray(config.noise_ratios, dtype=float)
@@ -80,6 +78,19 @@ def _check(config) -> np.ndarray:
     if not config.t1 / config.dt >= 1:
         raise ConfigError(f"noisy-transition steps dt ≤ t1 per level, got dt = {config.dt:g}, t1 = {config.t1:g}")
     return ratios
+
+
+def _memory(config) -> dict:
+    """The particles of one (d, β) at a time: 2·seeds members (both sweeps), their states, the Euler stages and
+    the blocked attention's tiles; the mean field's 2·β members on 2·modes points at n_save times."""
+    size = 4 if config.dtype == "float32" else 8
+    members, n, d = 2 * config.seeds, config.n, max(config.d)
+    tile = min(n, 512)
+    return {"the particles' states and attention [n, seeds, d]": size * members * (8 * n * d + 3 * tile * tile),
+            "the saved order parameters [noise_ratios, n_save]": 8 * 4 * members * len(config.noise_ratios)
+            * config.n_save * len(config.beta) * len(config.d),
+            "the mean field's densities [modes, n_save, beta]": 0 if config.meanfield_time <= 0
+            else 8 * 24 * 2 * len(config.beta) * 2 * config.modes * config.n_save}
 
 
 def time_unit(beta: float, d: int, model: str) -> float:
@@ -309,6 +320,10 @@ EXPERIMENT = register(Experiment(
     figures, checks,
     needs=lambda config: (),
     run=run,
+    keys=("model", "n", "d", "beta", "seeds", "seed", "noise_ratios", "t1", "dt", "n_save", "burn_in", "solver",
+          "dtype", "max_steps", "modes", "meanfield_time"),
+    memory=_memory,
+    requires=_check,
     headline=lambda c: (f"{c.model.upper()} + noise, n = {c.n}, d = {list(c.d)}, β = {list(c.beta)}, {c.seeds} seeds, "
                         f"σ/σ_# ∈ {list(c.noise_ratios)} swept down and up, t1 = {c.t1:g} τ_# per level, "
                         f"dt = {c.dt:g} τ_# ({c.solver})"),

@@ -15,7 +15,8 @@ import numpy as np
 from ...particles.renyi import parking_count, renyi_centres
 from ..registry import Check, Experiment, register
 from ..runner import RunResult
-from .analysis import mean_over_seeds, plots
+from ..config import ConfigError
+from .analysis import dimensions, mean_over_seeds, plots
 
 SCALE = 4.0
 """δ = SCALE · β^{−1/2}, the paper's threshold."""
@@ -83,6 +84,17 @@ def checks(result: RunResult) -> list[Check]:
     ]
 
 
+_ON_THE_CIRCLE = dimensions(2, why="Rényi's parking count of arcs on the circle")
+
+
+def requires(config) -> None:
+    """The circle, and the saved states its centres are computed from."""
+    _ON_THE_CIRCLE(config)
+    if config.save_states == "no":
+        raise ConfigError("renyi-centres finds its Rényi centres in the saved states: save_states must be 'yes' or "
+                          "'auto', not 'no'")
+
+
 EXPERIMENT = register(Experiment(
     "renyi-centres",
     "causal attention on the circle (n = 200, β = 64): Rényi centres, strong ones fixed, the parking count",
@@ -93,4 +105,5 @@ EXPERIMENT = register(Experiment(
     dict(seeds=16, t1=100.0, n_save=21),
     figures, checks,
     needs=lambda config: ("clusters",),
+    requires=requires,
 ))

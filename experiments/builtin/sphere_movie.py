@@ -6,7 +6,7 @@ import numpy as np
 
 from ..registry import Check, Experiment, register
 from ..runner import RunResult
-from .analysis import plots
+from .analysis import dimensions, plots
 
 
 def figures(result: RunResult) -> dict:
@@ -37,4 +37,5 @@ EXPERIMENT = register(Experiment(
          n_save=151, solver="tsit5", save_states="yes"),
     dict(n=16, n_save=31),
     figures, checks,
+    requires=dimensions(2, 3, why="the animation draws the circle or the sphere S²"),
 ))
