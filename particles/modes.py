@@ -32,7 +32,7 @@ from jaxtyping import Array, Float, Int
 from .checks import check_choice, check_int
 from .fields import KERNEL_MODELS
 
-__all__ = ["mode_growth_rates", "fastest_mode"]
+__all__ = ["mode_growth_rates", "fastest_mode", "fastest_rate"]
 
 
 
@@ -121,3 +121,10 @@ def fastest_mode(beta, d: int = 2) -> Int[Array, "..."]:
     ell = np.arange(1, kmax + 1)
     score = np.log(ell * (ell + d - 2.0)) + np.cumsum(_log_ratios(beta, d / 2.0 - 1.0, kmax), axis=-1)
     return jnp.asarray(np.argmax(score, axis=-1) + 1, dtype=jnp.int32)
+
+
+def fastest_rate(beta, d: int = 2, *, model: str = "sa") -> float:
+    """The largest growth rate over every degree at the uniform density (``mode_growth_rates``), over every β
+    given: the e-folding time 1/rate is the fastest time scale of the mean field leaving the uniform state."""
+    _, rates = mode_growth_rates(beta, d, model=model)
+    return float(np.max(np.asarray(rates)))

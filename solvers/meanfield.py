@@ -54,8 +54,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.fields import KERNEL_MODELS
-from ..particles.modes import mode_growth_rates
-from .spectral_steps import raise_failures, solve_adaptive
+from ..particles.modes import fastest_rate, mode_growth_rates
+from .spectral_steps import check_horizon, raise_failures, solve_adaptive
 
 __all__ = [
     "MeanFieldError",
@@ -356,6 +356,7 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     t1 = float(t1)
     if not (math.isfinite(t1) and t1 > 0):
         raise ValueError(f"t1 must be a finite number > 0, got {t1}")
+    check_horizon(t1, fastest_rate(beta_arr, 2, model=model), "meanfield_circle")
     ts = np.array([0.0, t1]) if ts is None else np.asarray(ts, dtype=float)
     if (ts.ndim not in (1, 2) or ts.shape[-1] == 0 or np.any(np.diff(ts, axis=-1) <= 0) or np.any(ts < 0)
             or np.any(ts > t1 * (1 + 1e-12)) or not np.all(np.isfinite(ts))):

@@ -38,9 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.fields import KERNEL_MODELS
-from ..particles.modes import mode_growth_rates
+from ..particles.modes import fastest_rate, mode_growth_rates
 from . import harmonics
-from .spectral_steps import raise_failures, solve_adaptive
+from .spectral_steps import check_horizon, raise_failures, solve_adaptive
 
 __all__ = ["SphereMeanFieldError", "SphereMeanField", "meanfield_sphere", "transport", "scaled_kernel",
            "sphere_growth_rates", "perturbed_uniform_sphere", "sphere_density_energy", "sphere_density_peaks",
@@ -339,6 +339,7 @@ def meanfield_sphere(rho0, beta, t1: float, *, model: str = "sa", ts=None, L: in
     t1 = float(t1)
     if not (math.isfinite(t1) and t1 > 0):
         raise ValueError(f"t1 must be a finite number > 0, got {t1}")
+    check_horizon(t1, fastest_rate(beta_arr, 3, model=model), "meanfield_sphere")
     ts = np.array([0.0, t1]) if ts is None else np.asarray(ts, dtype=float)
     if (ts.ndim != 1 or ts.size == 0 or np.any(np.diff(ts) <= 0) or np.any(ts < 0) or np.any(ts > t1 * (1 + 1e-12))
             or not np.all(np.isfinite(ts))):

@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["RUNNING", "DONE", "TOO_SMALL", "MAX_STEPS", "NON_FINITE", "CAUSES", "solve_adaptive", "raise_failures"]
+__all__ = ["RUNNING", "DONE", "TOO_SMALL", "MAX_STEPS", "NON_FINITE", "CAUSES", "MIN_STEP", "check_horizon",
+           "solve_adaptive", "raise_failures"]
 
 # Dormand–Prince 5(4): stages, 5th-order weights (= the last stage, FSAL) and error weights
 _A = (
@@ -37,6 +38,9 @@ _A = (
 _NODES = (0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0, 1.0)
 _E = (71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40)
 
+MIN_STEP = 1e-12
+"""The smallest step, relative to the horizon: h ≥ MIN_STEP · max(t1, 1)."""
+
 RUNNING, DONE, TOO_SMALL, MAX_STEPS, NON_FINITE = 0, 1, 2, 3, 4
 CAUSES = {
     TOO_SMALL: "the step size fell below its minimum while keeping the density non-negative: the density "
@@ -44,6 +48,17 @@ CAUSES = {
     MAX_STEPS: "max_steps accepted steps were not enough; raise max_steps",
     NON_FINITE: "the density became non-finite",
 }
+
+
+def check_horizon(t1: float, rate: float, who: str) -> None:
+    """Refuse, in one ValueError line, a horizon t1 whose smallest step MIN_STEP·t1 exceeds a hundredth of the
+    e-folding time 1/``rate`` of the fastest mode at the uniform density: no step could follow the density
+    (the run would stop at once, its peaks unresolved)."""
+    limit = 0.01 / (MIN_STEP * rate) if rate > 0 else np.inf
+    if t1 > limit:
+        raise ValueError(f"{who}: t1 = {t1:g} is beyond what the adaptive steps resolve: the smallest step "
+                         f"{MIN_STEP:g}·t1 exceeds 1/100 of the e-folding time {1 / rate:.3g} of the fastest mode; "
+                         f"use t1 ≤ {limit:.3g} (the density concentrates into clusters long before)")
 
 
 def solve_adaptive(nonlinear: Callable, to_grid: Callable, c0, ts, *, linear=None, rtol: float, atol: float,
@@ -56,7 +71,7 @@ def solve_adaptive(nonlinear: Callable, to_grid: Callable, c0, ts, *, linear=Non
     """
     T = ts.shape[0]
     t_end = ts[-1]
-    h_min = 1e-12 * jnp.maximum(jnp.abs(t_end), 1.0)
+    h_min = MIN_STEP * jnp.maximum(jnp.abs(t_end), 1.0)
 
     def propagate(a, tau):  # e^{τ L} a
         return a if linear is None else jnp.exp(tau * linear) * a
