@@ -18,11 +18,11 @@ import numpy as np
 
 from ..particles import fields
 from .config import (
+    ANGLE_SOLVERS,
     CIRCLE_MODELS,
     FIXED_STEP_SOLVERS,
     MODELS,
     NORMS,
-    ROTATING_SOLVERS,
     WEIGHTS,
     Config,
     ConfigError,
@@ -102,11 +102,12 @@ def _query_key_product(mats: dict, d: int) -> dict:
 
 def in_angles(config: Config, d: int) -> bool:
     """Whether the members of dimension ``d`` run in angles (``Circle``): circle = 'yes' (validated to
-    apply), or 'auto' for d = 2 with plain SA/USA and a solver that does not rotate on the sphere."""
+    apply), or 'auto' for d = 2 with plain SA/USA and a solver that steps angles as the scheme it names
+    (not the rotations of lie_euler and cg3, nor renormalized_euler, which needs the velocity's radial part)."""
     if config.circle == "yes":
         return True
     return (config.circle == "auto" and d == 2 and config.model in CIRCLE_MODELS and not non_plain_keys(config)
-            and config.solver not in ROTATING_SOLVERS and min(config.beta) >= 0)
+            and config.solver in ANGLE_SOLVERS and min(config.beta) >= 0)
 
 
 def build_field(config: Config, beta, seeds: np.ndarray, d: int):

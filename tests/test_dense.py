@@ -70,7 +70,7 @@ def test_stop_when_clustered_holds_the_state_where_the_member_stopped():
     assert np.all(t_event <= np.asarray(exact.t_event) + 0.5 + 1e-9)
 
 
-@pytest.mark.parametrize("solver", ["euler", "lie_euler", "cg3"])
+@pytest.mark.parametrize("solver", ["euler", "renormalized_euler", "lie_euler", "cg3"])
 def test_dense_needs_an_interpolant(solver):
     with pytest.raises(ValueError, match="solver='rk4'"):
         af.simulate(FIELD, X0, 1.0, dense=True, solver=solver, dt=0.1)

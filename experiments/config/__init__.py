@@ -41,6 +41,7 @@ from .keys import (
     unknown_key,
 )
 from .rules import (
+    ANGLE_SOLVERS,
     ATTENTION_STATISTICS_MAX_N,
     CHECKS,
     CIRCLE_MODELS,
@@ -80,6 +81,7 @@ __all__ = [
     "ACTIVATIONS",
     "CIRCLE_MODELS",
     "ROTATING_SOLVERS",
+    "ANGLE_SOLVERS",
     "ATTENTION_STATISTICS_MAX_N",
     "MAX_GRID_POINTS",
     "CHECKS",

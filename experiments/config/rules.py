@@ -22,6 +22,7 @@ __all__ = [
     "register_check",
     "CIRCLE_MODELS",
     "ROTATING_SOLVERS",
+    "ANGLE_SOLVERS",
     "ATTENTION_STATISTICS_MAX_N",
     "non_plain_keys",
     "SIGNED_BETA_MODELS",
@@ -32,6 +33,7 @@ CHECKS: list[Check] = []
 
 CIRCLE_MODELS = KERNEL_MODELS  # the models the angle form on the circle expresses
 ROTATING_SOLVERS = names(rotating=True)  # solvers that rotate on the sphere (no motion in R^d or in angles)
+ANGLE_SOLVERS = names(angles=True)  # solvers that step angles on the circle as the scheme they name
 ATTENTION_STATISTICS_MAX_N = 1024  # the "attention" statistics form A(t) (n×n) and its spectrum at every save
 _UNNORMALIZED = ("linear", "least_squares")  # no softmax, no β
 
@@ -200,6 +202,9 @@ def check_variants(c: Mapping[str, Any]) -> None:
                               + "; circle = 'auto' uses it only where it applies")
         if solver in ROTATING_SOLVERS:
             raise ConfigError(f"circle = 'yes' integrates angles in R; solver {solver!r} rotates on the sphere")
+        if solver not in ANGLE_SOLVERS:
+            raise ConfigError(f"circle = 'yes' integrates angles in R; solver {solver!r} steps points with their "
+                              f"unprojected velocity, which angles do not carry: use circle = 'auto' or 'no'")
     if c["coalesce"] > 0 and norm in ("pre", "peri", "none"):
         raise ConfigError(f"coalesce moves tokens on the sphere together; norm = {norm!r} leaves the sphere "
                           "(use norm = 'post' or 'ngpt', or coalesce = 0)")
