@@ -2,11 +2,11 @@
 
 It follows the phase-diagram script of the paper's authors (PEERS.md): float64, explicit Euler with
 dt = 0.1 with the unprojected velocity followed by renormalization of every row,
-x_i ← (x_i + dt Σ_j A_ij V x_j) / ‖·‖ (attnflow's ``renormalized_euler``; its ``euler`` projects the
-velocity first, which is this step with dt / (1 + dt⟨x_i, v_i⟩) in place of dt), the ensemble of initial conditions batched as one
-(B, n, d) array, β looped one value at a time, and the statistic "fraction of pairs i ≠ j with
-⟨x_i, x_j⟩ > 1 − δ" recorded at 200 checkpoints. Like theirs, the exponentials are taken without
-max subtraction (fine for the β ≤ 9 of the phase diagram).
+x_i ← (x_i + dt v_i) / ‖·‖, v_i = Σ_j A_ij V x_j (attnflow's ``renormalized_euler``; its ``euler``
+projects v_i first, and this step is that one with dt / (1 + dt⟨x_i, v_i⟩) in place of dt), the
+ensemble of initial conditions batched as one (B, n, d) array, β looped one value at a time, and
+the statistic "fraction of pairs i ≠ j with ⟨x_i, x_j⟩ > 1 − δ" recorded at 200 checkpoints. Like
+theirs, the exponentials are taken without max subtraction (fine for the β ≤ 9 of the phase diagram).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class Euler(FixedStep):
     v = drift(t, x). Order 1.
 
     Not the authors' scheme: their scripts step with the unprojected v (``RenormalizedEuler``),
-    which on the sphere is this step with h shrunk to h / (1 + h⟨x, v⟩) (docs/numerics.md).
+    which on the sphere is this step with h replaced by h / (1 + h⟨x, v⟩) (docs/numerics.md).
     For fields in R^d (v is the velocity, nothing is renormalized) the two steps are the same.
     In angles (``Circle``) the step is θ ← θ + h θ̇, the geodesic step of ``LieEuler``.
     """
