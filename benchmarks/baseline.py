@@ -1,10 +1,12 @@
 """The authors' published scheme, written faithfully and efficiently in NumPy: the baseline of every benchmark.
 
 It follows the phase-diagram script of the paper's authors (PEERS.md): float64, explicit Euler with
-dt = 0.1 followed by renormalization of every row, the ensemble of initial conditions batched as one
-(B, n, d) array, β looped one value at a time, and the statistic "fraction of pairs i ≠ j with
-⟨x_i, x_j⟩ > 1 − δ" recorded at 200 checkpoints. Like theirs, the exponentials are taken without
-max subtraction (fine for the β ≤ 9 of the phase diagram).
+dt = 0.1 with the unprojected velocity followed by renormalization of every row,
+x_i ← (x_i + dt v_i) / ‖·‖, v_i = Σ_j A_ij V x_j (attnflow's ``renormalized_euler``; its ``euler``
+projects v_i first, and this step is that one with dt / (1 + dt⟨x_i, v_i⟩) in place of dt), the
+ensemble of initial conditions batched as one (B, n, d) array, β looped one value at a time, and
+the statistic "fraction of pairs i ≠ j with ⟨x_i, x_j⟩ > 1 − δ" recorded at 200 checkpoints. Like
+theirs, the exponentials are taken without max subtraction (fine for the β ≤ 9 of the phase diagram).
 """
 
 from __future__ import annotations
@@ -43,9 +45,7 @@ def sa_euler(x: np.ndarray, beta: float, t1: float, dt: float = DT, *, checkpoin
             w /= w.sum(axis=2, keepdims=True)
         else:
             w /= n
-        y = w @ x
-        v = y - np.sum(y * x, axis=2, keepdims=True) * x
-        x = x + dt * v
+        x = x + dt * (w @ x)  # the velocity unprojected, as in the authors' script
         x /= np.linalg.norm(x, axis=2, keepdims=True)
     return x, np.asarray(fractions)
 
@@ -62,9 +62,9 @@ def weighted_euler(x: np.ndarray, beta: float, t1: float, Q=None, K=None, V=None
     x (B, n, d); Q, K (B, k, d) and V (B, d, d), or None for the identity. Like the authors' script
     (it draws the bilinear form QᵀK itself), QᵀK is formed once per member, so the logits
     β⟨Q x_i, K x_j⟩ = β x_iᵀ(QᵀK)x_j cost one d×d product per step; the values are V x_j, applied
-    after the attention (A X)Vᵀ = A(X Vᵀ). The step is projected on the tangent space, as in
-    ``sa_euler`` and attnflow's "euler" (theirs adds it unprojected; the two differ by O(dt²) in step
-    length only). Returns the final states and the clustered fraction (checkpoints, B).
+    after the attention (A X)Vᵀ = A(X Vᵀ). The step adds the velocity unprojected and renormalizes, as
+    their script and ``sa_euler`` do (attnflow's "renormalized_euler"). Returns the final states and the
+    clustered fraction (checkpoints, B).
     """
     x = np.array(x, dtype=np.float64)
     b, n, d = x.shape
@@ -92,7 +92,6 @@ def weighted_euler(x: np.ndarray, beta: float, t1: float, Q=None, K=None, V=None
         y = w @ x
         if Vt is not None:
             y = y @ Vt
-        v = y - np.sum(y * x, axis=2, keepdims=True) * x
-        x = x + dt * v
+        x = x + dt * y
         x /= np.linalg.norm(x, axis=2, keepdims=True)
     return x, np.asarray(fractions)

@@ -18,10 +18,10 @@ import numpy as np
 
 from ..particles.models import MODELS, query_key_product
 from .config import (
+    ANGLE_SOLVERS,
     FIXED_STEP_SOLVERS,
     MODELS as MODEL_NAMES,
     NORMS,
-    ROTATING_SOLVERS,
     WEIGHTS,
     Config,
     ConfigError,
@@ -74,11 +74,12 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
 
 def in_angles(config: Config, d: int) -> bool:
     """Whether the members of dimension ``d`` run in angles (``Circle``): circle = 'yes' (validated to
-    apply), or 'auto' for d = 2 with plain SA/USA and a solver that does not rotate on the sphere."""
+    apply), or 'auto' for d = 2 with plain SA/USA and a solver that steps angles as the scheme it names
+    (not the rotations of lie_euler and cg3, nor renormalized_euler, which needs the velocity's radial part)."""
     if config.circle == "yes":
         return True
     return (config.circle == "auto" and d == 2 and MODELS[config.model].circle and not non_plain_keys(config)
-            and config.solver not in ROTATING_SOLVERS and min(config.beta) >= 0)
+            and config.solver in ANGLE_SOLVERS and min(config.beta) >= 0)
 
 
 def build_field(config: Config, beta, seeds: np.ndarray, d: int):

@@ -2,7 +2,7 @@
 
 from .adaptive import OnSphere
 from .compilation_cache import enable_compilation_cache
-from .fixed import CG3, RK4, Euler, FixedStep, LieEuler, LieTrotter
+from .fixed import CG3, RK4, Euler, FixedStep, LieEuler, LieTrotter, RenormalizedEuler
 from .meanfield import MeanFieldError, MeanFieldSolution, meanfield_circle
 from .meanfield_sphere import SphereMeanField, SphereMeanFieldError
 from .simulation import SOLVERS, NonFiniteError, Solution, simulate

@@ -33,9 +33,13 @@ def _retract(field, t, x):
 
 
 class Euler(FixedStep):
-    """Explicit Euler, then renormalize: x ← (x + h f(x)) / ‖·‖. Order 1.
+    """Explicit Euler with the projected velocity, then renormalize: x ← (x + h P_x v) / ‖·‖,
+    v = drift(t, x). Order 1.
 
-    The scheme of the authors' scripts (dt = 0.1), kept to reproduce their figures.
+    Not the authors' scheme: their scripts step with the unprojected v (``RenormalizedEuler``),
+    which on the sphere is this step with h replaced by h / (1 + h⟨x, v⟩) (docs/numerics.md).
+    For fields in R^d (v is the velocity, nothing is renormalized) the two steps are the same.
+    In angles (``Circle``) the step is θ ← θ + h θ̇, the geodesic step of ``LieEuler``.
     """
 
     order: ClassVar[int] = 1
@@ -43,6 +47,31 @@ class Euler(FixedStep):
 
     def step(self, field, t, x, h):
         return _retract(field, t, x + h * field(t, x))
+
+
+class RenormalizedEuler(FixedStep):
+    """The authors' scheme: explicit Euler with the unprojected velocity, then renormalize,
+    x ← (x + h v) / ‖·‖ with v = drift(t, x), the velocity before layer norm. Order 1.
+
+    This is the update of the phase-diagram script of [GLPR] (``benchmarks/baseline.py``) and of
+    the simuformer code, Post-LN's x ← Norm(x + h Attn(x)) read literally. Writing
+    v = P_x v + ⟨x, v⟩x on the sphere, x + h v = (1 + h⟨x, v⟩)(x + h_eff P_x v) with
+    h_eff = h / (1 + h⟨x, v⟩): the step of ``Euler`` with a shorter step wherever ⟨x, v⟩ > 0 (for SA
+    ⟨x_i, v_i⟩ = Σ_j A_ij⟨x_i, x_j⟩ → 1 in a cluster, so 9% shorter at h = 0.1). Both are first order
+    and differ by O(h) over a fixed time.
+
+    For fields in R^d (geometry "euclidean": Pre-LN, peri-LN, no layer norm) the drift is the whole
+    velocity and nothing is renormalized: the step is plain Euler, x ← x + h v, that of ``Euler``.
+    In angles (``Circle``) the radial part ⟨x, v⟩ is gone, so the scheme cannot be written there:
+    ``simulate`` refuses such a field (the method's ``angles`` flag is False) and ``circle = 'auto'``
+    keeps the points.
+    """
+
+    order: ClassVar[int] = 1
+    name: ClassVar[str] = "renormalized_euler"
+
+    def step(self, field, t, x, h):
+        return _retract(field, t, x + h * field.drift(t, x))
 
 
 class RK4(FixedStep):

@@ -1,8 +1,8 @@
 """The integration methods ``simulate`` runs, declared once: every list of solver names derives from here.
 
 Each method is a :class:`Method`: its name, order of convergence, kind (fixed step or adaptive), what
-it can do (rotate on the sphere, step on the uniform grid with dense output, run in the adaptive
-queue), the state-sized arrays one step holds, and the class that builds it. :data:`METHODS` holds
+it can do (rotate on the sphere, step angles on the circle, step on the uniform grid with dense output,
+run in the adaptive queue), the state-sized arrays one step holds, and the class that builds it. :data:`METHODS` holds
 them in the order the solver choices are listed; :func:`names` selects among them by kind and flags.
 Adding an integrator is its class (a ``fixed.FixedStep`` or a diffrax solver) and one line here.
 """
@@ -15,7 +15,7 @@ from typing import Literal
 import diffrax
 
 from .adaptive import make_method
-from .fixed import CG3, RK4, Euler, FixedStep, LieEuler, LieTrotter
+from .fixed import CG3, RK4, Euler, FixedStep, LieEuler, LieTrotter, RenormalizedEuler
 
 __all__ = ["METHODS", "Method", "names", "spoken"]
 
@@ -32,6 +32,10 @@ class Method:
     state_copies  state-sized arrays one step holds per member: stages, start and end points, error
                   estimate, dense-output coefficients (``experiments.memory``)
     rotating      moves particles by rotations of the sphere only (no motion in R^d or in angles)
+    angles        steps ``Circle``'s angle states θ (the ODE θ̇ = ω(θ)); False where that would be another
+                  scheme than the one the method names (rotations need points; ``renormalized_euler`` the
+                  radial part of the velocity, which angles drop): ``simulate`` refuses angles for it and
+                  ``circle = 'auto'`` keeps points
     grid_only     always steps on the uniform grid and interpolates its saves (``solvers/dense.py``)
     dense         can step on the uniform grid with interpolated saves (``dense=True``)
     queue         the adaptive queue (``solvers/queue.py``) runs it: an explicit FSAL pair
@@ -43,6 +47,7 @@ class Method:
     build: type | None
     state_copies: int
     rotating: bool = False
+    angles: bool = True
     grid_only: bool = False
     dense: bool = False
     queue: bool = False
@@ -68,9 +73,11 @@ def _fixed(cls: type[FixedStep], state_copies: int, **flags) -> Method:
 
 METHODS: dict[str, Method] = {m.name: m for m in (
     _fixed(Euler, 3),
+    # the authors' scripts: the unprojected velocity, renormalized (docs/numerics.md)
+    _fixed(RenormalizedEuler, 3, angles=False),
     _fixed(RK4, 7, dense=True),
-    _fixed(LieEuler, 4, rotating=True),
-    _fixed(CG3, 7, rotating=True),
+    _fixed(LieEuler, 4, rotating=True, angles=False),
+    _fixed(CG3, 7, rotating=True, angles=False),
     _fixed(LieTrotter, 7),
     # Adams–Bashforth 4 started by RK4: one evaluation per step, on the uniform grid only
     Method("ab4", 4, "fixed", None, 8, grid_only=True, dense=True),
@@ -87,7 +94,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 def names(kind: str | None = None, **flags: bool) -> tuple[str, ...]:
     """Names of the methods of ``kind`` ("fixed", "adaptive" or None for all) whose flags have the given values.
 
-    ``flags`` are attributes of :class:`Method` (``rotating``, ``grid_only``, ``dense``, ``queue``,
+    ``flags`` are attributes of :class:`Method` (``rotating``, ``angles``, ``grid_only``, ``dense``, ``queue``,
     ``implicit``), e.g. ``names("fixed", grid_only=False)``: the one-step fixed methods.
     """
     if kind not in (None, "fixed", "adaptive"):

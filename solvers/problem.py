@@ -120,9 +120,15 @@ def describe(field, x0, t1, *, ts, t0, solver, dt, rtol, atol, save, adaptive, s
 
     dtype = _run_dtype(x0, dtype)
     sphere = field.geometry == "sphere"
+    # in angles the methods that can step them, in R^d those that do not only rotate
+    usable = names(angles=True) if field.in_angles else names(rotating=False)
     if not sphere and METHODS[solver].rotating:
         raise ValueError(f"solver {solver!r} moves particles by rotations of the sphere; the field "
-                         f"{type(field).__name__} lives in R^d: use {spoken(names(rotating=False), quote='')}")
+                         f"{type(field).__name__} lives in R^d: use {spoken(usable, quote='')}")
+    if field.in_angles and not METHODS[solver].angles:
+        raise ValueError(f"solver {solver!r} steps points of the sphere with their unprojected velocity, which the "
+                         f"angles of {type(field).__name__} do not carry: give points (af.from_angles) to SA/USA, "
+                         f"or use {spoken(usable, quote='')}")
     x0 = from_array(x0, dtype=dtype, unit=sphere)
     n, d = x0.shape[-2:]
     axes, batch_f = ensemble_axes(field)

@@ -65,10 +65,12 @@ def simulate(
                length (any nonzero vectors are accepted); zero or non-finite rows are errors. An unbatched x0 with
                a batched β is shared by all members.
     ts         increasing save times in [t0, t1] (default: t0 and t1).
-    solver     "euler", "rk4", "lie_euler", "cg3", "ab4" (fixed step ``dt``, required) or "tsit5",
-               "dopri5", "dopri8" (adaptive, PID step control with ``rtol``/``atol``; ``dt``,
-               if given, is the first step), or "kvaerno5" (adaptive and implicit, for stiff
-               metastable runs). All keep particles on the sphere to rounding error.
+    solver     "euler", "renormalized_euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4" (fixed
+               step ``dt``, required) or "tsit5", "dopri5", "dopri8" (adaptive, PID step control with
+               ``rtol``/``atol``; ``dt``, if given, is the first step), or "kvaerno5" (adaptive and
+               implicit, for stiff metastable runs). All keep particles on the sphere to rounding error.
+               "euler" steps with the projected velocity; "renormalized_euler" with the unprojected
+               one, the authors' scheme (docs/numerics.md), refused for angles (``Circle``).
                "ab4" is Adams–Bashforth 4 (one evaluation per step, started by three RK4
                steps) on the uniform grid with interpolated saves, as ``dense`` below: for
                smooth non-stiff runs with many saves, stable for h|λ| < 0.3 (SA: dt ≤ 0.25).

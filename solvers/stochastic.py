@@ -10,8 +10,8 @@ projected noise P_x ∘ dW is exactly Brownian motion on the sphere). One step o
 
     x ← B(h/2) ∘ D(h) ∘ B(h/2) x,
 
-where D(h) is one step of any deterministic fixed-step method (euler, rk4, lie_euler, cg3)
-and B(τ) moves every particle independently along a great circle,
+where D(h) is one step of any deterministic one-step method (euler, renormalized_euler, rk4,
+lie_euler, cg3, lie_trotter) and B(τ) moves every particle independently along a great circle,
 
     B(τ): x_i ← exp_{x_i}( σ √τ P_{x_i} ξ_i ),   ξ_i ~ N(0, I_d),
 

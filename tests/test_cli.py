@@ -89,7 +89,8 @@ def _error_cases():
         ("d-one", ["run", "fig4-circle", "--set", "d=1", *q], "d must be"),
         ("fixed-step-without-dt", ["run", "fig4-circle", "--set", "solver=rk4", *q], "dt must be > 0"),
         ("unknown-solver", ["run", "fig4-circle", "--set", "solver=rk5", *q],
-         "'euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5'"),
+         "'euler', 'renormalized_euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', "
+         "'dopri8', 'kvaerno5'"),
         ("unknown-experiment", ["run", "fig4-circel", *q], "did you mean 'fig4-circle'"),
         ("missing-config-file", ["run", "missing.toml", *q], "does not exist"),
         ("malformed-toml", ["run", "bad.toml", *q], "line 2, column"),

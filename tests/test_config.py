@@ -275,7 +275,7 @@ def test_bad_base_is_reported_as_experiment_defaults():
 
 
 def test_fixed_step_solvers_need_dt():
-    for solver in ("euler", "rk4", "lie_euler", "cg3"):
+    for solver in ("euler", "renormalized_euler", "rk4", "lie_euler", "cg3"):
         with pytest.raises(ConfigError) as excinfo:
             load_config({"solver": solver})
         msg = one_line_error(excinfo)

@@ -35,7 +35,7 @@ from cli_helpers import SMALL, cli, tree
 SENTINEL = "UNPICKLED"  # created in the working directory if anything ever unpickles our files
 
 
-SOLVER_CHOICES = "'euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5'"
+SOLVER_CHOICES = "'euler', 'renormalized_euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5'"
 INIT_CHOICES = "'uniform', 'orthogonal', 'equiangular', 'cap', 'clusters', 'file', 'angles'"
 MODEL_CHOICES = "'sa', 'usa', 'usa-rescaled', 'sinkhorn', 'hardmax'"
 

@@ -133,7 +133,7 @@ def test_brownian_motion_on_s2_decorrelates_at_the_heat_kernel_rate():
     assert float(norm_error(sol.xs)) < 1e-12
 
 
-@pytest.mark.parametrize("solver", ["euler", "rk4", "lie_euler", "cg3"])
+@pytest.mark.parametrize("solver", ["euler", "renormalized_euler", "rk4", "lie_euler", "cg3"])
 def test_zero_noise_reproduces_the_deterministic_run_and_noise_keeps_the_sphere(solver):
     x0 = af.init.uniform(jax.random.key(4), 8, 5)
     ts = np.linspace(0.0, 4.0, 5)

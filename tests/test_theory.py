@@ -129,7 +129,7 @@ def test_sa_and_usa_coincide_at_beta_zero():
 @pytest.mark.slow  # 10⁴ steps; norms to rounding stay checked by default in test_methods and test_variants
 def test_unit_norms_after_ten_thousand_steps():
     x0 = af.init.uniform(8, 16, 5)
-    for solver in ("euler", "rk4", "lie_euler", "cg3"):
+    for solver in ("euler", "renormalized_euler", "rk4", "lie_euler", "cg3"):
         sol = af.simulate(af.SA(3.0), x0, 100.0, solver=solver, dt=0.01)
         assert int(sol.steps) == 10_000
         assert float(sphere.norm_error(sol.x_final)) <= 1e-12, solver

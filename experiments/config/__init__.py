@@ -41,6 +41,7 @@ from .keys import (
     unknown_key,
 )
 from .rules import (
+    ANGLE_SOLVERS,
     ATTENTION_STATISTICS_MAX_N,
     CHECKS,
     ROTATING_SOLVERS,
@@ -78,6 +79,7 @@ __all__ = [
     "WEIGHTS",
     "ACTIVATIONS",
     "ROTATING_SOLVERS",
+    "ANGLE_SOLVERS",
     "ATTENTION_STATISTICS_MAX_N",
     "MAX_GRID_POINTS",
     "CHECKS",

@@ -87,8 +87,8 @@ _CORE_KEYS = (
     Key("save_times", "float_list", (), "explicit save times, increasing, within [0, t1]; override n_save when given",
         minimum=0.0, allow_empty=True),
     Key("solver", "str", "tsit5", "time integrator", choices=SOLVERS),
-    Key("dt", "float", 0.0, "time step (0 = unset; required by euler, rk4, lie_euler, cg3, lie_trotter, ab4)",
-        minimum=0.0),
+    Key("dt", "float", 0.0, "time step (0 = unset; required by euler, renormalized_euler, rk4, lie_euler, cg3, "
+        "lie_trotter, ab4)", minimum=0.0),
     Key("max_steps", "int", 1_000_000, "the most steps per member (adaptive solvers stop there; longer fixed-step "
         "runs and more save times are refused before they start)", minimum=1),
     Key("dense", "bool", False,

@@ -23,6 +23,7 @@ __all__ = [
     "CHECKS",
     "register_check",
     "ROTATING_SOLVERS",
+    "ANGLE_SOLVERS",
     "ATTENTION_STATISTICS_MAX_N",
     "non_plain_keys",
 ]
@@ -31,6 +32,7 @@ Check = Callable[[Mapping[str, Any]], None]
 CHECKS: list[Check] = []
 
 ROTATING_SOLVERS = names(rotating=True)  # solvers that rotate on the sphere (no motion in R^d or in angles)
+ANGLE_SOLVERS = names(angles=True)  # solvers that step angles on the circle as the scheme they name
 ATTENTION_STATISTICS_MAX_N = 1024  # the "attention" statistics form A(t) (n×n) and its spectrum at every save
 
 
@@ -207,6 +209,9 @@ def check_variants(c: Mapping[str, Any]) -> None:
                               + "; circle = 'auto' uses it only where it applies")
         if solver in ROTATING_SOLVERS:
             raise ConfigError(f"circle = 'yes' integrates angles in R; solver {solver!r} rotates on the sphere")
+        if solver not in ANGLE_SOLVERS:
+            raise ConfigError(f"circle = 'yes' integrates angles in R; solver {solver!r} steps points with their "
+                              f"unprojected velocity, which angles do not carry: use circle = 'auto' or 'no'")
     if c["coalesce"] > 0 and norm in ("pre", "peri", "none"):
         raise ConfigError(f"coalesce moves tokens on the sphere together; norm = {norm!r} leaves the sphere "
                           "(use norm = 'post' or 'ngpt', or coalesce = 0)")
