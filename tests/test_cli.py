@@ -255,8 +255,9 @@ def test_results_npz_loads_without_pickle_and_matches_summary(json_run):
     assert mean.shape == (1, len(BETAS), SEEDS, N_SAVE)
     np.testing.assert_allclose(mean.mean(axis=(0, 1, 2)), json_run["summary"]["mean_inner_product"], rtol=1e-12)
     np.testing.assert_array_equal(data["n_clusters"].reshape(-1, N_SAVE).T, json_run["summary"]["n_clusters"])
-    # small runs keep their states: (β, seed, T, n, d), on the sphere, starting at x0
-    xs = data["xs"]
+    # small runs keep their states: (d, β, seed, T, n, coord), on the sphere, starting at x0
+    assert json.loads(data[store.DIMS_KEY].item())["xs"] == ["d", "beta", "seed", "time", "particle", "coord"]
+    xs = data["xs"][0]
     assert xs.shape == (len(BETAS), SEEDS, N_SAVE, N, D)
     np.testing.assert_allclose(np.linalg.norm(xs, axis=-1), 1.0, atol=1e-12)
     np.testing.assert_allclose(xs[:, :, 0].reshape(-1, N, D), members_x0(), atol=1e-15)
