@@ -238,7 +238,10 @@ def load(path: str | os.PathLike):
     (``dim_0``, ``dim_1``... for unnamed ones), the summary's per-time and per-member series
     (``mean_inner_product``, ``n_clusters``...) when the archive lacks them, coordinate ``time``
     from the summary's ``times``, and attrs = the configuration (nested tables flattened to
-    ``a.b``) plus the summary's scalars (``steps``, ``wall_time_s``, ``versions.jax``...).
+    ``a.b``) plus the summary's scalars (``steps``, ``wall_time_s``, ``versions.jax``...). A particle
+    run's states ``xs``, when kept, are on (d, beta, seed, time, particle, coord), every d padded
+    with NaN to the largest along ``coord``: ``ds.xs.sel(d=3).isel(coord=slice(0, 3))`` are the states
+    of d = 3 on their own sphere (a run of an older layout, without the d dimension, reads as one d).
 
     Sweep (a directory with manifest.json): the complete runs laid out on their grid, one
     dimension per axis (an axis that is already a run dimension, such as ``beta`` or ``d``,

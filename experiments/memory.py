@@ -9,8 +9,10 @@ A run holds, at its peak:
   feed-forward term, and the values it saves (statistics per save time, and the states
   themselves when they are kept);
 * the initial conditions of the ``seeds`` members;
-* the results gathered on the host: the statistics of every member at every save time, and the
-  trajectories when ``save_states`` keeps them, each twice while the chunks are concatenated.
+* the results gathered on the host: the statistics of every member at every save time, twice
+  while the chunks are concatenated, and the trajectories of every d when ``save_states`` keeps
+  them, once: each chunk's states are written in place into one array padded to the largest d
+  (len(d) × members × save times × n × max d, ``runner.RunResult.xs``).
 
 :func:`estimate_bytes` adds these up; :func:`check_fits` refuses, in one line, a configuration whose
 estimate exceeds the machine's memory (:func:`machine_bytes`), naming the remedy: the blocked
@@ -70,7 +72,9 @@ def _parts(config: Config, block="auto", needs: Iterable[str] = ()) -> tuple[dic
     saved = sum(STAT_VALUES[g] for g in groups) + config.histogram_bins
     if "attention" in groups:  # the stationary law (n values) and, when it is kept, A(t) itself
         saved += n + (n * n if keep_attention(config, members, times) else 0)
-    working, dense, statistics, trajectories = {}, False, 0, 0
+    working, dense, statistics = {}, False, 0
+    # every d's states in one array padded to the largest d, filled in place chunk by chunk
+    trajectories = itemsize * len(config.d) * members * times * n * max(config.d) if keep else 0
     for d in config.d:
         nd = n * d
         # members reduced to the span of their tokens move n × n coordinates (runner.span_initial_conditions);
@@ -96,8 +100,6 @@ def _parts(config: Config, block="auto", needs: Iterable[str] = ()) -> tuple[dic
             working, dense = call, dense_d
         # gathered on the host for every d, twice while the chunks are concatenated
         statistics += 2 * itemsize * members * times * saved
-        if keep:
-            trajectories += 2 * itemsize * members * times * nd
     return {**working, "statistics": statistics, "trajectories": trajectories}, dense
 
 

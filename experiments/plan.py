@@ -17,7 +17,7 @@ from . import models
 from .config import Config
 
 __all__ = ["GROUPS", "statistics_groups", "keep_states", "keep_attention", "chunk_size", "ensemble_key",
-           "ATTENTION_MATRIX_LIMIT", "CPU_CHUNK_BYTES", "CPU_STATE_BYTES"]
+           "STATES_LIMIT", "ATTENTION_MATRIX_LIMIT", "CPU_CHUNK_BYTES", "CPU_STATE_BYTES"]
 
 GROUPS = {
     "pairs": ("mean_inner_product", "min_inner_product", "max_inner_product", "clustered_fraction"),
@@ -72,13 +72,19 @@ def chunk_size(config: Config, d: int, members: int, n_times: int, keep: bool, g
     return -(-members // -(-members // chunk))
 
 
+STATES_LIMIT = 20_000_000
+"""Numbers up to which ``save_states = "auto"`` keeps a run's states (160 MB in float64)."""
+
+
 def keep_states(config: Config, members_per_d: int, n_times: int) -> bool:
-    """Whether a run saves its states: ``save_states`` yes or no, or "auto" for one d and at most 2e7 numbers."""
+    """Whether a run saves its states: ``save_states`` yes or no, or "auto" when they are at most
+    ``STATES_LIMIT`` numbers, counted as they are kept: every d's members padded to the largest d
+    (len(d) × members × save times × n × max d)."""
     if config.save_states == "yes":
         return True
-    if config.save_states == "no" or len(config.d) > 1:
+    if config.save_states == "no":
         return False
-    return members_per_d * n_times * config.n * config.d[0] <= 20_000_000
+    return len(config.d) * members_per_d * n_times * config.n * max(config.d) <= STATES_LIMIT
 
 
 ATTENTION_MATRIX_LIMIT = 4_000_000

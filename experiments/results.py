@@ -11,6 +11,7 @@ from . import builtin, runner, store
 from .config import load_config
 from .output import write_figures
 from .registry import Experiment
+from .rundir import STATE_DIMS
 
 
 def execute(config) -> runner.RunResult:
@@ -78,6 +79,8 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, Experiment]:
     summary, arrs = files.summary, files.arrays
     missing = [] if isinstance(summary, dict) and "times" in summary else [f"{store.SUMMARY_FILE}: times"]
     missing += [f"{store.RESULTS_FILE}: {k}" for k in ("steps", "t_clustered") if k not in arrs]
+    if "xs" in arrs and files.dims.get("xs") != list(STATE_DIMS):
+        missing.append(f"{store.RESULTS_FILE}: xs on ({', '.join(STATE_DIMS)})")
     if missing:
         raise ValueError(f"{str(run_dir)!r} is not a complete attnflow run: it lacks {', '.join(missing)}")
     stats = {k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs")

@@ -29,6 +29,7 @@ __all__ = [
     "STATUSES",
     "OWNED_FILE",
     "RunFiles",
+    "STATE_DIMS",
     "is_complete",
     "is_run",
     "command_of",
@@ -246,13 +247,40 @@ class RunFiles:
     dims: dict[str, list[str]]
 
 
+STATE_DIMS = ("d", "beta", "seed", "time", "particle", "coord")
+"""The dimensions of a particle run's states ``xs`` (``runner.RunResult.xs``): every d's states, padded
+with NaN beyond each d's own coordinates to the largest d."""
+OLD_STATE_DIMS = list(STATE_DIMS[1:])
+"""The dimensions of ``xs`` written before the states of every d were kept: the last d's states alone."""
+
+
+def _states_of_every_d(arrays: dict[str, np.ndarray], dims: dict[str, list[str]], path: Path) -> None:
+    """Read ``xs`` of the older layout (no d dimension: the states of the run's last d, the others
+    not kept) as today's: a d dimension, the other d's NaN, coordinates padded with NaN to the largest d."""
+    if dims.get("xs") != OLD_STATE_DIMS or "xs" not in arrays:
+        return
+    xs = arrays["xs"]
+    ds = [int(v) for v in np.ravel(arrays.get("d", [xs.shape[-1]]))]
+    if not ds or ds[-1] != xs.shape[-1]:
+        raise StoreError(f"{path}: 'xs' holds points in dimension {xs.shape[-1]}, but the run's last d is "
+                         f"{ds[-1] if ds else 'missing'}")
+    if len(ds) == 1:
+        padded = xs[None]
+    else:
+        padded = np.full((len(ds),) + xs.shape[:-1] + (max(ds),), np.nan, dtype=np.result_type(xs.dtype, np.float32))
+        padded[-1, ..., : xs.shape[-1]] = xs
+    arrays["xs"], dims["xs"] = padded, list(STATE_DIMS)
+
+
 def read_run(run_dir: str | os.PathLike) -> RunFiles:
     """The three files of a run directory, read in that order (config.toml, summary.json, results.npz);
-    StoreError naming the first that is missing or malformed."""
+    StoreError naming the first that is missing or malformed. The states of a particle run written
+    by an older attnflow (``xs`` without a d dimension) are read in today's layout."""
     p = Path(run_dir)
     config = read_config(p / CONFIG_FILE)
     summary = read_summary(p / SUMMARY_FILE)
     arrays, dims = read_arrays(p / RESULTS_FILE)
+    _states_of_every_d(arrays, dims, p / RESULTS_FILE)
     return RunFiles(config, summary, arrays, dims)
 
 

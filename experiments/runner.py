@@ -31,14 +31,17 @@ from . import models, plan
 from . import preflight
 from .config import Config, to_toml
 from .plan import GROUPS, statistics_groups
+from .rundir import STATE_DIMS
 
 
 @dataclass
 class RunResult:
     """Everything one run produced: its configuration, save times, statistics and (maybe) states.
 
-    ``stats[name]`` has shape (len(d), len(beta), seeds, T[, ...]); ``xs`` (only for a single d)
-    has shape (len(beta), seeds, T, n, d).
+    ``stats[name]`` has shape (len(d), len(beta), seeds, T[, ...]). ``xs``, when the states were kept,
+    holds every d's states in one array of shape (len(d), len(beta), seeds, T, n, max d) (dimensions
+    ``rundir.STATE_DIMS``), each d's points in its first d coordinates and NaN beyond them; read one d's
+    states with :meth:`states`, which drops the padding.
     """
 
     config: Config
@@ -58,6 +61,36 @@ class RunResult:
         """A statistic flattened to (members, T, ...), members ordered (d, β, seed)."""
         a = self.stats[name]
         return a.reshape((-1,) + a.shape[3:])
+
+    @property
+    def has_states(self) -> bool:
+        """Whether the run kept its states (``save_states``; ``plan.keep_states``)."""
+        return self.xs is not None
+
+    def states(self, d: int | None = None) -> np.ndarray:
+        """The states of the members of dimension ``d``, shape (len(beta), seeds, T, n, d): points of S^{d−1}.
+
+        ``d`` may be left out when the run has a single d. ValueError when the run kept no states or
+        ``d`` is not one of its dimensions.
+        """
+        dims = [int(v) for v in self.config.d]
+        if d is None:
+            if len(dims) > 1:
+                raise ValueError(f"this run has several dimensions d = {dims}: name the one whose states you want")
+            d = dims[0]
+        if d not in dims:
+            raise ValueError(f"d = {d} is not a dimension of this run; choose one of {dims}")
+        if self.xs is None:
+            raise ValueError(f"this run kept no states (save_states = {self.config.save_states!r})")
+        return self.xs[dims.index(d), ..., :d]
+
+    def beta_slice(self, sl: slice, config: Config) -> RunResult:
+        """The members whose β lies in ``sl`` (an index range of the β list) as the run of ``config``,
+        the wall time shared in proportion (a sweep's grid point cut from a merged run)."""
+        share = len(range(*sl.indices(self.steps.shape[1]))) / self.steps.shape[1]
+        return RunResult(config=config, ts=self.ts, stats={k: v[:, sl] for k, v in self.stats.items()},
+                         xs=None if self.xs is None else self.xs[:, sl], steps=self.steps[:, sl],
+                         t_event=self.t_event[:, sl], wall_time_s=self.wall_time_s * share)
 
 
 def save_times(config: Config) -> np.ndarray:
@@ -216,13 +249,16 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
                           keep_attention="attention" in groups and plan.keep_attention(config, members_per_d, len(ts)))
     start = time.perf_counter()
 
+    # every d's states written in place into one array padded with NaN to the largest d, allocated at
+    # the first chunk (its dtype the solver's): never a second copy of the trajectories
     per_d_stats, states, steps, events = [], None, [], []
+    max_d = max(config.d)
     failed = []  # (d, member within d, last finite time, cause) of members that became non-finite
     # an ensemble of several compiled calls reports between them, so that its programs hold no
     # callback and stay in the compilation cache; a single call reports from inside its loop
     calls = sum(-(-members_per_d // plan.chunk_size(config, d, members_per_d, len(ts), keep, groups)) for d in config.d)
     meter = Counter(nd * members_per_d, label="simulate").__enter__() if show and calls > 1 else None
-    for d in config.d:
+    for which, d in enumerate(config.d):
         reduction = models.span_reduction(config, d)
         if reduction is None:
             x0, frames = initial_conditions(config, d), None  # (seeds, n, d)
@@ -263,13 +299,17 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
             piece = {k: np.asarray(v)[: hi - lo] for k, v in sol.stats.items()}
             if frames is not None and "states" in piece:  # statistics were computed from y; states go back to R^d
                 piece["states"] = np.asarray(particles.span.to_ambient(piece["states"], frames[idx[: hi - lo] % seeds]))
+            if "states" in piece:
+                x = piece.pop("states")
+                if states is None:
+                    states = np.full((nd, nb, seeds, len(ts), config.n, max_d), np.nan, dtype=x.dtype)
+                members = np.arange(lo, hi)  # in (β, seed) order
+                states[which, members // seeds, members % seeds, ..., :d] = x
             if meter is not None:
                 meter.advance(hi - lo, f"d={d}" if nd > 1 else "simulate")
             pieces.append((piece, np.asarray(sol.steps)[: hi - lo], np.asarray(sol.t_event)[: hi - lo]))
         merged = {k: np.concatenate([p[0][k] for p in pieces]) for k in pieces[0][0]}
         merged = {k: v.reshape((nb, seeds) + v.shape[1:]) for k, v in merged.items()}
-        if keep:
-            states = merged.pop("states")
         per_d_stats.append(merged)
         steps.append(np.concatenate([p[1] for p in pieces]).reshape(nb, seeds))
         events.append(np.concatenate([p[2] for p in pieces]).reshape(nb, seeds))
@@ -377,7 +417,7 @@ def arrays(result: RunResult) -> tuple[dict[str, np.ndarray], dict[str, list[str
         dims[name] = list(STAT_DIMENSIONS.get(name) or list(STAT_DIMS) + _EXTRA_DIMS.get(name, []))
     if result.xs is not None:
         out["xs"] = result.xs
-        dims["xs"] = ["beta", "seed", "time", "particle", "coord"]
+        dims["xs"] = list(STATE_DIMS)
     for name, value in result.extra.items():
         out[name], dims[name] = value
     return out, dims

@@ -27,15 +27,9 @@ NEUTRAL_KEYS = ("progress", "memory_gb")
 def split(result: runner.RunResult, configs: list[Config]) -> list[runner.RunResult]:
     """Cut a merged run (its β list the concatenation of the configs' β lists) into one run per config."""
     out, lo = [], 0
-    total = sum(len(c.beta) for c in configs)
     for c in configs:
-        hi = lo + len(c.beta)
-        sl = slice(lo, hi)
-        out.append(runner.RunResult(
-            config=c, ts=result.ts, stats={k: v[:, sl] for k, v in result.stats.items()},
-            xs=None if result.xs is None else result.xs[sl], steps=result.steps[:, sl],
-            t_event=result.t_event[:, sl], wall_time_s=result.wall_time_s * (hi - lo) / total))
-        lo = hi
+        out.append(result.beta_slice(slice(lo, lo + len(c.beta)), c))
+        lo += len(c.beta)
     return out
 
 

@@ -141,8 +141,8 @@ def test_attention_statistics_of_a_run(tmp_path):
     assert result.stats["attention_matrix"].shape == (1, 2, 2, T, n, n)  # small: kept
     # β = 0.5 reaches consensus by t = 25 (1 − ⟨x_i,x_j⟩ ~ e^{−2t}): n attended tokens, gap 1, uniform law
     for s in range(2):
-        _assert_consensus(af.attention_matrix(af.SA(0.5), result.xs[0, s, -1]), n)
-    assert float(af.second_eigenvalue(af.attention_matrix(af.SA(0.5), result.xs[0, 0, 0]))) > 0.05
+        _assert_consensus(af.attention_matrix(af.SA(0.5), result.states()[0, s, -1]), n)
+    assert float(af.second_eigenvalue(af.attention_matrix(af.SA(0.5), result.states()[0, 0, 0]))) > 0.05
     end = {k: v[0, 0, :, -1] for k, v in result.stats.items()}
     np.testing.assert_allclose(end["effective_tokens"], n, atol=1e-9)
     np.testing.assert_allclose(end["attention_entropy"], math.log(n), atol=1e-11)
@@ -150,7 +150,7 @@ def test_attention_statistics_of_a_run(tmp_path):
     np.testing.assert_allclose(end["stationary_distribution"], 1.0 / n, atol=1e-12)
     np.testing.assert_allclose(end["attention_matrix"], 1.0 / n, atol=1e-12)
     # the saved statistics are those of the saved states (β = 30: metastable clusters, gap closed)
-    A = af.attention_matrix(af.SA(30.0), result.xs[1, 1, -1])
+    A = af.attention_matrix(af.SA(30.0), result.states()[1, 1, -1])
     np.testing.assert_allclose(result.stats["attention_matrix"][0, 1, 1, -1], A, atol=1e-12)
     np.testing.assert_allclose(result.stats["stationary_distribution"][0, 1, 1, -1], af.stationary_distribution(A),
                                atol=1e-12)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, runner, store, validate
+from attnflow.experiments import builtin, results, rundir, runner, store, validate
 from attnflow.experiments.builtin import Check
 from attnflow.experiments.cli import main
 from attnflow.experiments.config import KEYS, load_config
@@ -256,8 +256,9 @@ def test_results_npz_loads_without_pickle_and_matches_summary(json_run):
     assert mean.shape == (1, len(BETAS), SEEDS, N_SAVE)
     np.testing.assert_allclose(mean.mean(axis=(0, 1, 2)), json_run["summary"]["mean_inner_product"], rtol=1e-12)
     np.testing.assert_array_equal(data["n_clusters"].reshape(-1, N_SAVE).T, json_run["summary"]["n_clusters"])
-    # small runs keep their states: (β, seed, T, n, d), on the sphere, starting at x0
-    xs = data["xs"]
+    # small runs keep their states: (d, β, seed, T, n, coord), on the sphere, starting at x0
+    assert json.loads(data[store.DIMS_KEY].item())["xs"] == ["d", "beta", "seed", "time", "particle", "coord"]
+    xs = data["xs"][0]
     assert xs.shape == (len(BETAS), SEEDS, N_SAVE, N, D)
     np.testing.assert_allclose(np.linalg.norm(xs, axis=-1), 1.0, atol=1e-12)
     np.testing.assert_allclose(xs[:, :, 0].reshape(-1, N, D), members_x0(), atol=1e-15)
@@ -574,6 +575,126 @@ def test_af_load_of_a_product_sweep_has_one_dimension_per_axis(solver_sweep):
         cfg = load_config(solver_sweep / name / store.CONFIG_FILE)
         mine = npz(solver_sweep / name / store.RESULTS_FILE)["mean_inner_product"]
         np.testing.assert_array_equal(ds["mean_inner_product"].sel(dt=cfg.dt, delta=cfg.delta).values, mine)
+
+
+# -- 4b. the states of every d ------------------------------------------------------------------------
+
+DS = [3, 5]
+
+
+@pytest.fixture(scope="module")
+def several_d(json_run, tmp_path_factory):
+    """The SMALL run with d = [3, 5] and its states kept, the same as a sweep over its β values, and
+    the run with d = 5 alone (``json_run`` is the run with d = 3 alone)."""
+    root = tmp_path_factory.mktemp("several_d")
+    cfg, both, five, sweep = json_run["cfg"], root / "d35", root / "d5", root / "sweep"
+    keep = ["--set", "d=[3,5]", "--set", "save_states=yes", "--no-plot", "--quiet"]
+    for args in (["run", cfg, *keep, "--out", both], ["run", cfg, "--set", "d=5", "--no-plot", "--quiet", "--out", five],
+                 ["sweep", cfg, "--grid", "beta=1,3", *keep, "--out", sweep]):
+        rc, _, err = cli(args)
+        assert rc == 0, err
+    return {"both": both, "alone": {3: json_run["out"], 5: five}, "sweep": sweep}
+
+
+def test_every_d_keeps_its_states_on_its_own_sphere_equal_to_its_run_alone(several_d):
+    data = npz(several_d["both"] / store.RESULTS_FILE)
+    assert json.loads(data[store.DIMS_KEY].item())["xs"] == list(rundir.STATE_DIMS)
+    assert data["xs"].shape == (len(DS), len(BETAS), SEEDS, N_SAVE, N, max(DS))
+    # d = 3 fills its first 3 coordinates and NaN the other 2; d = 5 fills all 5
+    assert np.isnan(data["xs"][0, ..., 3:]).all() and not np.isnan(data["xs"][0, ..., :3]).any()
+    assert not np.isnan(data["xs"][1]).any()
+    result, _ = results.load_result(several_d["both"])
+    for k, d in enumerate(DS):
+        xs = result.states(d)
+        assert xs.shape == (len(BETAS), SEEDS, N_SAVE, N, d)
+        assert np.max(np.abs(np.linalg.norm(xs, axis=-1) - 1.0)) < 1e-14
+        # member s draws from seed + s whatever the other d's: the run with this d alone, to rounding
+        alone, _ = results.load_result(several_d["alone"][d])
+        np.testing.assert_allclose(xs, alone.states(), rtol=0, atol=1e-14)
+        np.testing.assert_allclose(result.stats["mean_inner_product"][k], alone.stats["mean_inner_product"][0],
+                                   rtol=0, atol=1e-14)
+    np.testing.assert_allclose(result.states(3)[:, :, 0].reshape(-1, N, D), members_x0(), atol=1e-15)
+    with pytest.raises(ValueError, match=r"several dimensions d = \[3, 5\]: name the one"):
+        result.states()
+    with pytest.raises(ValueError, match=r"d = 4 is not a dimension of this run; choose one of \[3, 5\]"):
+        result.states(4)
+
+
+def test_af_load_gives_each_d_on_its_own_sphere(several_d):
+    ds = af.load(several_d["both"])
+    assert ds["xs"].dims == rundir.STATE_DIMS
+    assert ds["d"].values.tolist() == DS and ds.sizes["coord"] == max(DS)
+    for d in DS:
+        mine = ds["xs"].sel(d=d).isel(coord=slice(0, d))  # d's states without the padding
+        assert mine.dims == ("beta", "seed", "time", "particle", "coord") and mine.sizes["coord"] == d
+        alone = af.load(several_d["alone"][d])["xs"].sel(d=d)
+        np.testing.assert_allclose(mine.values, alone.values, rtol=0, atol=1e-14)
+        norms = np.sqrt((mine ** 2).sum("coord"))
+        assert float(np.abs(norms - 1.0).max()) < 1e-14
+        # xarray's reductions skip the NaN padding: the norm over every coordinate is the same
+        np.testing.assert_allclose(np.sqrt((ds["xs"].sel(d=d) ** 2).sum("coord")), norms, rtol=0, atol=1e-15)
+    assert bool(ds["xs"].sel(d=3).isel(coord=slice(3, None)).isnull().all())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_sweep_over_beta_keeps_every_d(several_d):
+    whole, _ = results.load_result(several_d["both"])
+    ds = af.load(several_d["sweep"])
+    assert ds["xs"].dims == rundir.STATE_DIMS and ds["beta"].values.tolist() == BETAS
+    for j, b in enumerate(BETAS):
+        part, _ = results.load_result(several_d["sweep"] / store.run_name({"beta": b}))
+        for d in DS:
+            np.testing.assert_allclose(part.states(d), whole.states(d)[j:j + 1], rtol=0, atol=1e-14)
+            np.testing.assert_allclose(ds["xs"].sel(d=d, beta=b).isel(coord=slice(0, d)), whole.states(d)[j],
+                                       rtol=0, atol=1e-14)
+
+
+def test_plot_draws_the_trajectories_of_every_d(several_d, tmp_path):
+    run, sweep = tmp_path / "run", tmp_path / "sweep"
+    shutil.copytree(several_d["both"], run)
+    shutil.copytree(several_d["sweep"], sweep)
+    rc, out, err = cli(["plot", run])
+    assert rc == 0, err
+    assert sorted(Path(p).name for p in out.splitlines()) == ["cluster_counts.png", "trajectories_d3.png",
+                                                            "trajectories_d5.png"]
+    rc, out, err = cli(["plot", sweep, "--kind", "trajectories_d5"])
+    assert rc == 0, err
+    assert sorted(out.splitlines()) == [str(sweep / store.run_name({"beta": b}) / "trajectories_d5.png") for b in BETAS]
+
+
+def _as_written_before(run_dir: Path) -> None:
+    """Rewrite a run's results.npz as attnflow wrote it before it kept every d's states: ``xs`` of the
+    last d alone, on (beta, seed, time, particle, coord)."""
+    data = npz(run_dir / store.RESULTS_FILE)
+    dims = json.loads(data.pop(store.DIMS_KEY).item())
+    data["xs"] = data["xs"][-1, ..., : int(data["d"][-1])]
+    dims["xs"] = ["beta", "seed", "time", "particle", "coord"]
+    np.savez(run_dir / store.RESULTS_FILE, **data, **{store.DIMS_KEY: np.array(json.dumps(dims))})
+
+
+def test_runs_written_before_every_d_was_kept_load_and_plot(several_d, json_run, tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    shutil.copytree(json_run["out"], old)
+    shutil.copytree(json_run["out"], new)
+    _as_written_before(old)
+    assert npz(old / store.RESULTS_FILE)["xs"].shape == (len(BETAS), SEEDS, N_SAVE, N, D)
+    # read as one d
+    ds = af.load(old)
+    assert ds["xs"].dims == rundir.STATE_DIMS
+    np.testing.assert_array_equal(ds["xs"].values, af.load(new)["xs"].values)
+    np.testing.assert_array_equal(results.load_result(old)[0].states(D), results.load_result(new)[0].states(D))
+    for run in (old, new):
+        rc, _, err = cli(["plot", run, "--kind", "trajectories"])
+        assert rc == 0, err
+    assert (old / "trajectories.png").read_bytes() == (new / "trajectories.png").read_bytes()
+    # several d: the last d's states alone were kept, the others read as NaN
+    two = tmp_path / "two"
+    shutil.copytree(several_d["both"], two)
+    _as_written_before(two)
+    ds = af.load(two)
+    assert ds["xs"].dims == rundir.STATE_DIMS and ds.sizes["coord"] == 5
+    assert bool(ds["xs"].sel(d=3).isnull().all())
+    np.testing.assert_array_equal(ds["xs"].sel(d=5).values, af.load(several_d["both"])["xs"].sel(d=5).values)
 
 
 # -- 5. plot --------------------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def test_fig3_overlays_the_gamma_curve(runs, monkeypatch):
 
 def test_fig4_statistics_agree_with_the_saved_states(runs):
     r = runs("fig4-circle")
-    c, xs = r.result.config, r.result.xs  # xs (β, seed, T, n, 2)
+    c, xs = r.result.config, r.result.states(2)  # xs (β, seed, T, n, 2)
     assert xs.shape == (2, 6, 61, 32, 2)
     np.testing.assert_allclose(np.linalg.norm(xs, axis=-1), 1.0, atol=1e-12)  # on the circle
     last = xs[:, :, -1]
@@ -138,7 +138,8 @@ def test_highdim_histograms_count_every_pair_and_concentrate_on_gamma(runs):
 
 def test_orthogonal_start_follows_the_equiangular_ode(runs):
     r = runs("orthogonal-ode")
-    c, xs = r.result.config, r.result.xs  # (β, 1, T, n, n)
+    c = r.result.config
+    xs = r.result.states(c.d[0])  # (β, 1, T, n, n)
     off = ~np.eye(c.n, dtype=bool)
     for j, beta in enumerate(c.beta):
         gram = np.einsum("tid,tjd->tij", xs[j, 0], xs[j, 0])
@@ -153,7 +154,7 @@ def test_sphere_movie_gif_has_one_frame_per_save_time(runs):
 
     r = runs("sphere-movie")
     c = r.result.config
-    np.testing.assert_allclose(np.linalg.norm(r.result.xs, axis=-1), 1.0, atol=1e-12)  # on S²
+    np.testing.assert_allclose(np.linalg.norm(r.result.states(3), axis=-1), 1.0, atol=1e-12)  # on S²
     with Image.open(r.out / "movie.gif") as gif:
         frames = [np.asarray(f.convert("RGB")).astype(np.int64) for f in ImageSequence.Iterator(gif)]
     assert len(frames) == min(c.n_save, 150) == 31

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, memory, runner, store
+from attnflow.experiments import builtin, memory, plan, runner, store
 from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid, to_toml
 from attnflow.particles import LayerWise
 from cli_helpers import SMALL, cli, tree
@@ -774,6 +774,28 @@ def test_forced_dense_attention_is_refused_with_the_blocked_mode_suggested(lapto
     assert dense > 1000 * blocked and dense > 10**14  # the n×n logits of n = 10⁷ particles
     with pytest.raises(ConfigError, match=r"needs about .*blocked evaluation \(block = 'auto'"):
         memory.check_fits(config, block=None)
+
+
+def test_auto_keeps_the_states_of_every_d_within_one_budget():
+    # counted as they are kept: len(d) × members × save times × n × max d numbers against plan.STATES_LIMIT
+    both = load_config(None, ["d=[3,5]", "n=100"])
+    at_limit = plan.STATES_LIMIT // (2 * 100 * 5)  # members × save times
+    assert both.save_states == "auto"
+    assert plan.keep_states(both, at_limit, 1) and not plan.keep_states(both, at_limit + 1, 1)
+    alone = load_config(None, ["d=5", "n=100"])  # d = 5 alone keeps twice as many
+    assert plan.keep_states(alone, 2 * at_limit, 1) and not plan.keep_states(alone, 2 * at_limit + 1, 1)
+    assert plan.keep_states(both.replace(save_states="yes"), 10 * at_limit, 1)
+    assert not plan.keep_states(both.replace(save_states="no"), 1, 1)
+
+
+def test_estimate_counts_the_states_of_every_d_once():
+    members, times, n = 2 * 4, 11, 8
+    sets = ["d=[3,5]", f"n={n}", "seeds=4", "beta=[1.0,2.0]", f"n_save={times}"]
+    kept = memory.estimate_bytes(load_config(None, sets + ["save_states=yes"]))
+    # on the host one array of both d's padded to d = 5, filled in place; in the largest compiled call
+    # (d = 5, every member) the states it saves
+    assert kept - memory.estimate_bytes(load_config(None, sets + ["save_states=no"])) == 8 * members * times * n * (
+        2 * 5 + 5)
 
 
 def test_estimate_grows_with_the_run(laptop):

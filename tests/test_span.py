@@ -173,9 +173,10 @@ def test_runner_span_on_and_off_agree(sets, capsys):
     off, err = _run(RUN + ["d=[8,40]", "span=false"] + sets, capsys, progress=True)
     assert "span of the tokens" not in err
     _same(on, off)
-    if on.xs is not None:
-        assert on.xs.shape[-1] == 40
-        np.testing.assert_allclose(on.xs, off.xs, rtol=0, atol=1e-10)
+    if on.has_states:
+        for d in (8, 40):
+            assert on.states(d).shape[-1] == d
+            np.testing.assert_allclose(on.states(d), off.states(d), rtol=0, atol=1e-10)
 
 
 @pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
@@ -193,7 +194,7 @@ def test_layer_wise_weights_from_a_file_need_the_frames(tmp_path, capsys):
     assert "8-dimensional span" in err
     off, _ = _run(sets + ["span=false"])
     _same(on, off)
-    np.testing.assert_allclose(on.xs, off.xs, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(on.states(d), off.states(d), rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("extra", [["noise=0.2"], pytest.param(["ff_width=4"], marks=pytest.mark.slow),
@@ -211,7 +212,7 @@ def test_uniform_runs_draw_reduced_and_save_states_in_r_d(capsys):
     sets = RUN + ["d=40", "save_states=yes", "statistics=pairs,clusters"]
     result, err = _run(sets, capsys, progress=True)
     assert "d=40: simulated in the 8-dimensional span" in err
-    xs = result.xs  # (β, seeds, T, n, d), mapped back with a Haar frame per member
+    xs = result.states(40)  # (β, seeds, T, n, d), mapped back with a Haar frame per member
     assert xs.shape == (2, 3, 5, 8, 40)
     np.testing.assert_allclose(np.linalg.norm(xs, axis=-1), 1.0, atol=1e-12)
     gram = np.einsum("bstid,bstjd->bstij", xs, xs)
@@ -223,7 +224,7 @@ def test_uniform_runs_draw_reduced_and_save_states_in_r_d(capsys):
     np.testing.assert_array_equal(xs[0, :, 0], xs[1, :, 0])
     # the member labelled seed s is the run with seed = s
     alone, _ = _run(sets + ["seed=1", "seeds=1"])
-    np.testing.assert_allclose(alone.xs[:, 0], xs[:, 1], atol=1e-13)
+    np.testing.assert_allclose(alone.states(40)[:, 0], xs[:, 1], atol=1e-13)
 
 
 def test_cli_span_key(tmp_path):

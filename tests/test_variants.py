@@ -163,7 +163,7 @@ def test_circle_key_runs_the_angle_form_and_matches_the_plane():
             "progress=false", "save_states=yes"]
     plane = runner.run(load_config(None, base))
     angles = runner.run(load_config(None, base + ["circle=true"]))
-    np.testing.assert_allclose(angles.xs, plane.xs, atol=1e-8)
+    np.testing.assert_allclose(angles.states(2), plane.states(2), atol=1e-8)
     np.testing.assert_array_equal(angles.stats["n_clusters"], plane.stats["n_clusters"])
     with pytest.raises(ConfigError, match="circle = 'yes' is the angle form"):
         load_config(None, base + ["circle=true", "heads=2"])

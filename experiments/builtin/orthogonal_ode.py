@@ -13,10 +13,11 @@ def figures(result: RunResult) -> dict:
     """Every pair's inner product over time against the ODE's solution, one figure per β."""
     c = result.config
     out = {}
-    if result.xs is None:
+    if not result.has_states:
         return out
+    xs = result.states(c.d[0])
     for j, beta in enumerate(c.beta):
-        gram = np.einsum("tid,tjd->tij", result.xs[j, 0], result.xs[j, 0])
+        gram = np.einsum("tid,tjd->tij", xs[j, 0], xs[j, 0])
         out[f"inner_products_beta{tag(beta)}"] = (lambda p, gram=gram, beta=beta: plots.inner_product_vs_ode(
             result.ts, gram, gamma_of_t(result, beta), n=c.n, beta=beta, path=p))
     return out

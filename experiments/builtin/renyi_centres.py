@@ -31,13 +31,15 @@ def centre_delta(beta: float) -> float:
 
 def masks(result: RunResult, j: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(centres, strong): masks (seeds, T, n) of the run's β number j, from its saved states."""
-    centres, strong = renyi_centres(jnp.asarray(result.xs[j]), centre_delta(result.config.beta[j]))
+    x = result.states(result.config.d[0])[j]
+    centres, strong = renyi_centres(jnp.asarray(x), centre_delta(result.config.beta[j]))
     return np.asarray(centres), np.asarray(strong)
 
 
 def displacements(result: RunResult, j: int = 0) -> np.ndarray:
     """(seeds, n): each token's largest geodesic distance from where it started, over the run."""
-    x = result.xs[j] / np.linalg.norm(result.xs[j], axis=-1, keepdims=True)
+    x = result.states(result.config.d[0])[j]
+    x = x / np.linalg.norm(x, axis=-1, keepdims=True)
     cosines = np.clip(np.einsum("stnd,snd->stn", x, x[:, 0]), -1.0, 1.0)
     return np.arccos(cosines).max(axis=1)
 
@@ -45,7 +47,7 @@ def displacements(result: RunResult, j: int = 0) -> np.ndarray:
 def figures(result: RunResult) -> dict:
     """Snapshots of the first run with its centres (the paper's Fig. 2), and the mean counts over time."""
     c = result.config
-    if result.xs is None:
+    if not result.has_states:
         return {}
     beta = float(c.beta[0])
     delta = centre_delta(beta)
@@ -54,7 +56,7 @@ def figures(result: RunResult) -> dict:
     clusters = mean_over_seeds(result, "n_clusters")[0, 0]
     return {
         "renyi_centres": lambda p: plots.renyi_snapshots(
-            result.ts, result.xs[0, 0], centres[0], strong[0], times=(0.0, t1 / 8, t1 / 2, t1), beta=beta,
+            result.ts, result.states(c.d[0])[0, 0], centres[0], strong[0], times=(0.0, t1 / 8, t1 / 2, t1), beta=beta,
             delta=delta, path=p),
         "centre_counts": lambda p: plots.centre_counts(
             result.ts, centres.sum(-1).mean(0), strong.sum(-1).mean(0), clusters, prediction=parking_count(delta),

@@ -12,15 +12,17 @@ from .analysis import plots
 
 
 def figures(result: RunResult) -> dict:
-    """The first member's trajectories (when the states were kept) and the cluster counts (when computed)."""
+    """The first member's trajectories for each d (when the states were kept: ``trajectories``, or
+    ``trajectories_d{d}`` for several d) and the cluster counts (when computed)."""
     c = result.config
     out = {}
     # a run of one's own computes only its ``statistics``: draw what it has
     clustered = "n_clusters" in result.stats
-    if result.xs is not None and len(c.beta) >= 1:
-        out["trajectories"] = lambda p: plots.trajectories(
-            result.ts, result.xs[0, 0], n_clusters=result.stats["n_clusters"][0, 0, 0] if clustered else None,
-            beta=c.beta[0], path=p)
+    if result.has_states:
+        for k, d in enumerate(c.d):
+            out["trajectories" if len(c.d) == 1 else f"trajectories_d{d}"] = lambda p, k=k, d=d: plots.trajectories(
+                result.ts, result.states(d)[0, 0], n_clusters=result.stats["n_clusters"][k, 0, 0] if clustered else None,
+                beta=c.beta[0], path=p)
     if clustered:
         counts = {float(b): result.stats["n_clusters"][0, j] for j, b in enumerate(c.beta)}
         out["cluster_counts"] = lambda p: plots.cluster_count_vs_time(result.ts, counts, n=c.n, d=c.d[0], path=p)

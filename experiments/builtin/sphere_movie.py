@@ -12,9 +12,9 @@ from .analysis import dimensions, plots
 def figures(result: RunResult) -> dict:
     """The first member's trajectories and its animation (when the states were kept)."""
     c = result.config
-    if result.xs is None:
+    if not result.has_states:
         return {}
-    xs = result.xs[0, 0]
+    xs = result.states(c.d[0])[0, 0]
     return {
         "trajectories": lambda p: plots.trajectories(result.ts, xs, beta=c.beta[0], path=p),
         "movie.gif": lambda p: plots.animate_sphere(result.ts, xs, beta=c.beta[0], path=p),
