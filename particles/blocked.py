@@ -217,7 +217,7 @@ def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offse
         s = beta * (qi @ kb[c].T)
         if slope is not None:  # ALiBi: −m (i − j)
             gap = (first_row(i) + row[:, None]) - (c * k_block + col[None, :])
-            s = s - slope.astype(dtype) * gap.astype(dtype)
+            s = s - jnp.where(gap == 0, 0.0, slope.astype(dtype) * gap.astype(dtype))  # ∞ · 0 is not a bias
         if masked:
             j = c * k_block + col[None, :]
             keep = j < n
@@ -225,10 +225,12 @@ def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offse
                 keep = keep & (j <= first_row(i) + row[:, None])
             s = jnp.where(keep, s, -jnp.inf)
         m_new = jnp.maximum(m, jax.lax.stop_gradient(jnp.max(s, axis=1)))
-        # every row meets a real key in the first tile (key 0 precedes every query), so
-        # m_new is finite from then on; alpha = 0 while m = −∞
-        alpha = jnp.exp(m - m_new)
-        p = jnp.exp(s - m_new[:, None])
+        # every row meets a real key in the first tile (key 0 precedes every query), so m_new is
+        # finite from then on, except under an ALiBi slope beyond the dtype (every earlier key at −∞):
+        # a row still at −∞ keeps alpha = 0 and p = 0 instead of e^{−∞ + ∞}
+        m_safe = jnp.where(jnp.isfinite(m_new), m_new, 0.0)
+        alpha = jnp.exp(m - m_safe)
+        p = jnp.exp(s - m_safe[:, None])
         pv = p @ vb[c]
         if ones:
             l = alpha * l + pv[:, e]

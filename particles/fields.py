@@ -420,20 +420,21 @@ class Attention(Field):
         ALiBi: −m (i − j). Decay: −m (i − j) − log Σ_{k<i} e^{−m (i − k)} for j < i and −∞ for j ≥ i,
         so that e^{bias} are the position weights w_ij (row 0, which has no earlier token, is all −∞).
         The decay's bias is formed as −m (i − j − 1) − log[(1 − e^{−m i})/(1 − e^{−m})], which stays finite
-        (no ∞ − ∞) for every slope the dtype holds: at m → ∞ each token weighs its predecessor alone.
+        (no ∞ − ∞, no ∞ · 0) for every slope, one beyond the dtype too: at m → ∞ each token weighs its
+        predecessor alone.
         """
         if self.positional == "none":
             return None
         i = jnp.arange(n, dtype=dtype)
         m = self.alibi_slope.astype(dtype)
         gap = i[:, None] - i[None, :]
-        if self.positional == "alibi":
-            return -m * gap
+        if self.positional == "alibi":  # 0 on the diagonal also for a slope beyond the dtype (∞ · 0)
+            return jnp.where(gap == 0, 0.0, -m * gap)
         # Σ_{g=1}^{i} e^{−m g} = e^{−m} (1 − e^{−m i}) / (1 − e^{−m}), = i at m = 0
         safe = jnp.where(m > 0, m, 1.0)
         ratio = jnp.where(m > 0, jnp.log(-jnp.expm1(-safe * jnp.maximum(i, 1.0))) - jnp.log(-jnp.expm1(-safe)),
                           jnp.log(jnp.maximum(i, 1.0)))
-        with_earlier = -m * jnp.maximum(gap - 1.0, 0.0) - ratio[:, None]
+        with_earlier = jnp.where(gap > 1, -m * (gap - 1.0), 0.0) - ratio[:, None]
         return jnp.where(gap > 0, with_earlier, -jnp.inf)
 
     # -- pieces --------------------------------------------------------------------------
