@@ -22,10 +22,10 @@ attention, ``save_states = 'no'``, fewer seeds or save times, float32.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable
 
 from ..particles.models import MODELS
+from ..solvers.machine import format_bytes, machine_bytes
 from ..solvers.methods import METHODS
 from .config import Config, ConfigError
 from .models import in_angles, span_reduction
@@ -111,55 +111,6 @@ def estimate_bytes(config: Config, *, block="auto", needs: Iterable[str] = ()) -
     statistics the run computes beyond its ``statistics`` key (``plan.statistics_groups``).
     """
     return sum(_parts(config, block, needs)[0].values())
-
-
-def _meminfo_bytes(field: str) -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _cgroup_limit() -> int | None:
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path, encoding="ascii") as f:
-                text = f.read().strip()
-        except OSError:
-            continue
-        if text.isdigit() and int(text) < 2**60:
-            return int(text)
-    return None
-
-
-def machine_bytes() -> int | None:
-    """The memory of this machine in bytes (its physical memory, or a smaller container limit); None if unknown.
-
-    Physical memory, not the memory free at the moment: a run is refused when it can never fit,
-    not because other programs happen to be running.
-    """
-    total = _meminfo_bytes("MemTotal")
-    if total is None:
-        try:
-            total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (AttributeError, ValueError, OSError):
-            total = None
-    limit = _cgroup_limit()
-    if limit is not None:
-        total = limit if total is None else min(total, limit)
-    return total if total and total > 0 else None
-
-
-def format_bytes(nbytes: int) -> str:
-    """Bytes in GiB, TiB or PiB, for messages."""
-    unit, scale = next((u, s) for u, s in (("GiB", 2**30), ("TiB", 2**40), ("PiB", 2**50))
-                       if nbytes < 1024 * s or u == "PiB")
-    value = nbytes / scale
-    return f"{value:.1f} {unit}" if value < 1e6 else f"{value:.2g} {unit}"
 
 
 _WHAT = {"states": "states and solver stages", "jacobian": "the implicit solver's Jacobians",

@@ -55,6 +55,7 @@ import numpy as np
 
 from ..particles.fields import KERNEL_MODELS
 from ..particles.modes import fastest_rate, mode_growth_rates
+from .machine import check_memory
 from .spectral_steps import check_horizon, raise_failures, solve_adaptive
 
 __all__ = [
@@ -137,6 +138,12 @@ def density_coefficients(rho) -> np.ndarray:
     return np.fft.rfft(rho, axis=-1)[..., : N // 2] * (2 * np.pi / N)
 
 
+def solve_bytes(points: int, members: int, times: int) -> int:
+    """Bytes ``meanfield_circle`` holds on a grid of ``points`` angles: the members' densities at every save time
+    and the stages of the adaptive steps (grid and coefficients)."""
+    return 8 * members * points * (times + 24)
+
+
 def perturbed_uniform(seed: int, modes: int, eps: float, k_max: int = 16) -> np.ndarray:
     """ρ0(θ) = (1 + ε Σ_{k=1}^{k_max} cos(kθ + φ_k)) / 2π with phases φ_k uniform from ``seed``,
     on the grid of 2·modes points: every mode equally excited, so the fastest-growing one wins."""
@@ -144,6 +151,7 @@ def perturbed_uniform(seed: int, modes: int, eps: float, k_max: int = 16) -> np.
         raise ValueError(f"perturbed_uniform needs 0 ≤ eps·k_max < 1 (a positive density), got {eps}·{k_max}")
     if k_max >= modes:
         raise ValueError(f"k_max = {k_max} must be < modes = {modes}")
+    check_memory(8 * 3 * 2 * modes * k_max, f"perturbed_uniform with {modes} modes", "fewer modes")
     phases = np.random.default_rng(seed).uniform(0, 2 * np.pi, k_max)
     theta = theta_grid(modes)
     k = np.arange(1, k_max + 1)
@@ -337,6 +345,8 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     if callable(rho0):
         if modes < 2:
             raise ValueError(f"modes must be ≥ 2, got {modes}")
+        check_memory(solve_bytes(2 * modes, np.size(beta), 2 if ts is None else np.size(ts)),
+                     f"meanfield_circle with {modes} modes", "fewer modes")
         rho0 = np.asarray(rho0(theta_grid(modes)), dtype=float)
     rho0 = np.asarray(rho0, dtype=float)
     if rho0.ndim not in (1, 2) or rho0.shape[-1] < 4 or rho0.shape[-1] % 2:
@@ -367,6 +377,8 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     except ValueError:
         raise ValueError(f"the members of rho0 {rho0.shape[:-1]}, beta {beta_arr.shape}, ts {ts.shape[:-1]} and "
                          f"noise {noise_arr.shape} do not broadcast") from None
+    check_memory(solve_bytes(rho0.shape[-1], int(np.prod(members)), ts.shape[-1]),
+                 f"meanfield_circle on {rho0.shape[-1]} grid points", "fewer modes, save times or members")
     c0 = density_coefficients(rho0)
     mass = c0[..., 0].real
     if np.any(mass <= 0):

@@ -40,6 +40,7 @@ import numpy as np
 from ..particles.fields import KERNEL_MODELS
 from ..particles.modes import fastest_rate, mode_growth_rates
 from . import harmonics
+from .machine import check_memory
 from .spectral_steps import check_horizon, raise_failures, solve_adaptive
 
 __all__ = ["SphereMeanFieldError", "SphereMeanField", "meanfield_sphere", "transport", "scaled_kernel",
@@ -87,6 +88,15 @@ def _check_model(model: str) -> None:
 # -- densities ------------------------------------------------------------------------------------
 
 
+def solve_bytes(L: int, members: int, times: int) -> int:
+    """Bytes ``meanfield_sphere`` holds at degree L: the transform's tables (three (L + 1)² × n_θ arrays),
+    the members' grids and coefficients at every save time, and the stages of the adaptive steps."""
+    n_theta, n_phi = (3 * L + 4) // 2, 3 * L + 4
+    coefficients = 2 * (L + 1) ** 2
+    return 8 * (3 * (L + 1) ** 2 * n_theta + members * (times * (n_theta * n_phi + coefficients)
+                                                          + 12 * (coefficients + n_theta * n_phi)))
+
+
 def perturbed_uniform_sphere(seed: int, L: int, eps: float, ell_max: int = 12) -> np.ndarray:
     """Coefficients (L + 1, L + 1) of ρ0 = (1 + ε Σ_{1 ≤ ℓ ≤ ell_max} Σ_m z_ℓm √(4π/(2ℓ+1)) Y_ℓm)/4π, z standard
     normal from ``seed``: every degree carries the same variance ε²/(4π)², so the fastest-growing one wins."""
@@ -95,6 +105,7 @@ def perturbed_uniform_sphere(seed: int, L: int, eps: float, ell_max: int = 12) -
     if not 0 <= eps * math.sqrt(ell_max) < 0.3:
         raise ValueError(f"perturbed_uniform_sphere needs 0 ≤ eps·√ell_max < 0.3 (a positive density), got "
                          f"{eps}·√{ell_max}")
+    check_memory(16 * (L + 1) ** 2, f"perturbed_uniform_sphere at L = {L}", "a smaller L")
     rng = np.random.default_rng(seed)
     c = np.zeros((L + 1, L + 1), dtype=complex)
     c[0, 0] = 1.0 / math.sqrt(4.0 * math.pi)  # Y_00 = 1/√(4π): mass 1
@@ -312,6 +323,8 @@ def meanfield_sphere(rho0, beta, t1: float, *, model: str = "sa", ts=None, L: in
     _check_model(model)
     if not isinstance(L, (int, np.integer)) or L < 2:
         raise ValueError(f"L must be an integer ≥ 2, got {L!r}")
+    check_memory(solve_bytes(int(L), max(np.size(beta), np.shape(rho0)[0] if np.ndim(rho0) == 3 else 1),
+                             2 if ts is None else np.size(ts)), f"meanfield_sphere at L = {L}", "a smaller L")
     grid = harmonics.sphere_grid(int(L))
     if callable(rho0):
         c0 = np.asarray(harmonics.analysis(grid, jnp.asarray(np.asarray(rho0(grid.points()), dtype=float))))

@@ -1,0 +1,70 @@
+"""The machine a run is on: its memory, read once per question, and the refusal of what cannot fit in it.
+
+``machine_bytes`` is the physical memory (or a smaller container limit), not the memory free at the
+moment: a run is refused when it can never fit, not because other programs happen to be running. The
+experiments' estimates (``experiments/memory.py``) and the solvers that allocate by their arguments
+(the mean-field grids and tables) ask it before they allocate.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["machine_bytes", "format_bytes", "check_memory"]
+
+
+def _meminfo_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_limit() -> int | None:
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            return int(text)
+    return None
+
+
+def machine_bytes() -> int | None:
+    """The memory of this machine in bytes (its physical memory, or a smaller container limit); None if unknown.
+
+    Physical memory, not the memory free at the moment: a run is refused when it can never fit,
+    not because other programs happen to be running.
+    """
+    total = _meminfo_bytes("MemTotal")
+    if total is None:
+        try:
+            total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            total = None
+    limit = _cgroup_limit()
+    if limit is not None:
+        total = limit if total is None else min(total, limit)
+    return total if total and total > 0 else None
+
+
+def format_bytes(nbytes: int) -> str:
+    """Bytes in GiB, TiB or PiB, for messages."""
+    unit, scale = next((u, s) for u, s in (("GiB", 2**30), ("TiB", 2**40), ("PiB", 2**50))
+                       if nbytes < 1024 * s or u == "PiB")
+    value = nbytes / scale
+    return f"{value:.1f} {unit}" if value < 1e6 else f"{value:.2g} {unit}"
+
+
+def check_memory(need: int, who: str, remedy: str) -> None:
+    """Raise one ValueError line when ``need`` bytes exceed :func:`machine_bytes` (nothing when it is unknown)."""
+    have = machine_bytes()
+    if have is not None and need > have:
+        raise ValueError(f"{who} needs about {format_bytes(need)} of memory, more than this machine's "
+                         f"{format_bytes(have)}: {remedy}")
