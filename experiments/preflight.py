@@ -50,14 +50,16 @@ def keys_read(config: Config, experiment=None) -> frozenset[str]:
 
 
 def check_keys_read(config: Config, experiment=None) -> None:
-    """Refuse a configuration that sets a key its run would ignore: set away from its default and from the
-    experiment's own values (``Experiment.own_values``), but not read (:func:`keys_read`)."""
+    """Refuse a configuration that sets a key its run would ignore: set away from the experiment's own values
+    (``Experiment.own_values``; the key's default where the experiment sets none), but not read
+    (:func:`keys_read`)."""
     reads = keys_read(config, experiment)
     own = experiment.own_values() if experiment is not None else {}
     custom = getattr(experiment, "keys", None) is not None
     for name, key in KEYS.items():
         value = config[name]
-        if name in reads or value == key.default or value in own.get(name, ()):
+        # what the experiment itself sets a key to (its default where it sets nothing) is not the user's
+        if name in reads or value in own.get(name, (key.default,)):
             continue
         shown = f"{name} = {toml_literal(value)}"
         leave = f"leave {name} at its default {toml_literal(key.default)}"

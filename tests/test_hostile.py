@@ -218,6 +218,11 @@ def fig4(*sets):
     return run("fig4-circle", "--quick", *(a for s in sets for a in ("--set", s)))
 
 
+def own(name, *sets):
+    """``attnflow run NAME --quick`` with --set overrides."""
+    return run(name, "--quick", *(a for s in sets for a in ("--set", s)))
+
+
 def small(*sets):
     return run("small.toml", *(a for s in sets for a in ("--set", s)))
 
@@ -232,6 +237,16 @@ def hist(path, *args):
 
 def hist_sim(*args):
     return hist("states.npz", "--simulate-from", "0", "--beta", "1", *args)
+
+
+def _finite_or_raise(field):
+    """The field's velocity on a small configuration, raising ValueError("finite ...") when it is finite: a
+    table row that holds when a slope the dtype holds gives a finite field (no NaN from ∞ − ∞)."""
+    for dtype in ("float64", "float32"):
+        v = np.asarray(field(0.0, af.init.uniform(0, 10, 2, dtype=dtype)))
+        if not np.all(np.isfinite(v)):
+            raise AssertionError(f"non-finite velocity in {dtype}: {v}")
+    raise ValueError("finite in float64 and float32")
 
 
 def X0():
@@ -487,6 +502,73 @@ CASES = {
     "memory/sinkhorn-dense": Cli(fig4("n=1000000", "model=sinkhorn", "seeds=1", "save_states=no"),
                                  ("needs about", "the attention", "fewer particles")),
     "memory/sweep": Cli(sweep("--set", "n=1000000000", "--grid", "beta=1,2"), ("needs about", "memory")),
+    # ---- experiments with runners of their own: the same preflight as particle runs --------------------
+    # memory, per experiment
+    "own/memory-meanfield-circle": Cli(own("meanfield-circle", "modes=100000000"),
+                                       ("experiment 'meanfield-circle' needs about", "modes")),
+    "own/memory-meanfield-sphere": Cli(own("meanfield-sphere", "degree=100000"),
+                                       ("experiment 'meanfield-sphere' needs about", "degree")),
+    "own/memory-lost-in-the-middle": Cli(own("lost-in-the-middle", "profile_runs=10000000000"),
+                                         ("experiment 'lost-in-the-middle' needs about", "profile_runs")),
+    "own/memory-gaussian-closure": Cli(own("gaussian-closure", "rank_draws=1000000000"),
+                                       ("experiment 'gaussian-closure' needs about", "rank_draws")),
+    "own/memory-long-context": Cli(own("long-context", "particle_max=10000000", "context_lengths=[10, 10000000]"),
+                                   ("experiment 'long-context' needs about", "particle_max")),
+    "own/memory-noisy-transition": Cli(own("noisy-transition", "modes=1000000000", "meanfield_time=1"),
+                                       ("experiment 'noisy-transition' needs about", "modes")),
+    # keys the run does not read, per experiment
+    "own/unread-meanfield-circle": Cli(own("meanfield-circle", "degree=40"),
+                                       ("experiment 'meanfield-circle' does not read degree", "modes")),
+    "own/unread-meanfield-sphere": Cli(own("meanfield-sphere", "heads=3"),
+                                       ("experiment 'meanfield-sphere' does not read heads",)),
+    "own/unread-lost-in-the-middle": Cli(own("lost-in-the-middle", "mask=causal"),
+                                         ("experiment 'lost-in-the-middle' does not read mask", "decay_rate")),
+    "own/unread-key-at-its-default": Cli(own("gaussian-closure", "norm=post"),
+                                         ("experiment 'gaussian-closure' does not read norm",)),
+    "own/unread-gaussian-closure": Cli(own("gaussian-closure", "solver=tsit5"),
+                                       ("experiment 'gaussian-closure' does not read solver",)),
+    "own/unread-long-context": Cli(own("long-context", "n=5"), ("experiment 'long-context' does not read n",
+                                                                 "context_lengths")),
+    "own/unread-noisy-transition": Cli(own("noisy-transition", "noise=0.1"),
+                                       ("experiment 'noisy-transition' does not read noise", "noise_ratios")),
+    "own/unread-in-a-sweep": Cli(("sweep", "long-context", "--quick", "--grid", "n=4,8", "--out", "OUT"),
+                                 ("experiment 'long-context' does not read n",)),
+    # values the runner cannot take, and horizons no step count reaches
+    "own/decay-rate-overflows": Cli(own("lost-in-the-middle", "decay_rate=1e300"), ("decay_rate must be ≤ 700",)),
+    "own/classes-below-one": Cli(own("lost-in-the-middle", "classes=1e-300"), ("classes must be ≥ 1",)),
+    "own/one-token": Cli(own("lost-in-the-middle", "n=1"), ("needs n ≥ 3 tokens",)),
+    "own/profile-times-beyond-t1": Cli(own("lost-in-the-middle", "profile_times=[0.5, 100.0]"),
+                                       ("profile_times must lie within", "t1 = 10")),
+    "own/context-beyond-float": Cli(own("long-context", "context_lengths=[10, 100000000000000000000]"),
+                                    ("context_lengths must be ≤ 1e15",)),
+    "own/t1-meanfield-circle": Cli(own("meanfield-circle", "t1=1e300"), ("beyond what the adaptive steps resolve",)),
+    "own/t1-meanfield-sphere": Cli(own("meanfield-sphere", "t1=1e300"), ("beyond what the adaptive steps resolve",)),
+    "own/t1-lost-in-the-middle": Cli(own("lost-in-the-middle", "t1=1e300"), ("dt = 0.025 is below the resolution",)),
+    "own/t1-gaussian-closure": Cli(own("gaussian-closure", "t1=1e300"), ("below the resolution",)),
+    "own/collapse-time-gaussian-closure": Cli(own("gaussian-closure", "collapse_time=1e9"),
+                                              ("needs", "steps, more than max_steps")),
+    "own/t1-noisy-transition": Cli(own("noisy-transition", "t1=1e9"), ("dt = 0.025 is below the resolution of float32",)),
+    # ---- what an experiment's figures and theory need, refused before anything runs ---------------------
+    "needs/fig4-in-d3": Cli(fig4("d=3"), ("experiment 'fig4-circle' runs one dimension, d = 2", "got d = [3]")),
+    "needs/fig4-sweep-in-d3": Cli(("sweep", "fig4-circle", "--quick", "--set", "d=3", "--grid", "beta=1,2", "--out",
+                                   "OUT"), ("experiment 'fig4-circle' runs one dimension, d = 2",)),
+    "needs/renyi-in-d3": Cli(own("renyi-centres", "d=3"), ("experiment 'renyi-centres' runs one dimension",
+                                                            "parking count")),
+    "needs/renyi-without-states": Cli(own("renyi-centres", "save_states=no"), ("saved states",)),
+    "needs/negative-beta-in-d3": Cli(own("negative-beta", "d=3"), ("experiment 'negative-beta' runs one dimension",)),
+    "needs/sphere-movie-in-d4": Cli(own("sphere-movie", "d=4"), ("d = 2 or d = 3",)),
+    # ---- keys a model does not take, and keys that act only with another: refused, never dropped --------
+    "model/hardmax-causal": Cli(small("model=hardmax", "mask=causal"), ("model 'hardmax' takes no mask",
+                                                                        "it takes weights, value")),
+    "model/hardmax-layer-wise": Cli(small("model=hardmax", "weights=ginibre", "layer_tau=0.5"),
+                                    ("model 'hardmax' takes no layer_tau",)),
+    "model/sa-sinkhorn-tol": Cli(small("sinkhorn_tol=1e-3"), ("model 'sa' takes no sinkhorn_tol", "'sinkhorn'")),
+    "model/linear-beta-list": Cli(small("model=linear", "beta=[1, 2]"), ("model 'linear' has no inverse temperature",)),
+    "model/alibi-slope-alone": Cli(small("alibi_slope=0.5"), ("alibi_slope = 0.5 acts only with positional",)),
+    "model/layer-tau-without-weights": Cli(small("layer_tau=0.5"), ("layer_tau = 0.5", "random weights")),
+    "model/rho-without-equiangular": Cli(small("rho=0.5"), ("rho = 0.5 acts only with init = 'equiangular'",)),
+    "model/experiment-key-in-a-particle-run": Cli(small("degree=40"), ("degree = 40 is read by another experiment",
+                                                                       "meanfield-sphere")),
     # ---- TOML config files ---------------------------------------------------------------------------
     "toml/syntax-error": Toml('model = "sa"\nn = = 3\n', ("case.toml: malformed TOML", "line 2")),
     "toml/duplicate-key": Toml("n = 3\nn = 4\n", ("case.toml: malformed TOML", "line 2")),
@@ -622,6 +704,22 @@ CASES = {
     "api/expand-grid-huge": Api(lambda p: expand_grid(load_config(), {"beta": np.linspace(0, 1, 400),
                                                                       "seed": list(range(400))}),
                                 rf"grid has 160000 points .*at most {MAX_GRID_POINTS}", ConfigError),
+    "api/meanfield-sphere-memory": Api(lambda p: af.meanfield_sphere(lambda x: 1.0 + 0.0 * x[..., 0], 5.0, 1.0,
+                                                                      L=100000),
+                                       r"meanfield_sphere at L = 100000 needs about .* PiB of memory.*a smaller L"),
+    "api/perturbed-sphere-memory": Api(lambda p: af.perturbed_uniform_sphere(0, 100000, 1e-3),
+                                       r"perturbed_uniform_sphere at L = 100000 needs about"),
+    "api/meanfield-circle-memory": Api(lambda p: af.meanfield_circle(lambda th: 1.0 + 0.01 * np.cos(th), 5.0, 1.0,
+                                                                     modes=10**10),
+                                       r"meanfield_circle with 10000000000 modes needs about .*fewer modes"),
+    "api/meanfield-circle-horizon": Api(lambda p: af.meanfield_circle(lambda th: 1.0 + 0.01 * np.cos(th), 5.0, 1e300),
+                                        r"t1 = 1e\+300 is beyond what the adaptive steps resolve"),
+    "api/decay-slope-finite": Api(lambda p: _finite_or_raise(af.USA(1.0, mask="causal", positional="decay",
+                                                                    alibi_slope=1e300)),
+                                  r"finite"),
+    "api/alibi-slope-finite-blocked": Api(lambda p: _finite_or_raise(af.SA(1.0, mask="causal", positional="alibi",
+                                                                          alibi_slope=1e300, block=4)),
+                                          r"finite"),
     "api/check-fits-trajectories": Api(lambda p: memory.check_fits(load_config(None, ["n=1000000000",
                                                                                        "save_states=yes"])),
                                        r"needs about .* save_states = 'no'", ConfigError),
