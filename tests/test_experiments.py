@@ -270,3 +270,36 @@ def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     ds = af.load(out)
     assert list(ds["weights"].values) == e.grid["weights"]
     assert ds["clustered_fraction"].dims[0] == "weights"
+
+
+CUSTOM = [n for n in NAMES if builtin.EXPERIMENTS[n].run is not None]  # experiments with runners of their own
+
+
+@pytest.mark.slow  # runs each of them once more, its keys recorded
+@pytest.mark.parametrize("name", CUSTOM)
+def test_an_experiment_declares_exactly_the_keys_its_runner_reads(name, monkeypatch):
+    from attnflow.experiments.config import Config
+    from attnflow.experiments.preflight import AMBIENT_KEYS
+
+    e = builtin.EXPERIMENTS[name]
+    config = load_config(None, ["progress=false"], base={**e.defaults, **e.quick})
+    read = set()
+    attribute, item = Config.__getattr__, Config.__getitem__
+
+    def recording_attribute(self, key):
+        read.add(key)
+        return attribute(self, key)
+
+    def recording_item(self, key):
+        read.add(key)
+        return item(self, key)
+
+    monkeypatch.setattr(Config, "__getattr__", recording_attribute)
+    monkeypatch.setattr(Config, "__getitem__", recording_item)
+    e.run(config, progress=False)
+    monkeypatch.undo()
+    declared = set(e.keys)
+    assert read - AMBIENT_KEYS <= declared, f"{name} reads undeclared keys {sorted(read - declared)}"
+    # a declared key is read, unless it acts only where another key is set otherwise (log spacing)
+    conditional = {"log_decades"} if config.save_spacing != "log" else set()
+    assert declared - conditional <= read, f"{name} declares keys it never reads: {sorted(declared - read)}"
