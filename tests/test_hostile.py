@@ -230,6 +230,11 @@ def hist(path, *args):
     return ("hist", path, *args, "--out", "OUT")
 
 
+def fit_states(p: Path, **kw):
+    """``af.fit`` on the working directory's token states (3 layers × 6 tokens in R³), with ``kw``."""
+    return af.fit(np.load(p / "states.npz")["x"], **kw)
+
+
 def hist_sim(*args):
     return hist("states.npz", "--simulate-from", "0", "--beta", "1", *args)
 
@@ -622,6 +627,18 @@ CASES = {
     "api/expand-grid-huge": Api(lambda p: expand_grid(load_config(), {"beta": np.linspace(0, 1, 400),
                                                                       "seed": list(range(400))}),
                                 rf"grid has 160000 points .*at most {MAX_GRID_POINTS}", ConfigError),
+    "api/fit-adam-steps-negative": Api(lambda p: fit_states(p, adam_steps=-1), r"adam_steps must be an integer ≥ 0, got -1"),
+    "api/fit-lbfgs-steps-negative": Api(lambda p: fit_states(p, lbfgs_steps=-5),
+                                        r"lbfgs_steps must be an integer ≥ 0, got -5"),
+    "api/fit-learning-rate-negative": Api(lambda p: fit_states(p, learning_rate=-0.1),
+                                          r"learning_rate must be a finite number > 0, got -0.1"),
+    "api/fit-learning-rate-zero": Api(lambda p: fit_states(p, learning_rate=0.0), r"learning_rate must be .*> 0, got 0"),
+    "api/fit-learning-rate-nan": Api(lambda p: fit_states(p, learning_rate=float("nan")), r"learning_rate .*got nan"),
+    "api/fit-holdout-one": Api(lambda p: fit_states(p, holdout=1.0), r"holdout must be .*< 1"),
+    "api/fit-seed-negative": Api(lambda p: fit_states(p, seed=-2), r"seed must be an integer ≥ 0, got -2"),
+    "api/fit-complex-states": Api(lambda p: af.fit(np.load(p / "states.npz")["x"] * (1 + 1j)),
+                                  r"states must be a real array .*complex128"),
+    "api/fit-string-states": Api(lambda p: af.fit(np.full((3, 6, 3), "x")), r"states must be a real array .*<U1"),
     "api/check-fits-trajectories": Api(lambda p: memory.check_fits(load_config(None, ["n=1000000000",
                                                                                        "save_states=yes"])),
                                        r"needs about .* save_states = 'no'", ConfigError),
