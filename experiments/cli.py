@@ -166,9 +166,11 @@ def cmd_sweep(args) -> int:
         runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume, overwrite=args.overwrite,
                                plot=not args.no_plot)
     else:
-        from .executors import make_executor
+        from .executors import check_scheduler_address, make_executor
 
         # bad input fails before a cluster starts
+        if args.scheduler is not None:
+            check_scheduler_address(args.scheduler)
         sweep.check_sweep(config, args.grid, out, resume=args.resume, overwrite=args.overwrite)
         with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
             if config.progress:

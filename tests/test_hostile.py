@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, memory, runner, store
+from attnflow.experiments import builtin, executors, memory, runner, store
 from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid, to_toml
 from attnflow.particles import LayerWise
 from cli_helpers import SMALL, cli, tree
@@ -478,6 +478,14 @@ CASES = {
     "hist/set-rk4-without-dt": Cli(hist_sim("--set", "solver=rk4"), ("dt must be > 0", "'rk4'")),
     "hist/out-is-a-file": Cli(("hist", "states.npz", "--out", "afile"), ("--out", "afile", "is a file")),
     "hist/out-foreign-directory": Cli(("hist", "states.npz", "--out", "foreign"), ("foreign", "not an attnflow run")),
+    # ---- Dask ----------------------------------------------------------------------------------------
+    "dask/scheduler-not-a-url": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler", "notaurl"),
+                                    ("--scheduler 'notaurl' is not a Dask scheduler address", "SCHEME://HOST:PORT",
+                                     "tcp, tls, ws, wss, ucx")),
+    "dask/scheduler-unknown-scheme": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler",
+                                               "http://localhost:8786"), ("unknown scheme 'http'",)),
+    "dask/scheduler-bad-port": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler",
+                                         "tcp://localhost:99999"), ("port 99999",)),
     # ---- sizes beyond the machine, refused up front ------------------------------------------------
     "memory/trajectories": Cli(fig4("n=1000000000", "save_states=yes"), ("needs about", "memory",
                                                                           "save_states = 'no'")),
@@ -639,6 +647,8 @@ CASES = {
     "api/fit-complex-states": Api(lambda p: af.fit(np.load(p / "states.npz")["x"] * (1 + 1j)),
                                   r"states must be a real array .*complex128"),
     "api/fit-string-states": Api(lambda p: af.fit(np.full((3, 6, 3), "x")), r"states must be a real array .*<U1"),
+    "api/dask-scheduler-not-a-url": Api(lambda p: executors.DaskExecutor("notaurl"),
+                                        r"'notaurl' is not a Dask scheduler address"),
     "api/check-fits-trajectories": Api(lambda p: memory.check_fits(load_config(None, ["n=1000000000",
                                                                                        "save_states=yes"])),
                                        r"needs about .* save_states = 'no'", ConfigError),
