@@ -18,7 +18,8 @@ __all__ = ["check_writable", "write_figures", "write_selected_figures"]
 
 def check_writable(out: Path, *, overwrite: bool = False) -> None:
     """Refuse, before any work, an output path that cannot become a run directory: a file, a link,
-    a directory holding anything but an attnflow run, or (unless ``overwrite``) an existing run."""
+    a directory holding anything but an attnflow run, a run holding files attnflow did not write where
+    it would write its own, or (unless ``overwrite``) an existing run."""
     if "\0" in str(out):
         raise ValueError(f"--out {str(out)!r} contains a NUL character")
     given = str(out)
@@ -30,6 +31,11 @@ def check_writable(out: Path, *, overwrite: bool = False) -> None:
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {given!r} is a file, not a directory")
     if store.is_run(out):
+        theirs = store.unowned_run_files(out)
+        if theirs:
+            raise ValueError(f"--out {given!r} holds {theirs[0]!r}, which attnflow did not write (its "
+                             f"{store.OWNED_FILE} does not list it), and attnflow never replaces a file of yours: "
+                             "move it away, or choose another --out")
         if not overwrite:
             raise ValueError(f"--out {given!r} already holds an attnflow run; pass --overwrite to replace it "
                              "(files attnflow did not write are kept), or choose another --out")

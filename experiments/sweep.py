@@ -9,6 +9,7 @@ manifest is rewritten after each task, so a killed sweep leaves only complete ru
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 import time
@@ -120,6 +121,10 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
                          "replace its runs (files attnflow did not write are kept), or choose another --out")
     if manifest_path.is_file():
         store.read_manifest(out)  # a corrupt manifest is one line, before anything runs
+    for point, _ in points:  # where a run will be written: nothing in the way that is not attnflow's
+        run_dir = out / store.run_name(point)
+        if os.path.lexists(run_dir) and not (resume and store.is_complete(run_dir)):
+            store.check_target(run_dir, overwrite=True, flag="--overwrite")
     if resume:
         stale = _stale(out, [store.run_name(point) for point, _ in points], points)
         if stale:

@@ -343,6 +343,34 @@ def test_run_replaces_an_existing_run_only_with_overwrite(json_run, tmp_path):
     assert store.foreign_files(target) == ["notes.txt"]
 
 
+def test_a_directory_of_the_users_own_is_read_but_never_written_over(json_run, tmp_path):
+    """config.toml, summary.json and results.npz with no record of attnflow's: the user's files. They load and
+    plot; no --overwrite replaces them, and removing the run removes nothing of theirs."""
+    mine = tmp_path / "mine"
+    shutil.copytree(json_run["out"], mine)
+    (mine / store.OWNED_FILE).unlink()
+    originals = {name: (mine / name).read_bytes() for name in (store.CONFIG_FILE, store.SUMMARY_FILE,
+                                                                store.RESULTS_FILE)}
+    assert store.owned_files(mine) == {store.OWNED_FILE}
+    assert store.unowned_run_files(mine) == [store.CONFIG_FILE, store.SUMMARY_FILE, store.RESULTS_FILE]
+    assert af.load(mine)["steps"].shape == (1, len(BETAS), SEEDS)
+    rc, out, err = cli(["plot", mine])  # figures are added, and only they become attnflow's
+    assert rc == 0, err
+    assert sorted(Path(line).name for line in out.splitlines()) == ["cluster_counts.png", "trajectories.png"]
+    assert store.owned_files(mine) == {store.OWNED_FILE, "cluster_counts.png", "trajectories.png"}
+    before = tree(tmp_path)
+    rc, out, err = cli(["run", json_run["cfg"], "--no-plot", "--quiet", "--overwrite", "--out", mine])
+    assert rc == 2 and out == ""
+    assert err == (f"attnflow: error: --out {str(mine)!r} holds 'config.toml', which attnflow did not write (its "
+                   ".attnflow.json does not list it), and attnflow never replaces a file of yours: move it away, "
+                   "or choose another --out\n")
+    assert tree(tmp_path) == before
+    with pytest.raises(store.StoreError, match="holds 'config.toml', which attnflow did not write"):
+        store.write_run(mine, "n = 6\n", {}, {}, overwrite=True)
+    assert sorted(store.remove_run(mine)) == sorted(originals)  # the figures go, the user's files stay
+    assert {name: (mine / name).read_bytes() for name in originals} == originals
+
+
 # -- 4. sweeps ----------------------------------------------------------------------------------------
 
 GRID_POINTS = [{"beta": 0.5, "n": 4}, {"beta": 0.5, "n": 6}, {"beta": 2.0, "n": 4}, {"beta": 2.0, "n": 6}]

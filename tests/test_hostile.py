@@ -169,6 +169,10 @@ def workdir(tmp_path, monkeypatch):
     _stored_sweep(tmp_path / "fig5sweep", fig5_config, axis, values)
     _stored_run(tmp_path / "zlibrun", small_config)
     _corrupt_compressed(tmp_path / "zlibrun")
+    # a directory of the user's own that looks like a run: the three files, no record of attnflow's
+    (_stored_run(tmp_path / "userrun", small_config) / store.OWNED_FILE).unlink()
+    _stored_sweep(tmp_path / "usersweep", small_config, "beta", [1.0, 3.0])
+    (tmp_path / "usersweep" / store.run_name({"beta": 3.0}) / store.OWNED_FILE).unlink()
     (tmp_path / "emptydir").mkdir()
     os.mkfifo(tmp_path / "pipe.toml")  # what a shell's <(...) hands over, and what nobody may ever write to
     os.symlink("/dev/null", tmp_path / "device.toml")
@@ -335,6 +339,16 @@ CASES = {
     "out/hidden-name": Cli(("run", "small.toml", "--out", ".hidden"), ("--out", "'.hidden'")),
     "out/sweep-into-a-file": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", "afile"),
                                  ("--out", "afile", "is a file")),
+    "out/users-own-run-overwrite": Cli(("run", "small.toml", "--out", "userrun", "--overwrite"),
+                                       ("--out 'userrun' holds 'config.toml', which attnflow did not write",
+                                        ".attnflow.json", "never replaces", "move it away")),
+    "out/users-own-run": Cli(("run", "small.toml", "--out", "userrun"),
+                             ("holds 'config.toml', which attnflow did not write",)),
+    "out/hist-into-users-own-run": Cli(("hist", "states.npz", "--out", "userrun", "--overwrite"),
+                                       ("holds 'config.toml', which attnflow did not write",)),
+    "out/sweep-over-users-own-run": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "usersweep",
+                                         "--overwrite"), ("beta=3.0", "holds 'config.toml'",
+                                                          "which attnflow did not write", "move it away")),
     "out/sweep-into-foreign-directory": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", "foreign",
                                              "--resume"), ("foreign", "not an attnflow sweep")),
     # ---- existing results: never replaced without --overwrite, never reused for another configuration ----
@@ -649,6 +663,8 @@ CASES = {
     "api/fit-string-states": Api(lambda p: af.fit(np.full((3, 6, 3), "x")), r"states must be a real array .*<U1"),
     "api/dask-scheduler-not-a-url": Api(lambda p: executors.DaskExecutor("notaurl"),
                                         r"'notaurl' is not a Dask scheduler address"),
+    "api/write-over-users-run": Api(lambda p: _stored_run(p / "userrun", load_config(SMALL)),
+                                    r"userrun: it holds 'config.toml', which attnflow did not write"),
     "api/check-fits-trajectories": Api(lambda p: memory.check_fits(load_config(None, ["n=1000000000",
                                                                                        "save_states=yes"])),
                                        r"needs about .* save_states = 'no'", ConfigError),
