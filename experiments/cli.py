@@ -7,6 +7,7 @@ Bad input gets one line naming the problem and exit status 2, with nothing writt
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -40,8 +41,8 @@ def resolve_config(target: str, sets=(), *, quick: bool = False):
     from . import builtin
     from .config import ConfigError, load_config, read_toml_file, shorten
 
-    if target in builtin.EXPERIMENTS:
-        experiment, source = builtin.EXPERIMENTS[target], None
+    if target in builtin.EXPERIMENTS or target == builtin.GENERIC.name:
+        experiment, source = builtin.resolve(target), None
     elif target.endswith(".toml") or os.path.sep in target or os.path.lexists(target):
         path = Path(target)
         try:
@@ -56,10 +57,11 @@ def resolve_config(target: str, sets=(), *, quick: bool = False):
             raise UsageError(f"{target}: {err}") from None
         source = path
     else:
-        try:
-            builtin.get(target)
-        except ValueError as err:
-            raise UsageError(f"{err}; or give a FILE.toml") from None
+        generic = builtin.GENERIC.name
+        close = difflib.get_close_matches(target, [*builtin.EXPERIMENTS, generic], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"unknown experiment {target!r}{hint} (built-in: {', '.join(builtin.EXPERIMENTS)}; "
+                         f"{generic}: a configuration of your own, set with --set KEY=VALUE); or give a FILE.toml")
     base = dict(experiment.defaults)
     if quick:
         base.update(experiment.quick)
@@ -85,9 +87,11 @@ def cmd_list(args) -> int:
     if args.keys:
         print(describe_keys())
         return 0
-    width = max(len(n) for n in builtin.EXPERIMENTS)
+    generic = builtin.GENERIC
+    width = max(len(n) for n in [*builtin.EXPERIMENTS, generic.name])
     for name, e in builtin.EXPERIMENTS.items():
         print(f"{name:<{width}}  {e.description}  ({e.reference})")
+    print(f"{generic.name:<{width}}  {generic.description}")
     return 0
 
 

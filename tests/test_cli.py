@@ -371,6 +371,25 @@ def test_a_directory_of_the_users_own_is_read_but_never_written_over(json_run, t
     assert {name: (mine / name).read_bytes() for name in originals} == originals
 
 
+def test_run_simulate_is_a_configuration_of_ones_own(json_run, tmp_path):
+    """The target the β < 0 refusal names: the key defaults, changed with --set, here SMALL with β = −1."""
+    sets = [a for line in SMALL.splitlines() if not line.startswith("beta")
+            for a in ("--set", line.replace(" ", ""))]
+    rc, out, err = cli(["run", "simulate", *sets, "--set", "beta=[-1.0, 3.0]", "--json", "--no-plot", "--quiet",
+                        "--out", tmp_path / "neg"])
+    assert rc == 0, err
+    summary = json.loads(out)
+    assert summary["config"]["experiment"] == "simulate" and summary["config"]["beta"] == [-1.0, 3.0]
+    assert summary["config"]["n"] == N and summary["steps"] == round(T1 / DT)
+    # β = 3 is the same member as in the TOML run: same seeds, same start
+    np.testing.assert_allclose(npz(tmp_path / "neg" / store.RESULTS_FILE)["mean_inner_product"][:, 1],
+                               npz(json_run["out"] / store.RESULTS_FILE)["mean_inner_product"][:, 1], rtol=1e-12)
+    rc, out, err = cli(["sweep", "simulate", *sets, "--grid", "beta=-1,3", "--no-plot", "--quiet",
+                        "--out", tmp_path / "negsweep"])
+    assert rc == 0, err
+    assert [r["status"] for r in store.read_manifest(tmp_path / "negsweep")["runs"]] == ["done", "done"]
+
+
 # -- 4. sweeps ----------------------------------------------------------------------------------------
 
 GRID_POINTS = [{"beta": 0.5, "n": 4}, {"beta": 0.5, "n": 6}, {"beta": 2.0, "n": 4}, {"beta": 2.0, "n": 6}]
@@ -732,13 +751,14 @@ def test_in_open_hemisphere_antipodal_pair_is_not_in_an_open_hemisphere():
 # -- 7. list, --version, the installed entry point ------------------------------------------------------
 
 
-def test_list_prints_every_builtin_experiment():
+def test_list_prints_every_builtin_experiment_and_simulate():
     rc, out, _ = cli(["list"])
     assert rc == 0
     lines = out.splitlines()
-    assert [line.split()[0] for line in lines] == list(builtin.EXPERIMENTS)
+    assert [line.split()[0] for line in lines] == [*builtin.EXPERIMENTS, "simulate"]
     for line, e in zip(lines, builtin.EXPERIMENTS.values()):
         assert e.description in line and e.reference in line
+    assert "a configuration of your own" in lines[-1] and "--set KEY=VALUE" in lines[-1]
 
 
 def test_list_keys_prints_every_config_key():

@@ -275,6 +275,11 @@ CASES = {
     "cli/config-links-to-a-device": Cli(run("device.toml"), ("'device.toml' is a character device",)),
     "cli/config-broken-link": Cli(run("broken.toml"), ("'broken.toml' is a broken symbolic link", "'nowhere.toml'")),
     "cli/config-process-substitution": Cli(run("/dev/fd/0"), ("'/dev/fd/0'", "not a regular file")),
+    "cli/simulate-is-a-target": Cli(run("simulate", "--set", "bta=1"), ("unknown key 'bta'", "did you mean 'beta'")),
+    "cli/simulate-misspelt": Cli(run("simulat"), ("unknown experiment 'simulat'", "did you mean 'simulate'",
+                                                  "a configuration of your own", "--set KEY=VALUE")),
+    "cli/sweep-simulate-is-a-target": Cli(("sweep", "simulate", "--grid", "bta=1,2", "--out", "OUT"),
+                                          ("unknown key 'bta'",)),
     # ---- --set: keys, types, values ---------------------------------------------------------------
     "set/unknown-key": Cli(fig4("bta=1"), ("unknown key 'bta'", "did you mean 'beta'")),
     "set/unknown-key-huge": Cli(fig4("k" * 5000 + "=1"), ("unknown key 'kkkkk", "…'", "valid keys:")),
