@@ -163,26 +163,34 @@ def cmd_sweep(args) -> int:
     out = Path(args.out or os.path.join("sweeps", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
-    if args.executor == "local":
-        if args.scheduler is not None or args.workers is not None:
-            flag = "--scheduler" if args.scheduler is not None else "--workers"
-            raise UsageError(f"{flag} needs --executor dask (the local executor runs in this process)")
-        runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume, overwrite=args.overwrite,
-                               plot=not args.no_plot)
-    else:
-        from .executors import check_scheduler_address, make_executor
-
-        # bad input fails before a cluster starts
-        if args.scheduler is not None:
-            check_scheduler_address(args.scheduler)
-        sweep.check_sweep(config, args.grid, out, resume=args.resume, overwrite=args.overwrite)
-        with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
-            if config.progress:
-                _log(f"sweep: Dask scheduler {executor.address}, {executor.workers} workers")
+    failure = None
+    try:
+        if args.executor == "local":
+            if args.scheduler is not None or args.workers is not None:
+                flag = "--scheduler" if args.scheduler is not None else "--workers"
+                raise UsageError(f"{flag} needs --executor dask (the local executor runs in this process)")
             runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume,
-                                   overwrite=args.overwrite, plot=not args.no_plot, executor=executor)
-    if config.progress:
-        _log(f"sweep: {len(runs)} runs in {out}/")
+                                   overwrite=args.overwrite, plot=not args.no_plot)
+        else:
+            from .executors import check_scheduler_address, make_executor
+
+            # bad input fails before a cluster starts
+            if args.scheduler is not None:
+                check_scheduler_address(args.scheduler)
+            sweep.check_sweep(config, args.grid, out, resume=args.resume, overwrite=args.overwrite)
+            with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
+                if config.progress:
+                    _log(f"sweep: Dask scheduler {executor.address}, {executor.workers} workers")
+                runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume,
+                                       overwrite=args.overwrite, plot=not args.no_plot, executor=executor)
+    except sweep.SweepError as err:  # the others are written: report them all, then the failure
+        failure, runs = err, err.runs
+    if args.json:
+        print(json.dumps(sweep.report(out, runs), indent=2, allow_nan=False))
+    else:
+        sweep.print_report(experiment.name, out, runs)
+    if failure is not None:
+        raise failure
     return 0
 
 
@@ -272,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a grid of configurations")
     common(p, "output directory (default: sweeps/NAME)")
+    p.add_argument("--json", action="store_true",
+                   help="print the sweep as JSON on stdout: how many runs are done, reused, failed, and every "
+                        "run's manifest entry with its summary object")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=VALUES",
                    help="a grid axis: a:b:n (linspace) or v1,v2,... (repeatable; the grid is their product)")
     p.add_argument("--resume", action="store_true",

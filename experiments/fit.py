@@ -142,16 +142,18 @@ def replot(run_dir, kinds=None) -> list[Path]:
 
 
 def print_report(summary: dict, out: Path) -> None:
+    from .output import format_number as num
+
     L = len(summary["layer_error"]) + 1
     where = f"on {summary['held_out_prompts']} held-out prompts" if summary["held_out_prompts"] else "in sample"
     print(f"fit: {summary['states']}: {L} layers, {summary['model'].upper()} with {summary['heads']} head(s), "
           f"QᵀK {summary['qk']}, V {summary['v']}{', causal' if summary['causal'] else ''}; "
           f"{summary['wall_time_s']:.1f} s")
-    taus = ", ".join(f"{t:.3g}" for t in summary["tau"])
-    print(f"  β = {summary['beta']:.4g}, layer times τ = {taus}")
+    taus = ", ".join(num(t) for t in summary["tau"])
+    print(f"  β = {num(summary['beta'], 4)}, layer times τ = {taus}")
     print(f"  one layer ahead ({where}): mean squared error {summary['mean_error']:.3e}; identity "
-          f"{summary['mean_identity_error']:.3e} ({summary['gain_over_identity']:.1f}× larger), best linear map "
-          f"{summary['mean_linear_error']:.3e} ({summary['gain_over_linear']:.2f}×)")
+          f"{summary['mean_identity_error']:.3e} ({num(summary['gain_over_identity'])}× larger), best linear map "
+          f"{summary['mean_linear_error']:.3e} ({num(summary['gain_over_linear'])}×)")
     print(f"results in {out}/")
     for p in sorted(Path(out).iterdir()):
         if p.suffix == ".png":

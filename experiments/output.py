@@ -1,19 +1,32 @@
-"""Output directories: an ``--out`` refused before any work, and figures drawn into a run directory.
+"""Output directories and reports: an ``--out`` refused before any work, figures drawn into a run
+directory, numbers as a report prints them.
 
-Both serve every command that writes a run (``run``, ``sweep``, ``hist``) or redraws one (``plot``);
-what attnflow wrote there is recorded by the store (``.attnflow.json``), so a user's own files are
-never replaced.
+These serve every command that writes a run (``run``, ``sweep``, ``hist``, ``fit``) or redraws one
+(``plot``); what attnflow wrote there is recorded by the store (``.attnflow.json``), so a user's own
+files are never replaced.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from pathlib import Path
 
 from . import store
 
-__all__ = ["check_writable", "write_figures", "write_selected_figures"]
+__all__ = ["check_writable", "write_figures", "write_selected_figures", "format_number"]
+
+
+def format_number(value, digits: int = 3) -> str:
+    """A value as a report prints it: ``digits`` significant digits, in plain decimals from 10⁻³ to 10⁵
+    ("2228", "12.3", "0.00123"), in scientific notation beyond ("2.23e+14", "4.1e-07")."""
+    value = float(value)
+    text = f"{value:.{digits}g}"
+    magnitude = abs(value)
+    if "e" in text and 1e-3 <= magnitude < 1e5:  # what %g would write in exponent form below 10⁵
+        text = f"{value:.{max(digits - 1 - math.floor(math.log10(magnitude)), 0)}f}"
+    return text
 
 
 def check_writable(out: Path, *, overwrite: bool = False) -> None:

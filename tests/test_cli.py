@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, runner, store, validate
+from attnflow.experiments import builtin, runner, store, sweep, validate
 from attnflow.experiments.builtin import Check
 from attnflow.experiments.cli import main
-from attnflow.experiments.config import KEYS, load_config
+from attnflow.experiments.config import KEYS, load_config, to_toml
+from attnflow.experiments.output import format_number
 from cli_helpers import SMALL, cli, tree
 
 N, D, BETAS, SEEDS, T1, N_SAVE, DT, DELTA = 6, 3, [1.0, 3.0], 2, 2.0, 5, 0.05, 1e-3
@@ -387,7 +388,7 @@ def test_run_simulate_is_a_configuration_of_ones_own(json_run, tmp_path):
     rc, out, err = cli(["sweep", "simulate", *sets, "--grid", "beta=-1,3", "--no-plot", "--quiet",
                         "--out", tmp_path / "negsweep"])
     assert rc == 0, err
-    assert [r["status"] for r in store.read_manifest(tmp_path / "negsweep")["runs"]] == ["done", "done"]
+    assert out.splitlines()[0] == f"simulate sweep: 2 runs in {tmp_path / 'negsweep'}/: 2 done, 0 failed"
 
 
 # -- 4. sweeps ----------------------------------------------------------------------------------------
@@ -404,7 +405,7 @@ def grid_sweep(tmp_path_factory):
         rc, stdout, stderr = cli(["sweep", cfg, "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet",
                                   "--out", out])
     assert rc == 0, stderr
-    return {"cfg": cfg, "out": out, "calls": calls, "stdout": stdout}
+    return {"cfg": cfg, "out": out, "calls": calls, "stdout": stdout, "stderr": stderr}
 
 
 def test_sweep_expands_the_grid_into_named_run_directories(grid_sweep):
@@ -424,6 +425,32 @@ def test_sweep_expands_the_grid_into_named_run_directories(grid_sweep):
         s = json.loads((out / name / store.SUMMARY_FILE).read_text())
         assert len(s["t_clustered"]) == SEEDS and all(len(row) == SEEDS for row in s["n_clusters"])
         assert s["steps"] == 40
+
+
+def test_sweep_reports_on_stdout_and_quiet_silences_only_stderr(grid_sweep):
+    out = grid_sweep["out"]
+    lines = grid_sweep["stdout"].splitlines()
+    assert grid_sweep["stderr"] == ""
+    assert lines[0] == f"simulate sweep: 4 runs in {out}/: 4 done, 0 failed"
+    assert lines[1].split() == ["run", "status", "t_clustered", "steps"]
+    assert len(lines) == 2 + len(GRID_POINTS)
+    for line, point in zip(lines[2:], GRID_POINTS):
+        name = store.run_name(point)
+        summary = json.loads((out / name / store.SUMMARY_FILE).read_text())
+        reached = [t for t in summary["t_clustered"] if t is not None]  # the members that clustered
+        if not reached:
+            clustered = f"never (0/{SEEDS})"
+        else:
+            clustered = format_number(np.mean(reached)) + ("" if len(reached) == SEEDS else f" ({len(reached)}/{SEEDS})")
+        assert re.split(r"\s{2,}", line.strip()) == [name, "done", clustered, str(summary["steps"])]
+
+
+def test_format_number_switches_to_scientific_notation_outside_1e_3_to_1e5():
+    assert format_number(222759498957541.8) == "2.23e+14"
+    assert format_number(4.1e-7) == "4.1e-07" and format_number(-3.5e9) == "-3.5e+09"
+    assert format_number(2227.5) == "2228" and format_number(12.345) == "12.3" and format_number(0.00123) == "0.00123"
+    assert format_number(99999.9) == "100000" and format_number(123456.0) == "1.23e+05"
+    assert format_number(3.14159, 4) == "3.142" and format_number(0.0) == "0" and format_number(float("nan")) == "nan"
 
 
 def test_sweep_groups_points_differing_only_in_beta(grid_sweep):
@@ -453,10 +480,11 @@ def test_sweep_resume_redoes_only_the_missing_run(grid_sweep, tmp_path):
     args = ["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet",
             "--resume", "--out", out]
     with count_runs() as calls:
-        rc, _, err = cli(args)
+        rc, stdout, err = cli(args)
     assert rc == 0, err
     assert calls == [[0.5]]
     assert "3 of 4 runs already complete" in err
+    assert stdout.splitlines()[0] == f"simulate sweep: 4 runs in {out}/: 4 done (3 reused), 0 failed"
     assert store.is_complete(out / victim)
     for name, snap in keep.items():
         assert (os.stat(out / name).st_ino, tree(out / name)) == snap, name
@@ -469,11 +497,18 @@ def test_sweep_resume_redoes_only_the_missing_run(grid_sweep, tmp_path):
 
     runs_before = {p.name: tree(p) for p in out.iterdir() if p.is_dir()}
     with count_runs() as calls:
-        rc, _, err = cli(args)
+        rc, stdout, err = cli(args + ["--json"])
     assert rc == 0, err
     assert calls == []
     assert "4 of 4 runs already complete" in err
     assert {p.name: tree(p) for p in out.iterdir() if p.is_dir()} == runs_before
+    report = json.loads(stdout)  # the whole of stdout
+    assert {k: report[k] for k in ("sweep", "runs_total", "done", "reused", "failed", "pending")} == {
+        "sweep": str(out), "runs_total": 4, "done": 4, "reused": 4, "failed": 0, "pending": 0}
+    manifest = store.read_manifest(out)["runs"]
+    assert [{k: v for k, v in r.items() if k != "summary"} for r in report["runs"]] == manifest
+    for r in report["runs"]:
+        assert r["summary"] == json.loads((out / r["name"] / store.SUMMARY_FILE).read_text())
 
 
 def test_sweep_resume_with_another_configuration_is_refused_and_overwrite_replaces(grid_sweep, tmp_path):
@@ -620,6 +655,36 @@ def test_af_load_of_a_product_sweep_has_one_dimension_per_axis(solver_sweep):
         cfg = load_config(solver_sweep / name / store.CONFIG_FILE)
         mine = npz(solver_sweep / name / store.RESULTS_FILE)["mean_inner_product"]
         np.testing.assert_array_equal(ds["mean_inner_product"].sel(dt=cfg.dt, delta=cfg.delta).values, mine)
+
+
+def test_a_sweep_with_failed_runs_reports_every_run_and_exits_1(tmp_path):
+    """USA at β = 70 overflows float32 at once, SA does not: one run done, one failed, both reported."""
+    cfg = write_small(tmp_path / "small.toml")
+    out = tmp_path / "models"
+    rc, stdout, err = cli(["sweep", cfg, "--set", "beta=70", "--set", "dtype=float32", "--grid", "model=sa,usa",
+                           "--no-plot", "--quiet", "--out", out])
+    assert rc == 1
+    assert len(err.splitlines()) == 1 and err.startswith("attnflow: error: 1 of 2 runs failed")
+    lines = stdout.splitlines()
+    assert lines[0] == f"simulate sweep: 2 runs in {out}/: 1 done, 1 failed"
+    assert lines[2].split()[:2] == ["model=sa", "done"]
+    assert lines[3].split()[:3] == ["model=usa", "failed", "NonFiniteError:"] and "β = 70" in lines[3]
+    assert [r["status"] for r in store.read_manifest(out)["runs"]] == ["done", "failed"]
+
+
+def test_a_linspace_grid_is_stored_as_a_user_writes_it(tmp_path):
+    """--grid beta=0.1:0.3:3: the values 0.1, 0.2, 0.3 (numpy's third is 0.30000000000000004) in the
+    run names, each run's config.toml and the manifest, read back equal."""
+    axes, points = sweep.check_sweep(load_config(SMALL), ["beta=0.1:0.3:3"], tmp_path / "sw")
+    assert axes == [("beta", [0.1, 0.2, 0.3])]
+    assert [store.run_name(point) for point, _ in points] == ["beta=0.1", "beta=0.2", "beta=0.3"]
+    text = to_toml(points[2][1])
+    assert "beta = [\n    0.3,\n]" in text and "0000000" not in text
+    assert load_config(text) == points[2][1]
+    store.write_manifest(tmp_path / "sw", dict(axes), [{"name": store.run_name(p), "point": p, "status": "pending"}
+                                                       for p, _ in points])
+    manifest = (tmp_path / "sw" / store.MANIFEST_FILE).read_text()
+    assert "0.30000000000000004" not in manifest and store.read_manifest(tmp_path / "sw")["axes"]["beta"][2] == 0.3
 
 
 # -- 5. plot --------------------------------------------------------------------------------------------
