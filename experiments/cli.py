@@ -194,14 +194,21 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _integer_from(minimum: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _integer_from(1, "a positive integer")
+_non_negative_int = _integer_from(0, "an integer ≥ 0")
 
 
 def cmd_plot(args) -> int:
@@ -340,8 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the loss averages the errors 1 … H layers ahead, each from observed states (default: 1)")
     p.add_argument("--substeps", type=_positive_int, default=8, help="RK4 steps per layer (default: 8)")
     p.add_argument("--steps", type=_positive_int, default=300, help="Adam steps (default: 300)")
-    p.add_argument("--lbfgs-steps", type=int, default=150, help="L-BFGS steps after Adam (default: 150)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights' perturbation")
+    p.add_argument("--lbfgs-steps", type=_non_negative_int, default=150,
+                   help="L-BFGS steps after Adam (default: 150; 0: Adam alone)")
+    p.add_argument("--seed", type=_non_negative_int, default=0,
+                   help="seed of the initial weights' perturbation (an integer ≥ 0; default: 0)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/fit-STEM)")
     directory_flags(p)
     p.set_defaults(func=cmd_fit)

@@ -497,6 +497,12 @@ CASES = {
     "hist/set-rk4-without-dt": Cli(hist_sim("--set", "solver=rk4"), ("dt must be > 0", "'rk4'")),
     "hist/out-is-a-file": Cli(("hist", "states.npz", "--out", "afile"), ("--out", "afile", "is a file")),
     "hist/out-foreign-directory": Cli(("hist", "states.npz", "--out", "foreign"), ("foreign", "not an attnflow run")),
+    # ---- fit: optimizer settings ----------------------------------------------------------------------
+    "fit/lbfgs-steps-negative": Cli(("fit", "states.npz", "--lbfgs-steps", "-3", "--out", "OUT"),
+                                    ("--lbfgs-steps", "an integer ≥ 0", "'-3'")),
+    "fit/steps-negative": Cli(("fit", "states.npz", "--steps", "-1", "--out", "OUT"), ("--steps", "'-1'")),
+    "fit/seed-negative": Cli(("fit", "states.npz", "--seed", "-1", "--out", "OUT"), ("--seed", "an integer ≥ 0")),
+    "fit/complex-states": Cli(("fit", "complex.npy", "--out", "OUT"), ("complex.npy", "complex128")),
     # ---- Dask ----------------------------------------------------------------------------------------
     "dask/scheduler-not-a-url": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler", "notaurl"),
                                     ("--scheduler 'notaurl' is not a Dask scheduler address", "SCHEME://HOST:PORT",
