@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import json
 import os
 import sys
@@ -18,6 +19,9 @@ from .._version import __version__
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+# errors of the machine rather than of the input: a full disk or quota, a file over its size limit, the
+# device itself. Exit status 1; every other error of a path (a name too long, no permission) is exit 2
+MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ENOMEM})
 
 
 class UsageError(Exception):
@@ -100,7 +104,7 @@ def cmd_run(args) -> int:
     from . import output, results
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
-    out = Path(args.out or os.path.join("runs", _default_name(args.target)))
+    out = output.output_path(args.out, os.path.join("runs", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
     if experiment.grid:
@@ -155,12 +159,12 @@ def _run_grid_experiment(config, experiment, out: Path, args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from . import sweep
+    from . import output, sweep
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
     if not args.grid:
         raise UsageError("sweep needs at least one --grid key=values (e.g. --grid beta=0.5:5:10)")
-    out = Path(args.out or os.path.join("sweeps", _default_name(args.target)))
+    out = output.output_path(args.out, os.path.join("sweeps", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
     failure = None
@@ -387,6 +391,25 @@ def _configure_process(args) -> None:
             _log(str(w.message))
 
 
+def _errno_of(err: BaseException) -> int | None:
+    """The OS error number behind ``err`` (a StoreError keeps the OSError it was raised from)."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno is not None:
+            return err.errno
+        err = err.__cause__
+    return None
+
+
+def _message(err: BaseException) -> str:
+    """``err`` in one line; an OSError of the OS itself as 'PATH: reason'."""
+    if isinstance(err, OSError) and not isinstance(err, ValueError) and err.strerror:
+        where = None if err.filename is None else os.fsdecode(err.filename)
+        text = err.strerror if where is None else f"{where if len(where) <= 120 else where[:119] + '…'}: {err.strerror}"
+    else:
+        text = str(err)
+    return " ".join(text.splitlines()).strip()
+
+
 def main(argv=None) -> int:
     """The command line. As a program (``argv`` None) it also sets up the process: see ``_configure_process``;
     called from Python with ``argv`` it leaves the caller's JAX settings alone."""
@@ -401,14 +424,16 @@ def main(argv=None) -> int:
         if argv is None:
             _configure_process(args)
         return args.func(args)
-    except (UsageError, ValueError) as err:  # ValueError: bad input found by the library (ConfigError, arrays, store)
-        _log(f"attnflow: error: {' '.join(str(err).splitlines()).strip()}")  # one line, whatever the message holds
-        return EXIT_USAGE
+    except (UsageError, ValueError, OSError) as err:
+        # ValueError: bad input found by the library (ConfigError, arrays, store). OSError: a path the
+        # system refuses (bad input, exit 2) or a disk that is full (the machine, exit 1)
+        _log(f"attnflow: error: {_message(err)}")
+        return EXIT_FAILURE if _errno_of(err) in MACHINE_ERRNOS else EXIT_USAGE
     except KeyboardInterrupt:
         _log("attnflow: interrupted")
         return 130
     except (FloatingPointError, RuntimeError) as err:  # a simulation failed (the message says which and why)
-        _log(f"attnflow: error: {err}")
+        _log(f"attnflow: error: {_message(err)}")
         return EXIT_FAILURE
 
 

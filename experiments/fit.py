@@ -163,7 +163,7 @@ def print_report(summary: dict, out: Path) -> None:
 def main(args) -> int:
     """``attnflow fit`` (arguments parsed by ``cli.build_parser``): every check before any work."""
     from .hist import read_states
-    from .output import check_writable
+    from .output import check_writable, output_path
 
     if args.rank is not None and args.qk_identity:
         raise ValueError("--rank r and --qk-identity both set QᵀK: give one")
@@ -180,7 +180,7 @@ def main(args) -> int:
     if args.horizon > states.shape[0] - 1:
         raise ValueError(f"--horizon {args.horizon} exceeds the {states.shape[0] - 1} layer transitions")
     stem = Path(args.states).stem or "states"
-    out = Path(args.out or os.path.join("runs", f"fit-{stem}"))
+    out = output_path(args.out, os.path.join("runs", f"fit-{stem}"))
     check_writable(out, overwrite=args.overwrite)
     fitted = run_fit(states, options, path=args.states, progress=not args.quiet)
     fitted["shape"] = list(saved_shape)

@@ -201,8 +201,14 @@ def _owned_text(names) -> bytes:
 def _write_owned(directory: Path, names) -> None:
     """Write ``directory/.attnflow.json`` atomically (a temporary name, then ``os.replace``)."""
     tmp = directory / _temp_name(OWNED_FILE.lstrip("."), "tmp")
-    _write_file(tmp, _owned_text(names))
-    os.replace(tmp, directory / OWNED_FILE)
+    try:
+        _write_file(tmp, _owned_text(names))
+        os.replace(tmp, directory / OWNED_FILE)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and not isinstance(err, StoreError):
+            raise StoreError(f"cannot write {directory / OWNED_FILE}: {err.strerror or err}") from err
+        raise
 
 
 def record_files(directory: str | os.PathLike, names: Sequence[str]) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import builtin, executors, plan, preflight, runner, store
 from .executors import Task
 from .config import Config, expand_grid, load_config, parse_grid, shorten
-from .output import check_writable, format_number
+from .output import check_name_lengths, check_writable, format_number
 from .results import save
 
 NEUTRAL_KEYS = ("progress", "memory_gb")
@@ -120,6 +120,7 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
             builtin.EXPERIMENTS[cfg.experiment].check(cfg)
     preflight.check((cfg for _, cfg in points), needs=builtin.needs)  # the files and memory of each run
     out = Path(out)
+    check_name_lengths(out)
     if out.is_symlink():
         raise ValueError(f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "
                          "give the directory itself, or another --out")

@@ -239,6 +239,9 @@ def fit_states(p: Path, **kw):
     return af.fit(np.load(p / "states.npz")["x"], **kw)
 
 
+LONG_NAME = "n" * 300  # longer than any file system's name limit (ENAMETOOLONG)
+
+
 def hist_sim(*args):
     return hist("states.npz", "--simulate-from", "0", "--beta", "1", *args)
 
@@ -344,6 +347,20 @@ CASES = {
     "out/hidden-name": Cli(("run", "small.toml", "--out", ".hidden"), ("--out", "'.hidden'")),
     "out/sweep-into-a-file": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", "afile"),
                                  ("--out", "afile", "is a file")),
+    "out/run-empty": Cli(("run", "small.toml", "--out", ""), ("--out '' is empty", "runs/small")),
+    "out/sweep-empty": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", ""),
+                           ("--out '' is empty", "sweeps/small")),
+    "out/hist-empty": Cli(("hist", "states.npz", "--out", ""), ("--out '' is empty", "runs/hist-states")),
+    "out/fit-empty": Cli(("fit", "states.npz", "--out", ""), ("--out '' is empty", "runs/fit-states")),
+    "out/blank": Cli(("run", "small.toml", "--out", "  "), ("--out '  ' is empty",)),
+    "out/name-too-long": Cli(("run", "small.toml", "--out", LONG_NAME), ("--out 'nnnn", "has 300 bytes",
+                                                                          "this file system allows", "shorter")),
+    "out/name-too-long-below": Cli(("run", "small.toml", "--out", f"{LONG_NAME}/run"), ("has 300 bytes",)),
+    "out/sweep-name-too-long": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", LONG_NAME),
+                                   ("has 300 bytes",)),
+    "out/hist-name-too-long": Cli(("hist", "states.npz", "--out", LONG_NAME), ("has 300 bytes",)),
+    "out/fit-name-too-long": Cli(("fit", "states.npz", "--out", LONG_NAME), ("has 300 bytes",)),
+    "plot/name-too-long": Cli(("plot", LONG_NAME), ("nnnn", "File name too long")),
     "out/users-own-run-overwrite": Cli(("run", "small.toml", "--out", "userrun", "--overwrite"),
                                        ("--out 'userrun' holds 'config.toml', which attnflow did not write",
                                         ".attnflow.json", "never replaces", "move it away")),
@@ -497,6 +514,11 @@ CASES = {
     "hist/set-rk4-without-dt": Cli(hist_sim("--set", "solver=rk4"), ("dt must be > 0", "'rk4'")),
     "hist/out-is-a-file": Cli(("hist", "states.npz", "--out", "afile"), ("--out", "afile", "is a file")),
     "hist/out-foreign-directory": Cli(("hist", "states.npz", "--out", "foreign"), ("foreign", "not an attnflow run")),
+    "hist/named-pipe": Cli(hist("pipe.toml"), ("states file 'pipe.toml' is a named pipe (FIFO)", "not a regular file",
+                                               ".npz or .npy file")),
+    "hist/device": Cli(hist("device.toml"), ("states file 'device.toml' is a character device",)),
+    "hist/broken-link": Cli(hist("broken.toml"), ("states file 'broken.toml' is a broken symbolic link",)),
+    "hist/name-too-long": Cli(hist(LONG_NAME + ".npz"), ("states file 'nnnn", "File name too long")),
     # ---- fit: optimizer settings ----------------------------------------------------------------------
     "fit/lbfgs-steps-negative": Cli(("fit", "states.npz", "--lbfgs-steps", "-3", "--out", "OUT"),
                                     ("--lbfgs-steps", "an integer ≥ 0", "'-3'")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -333,6 +334,25 @@ def test_files_attnflow_did_not_record_are_the_users(tmp_path, cfg):
     assert {p: (out / p).read_bytes() for p in files} == files
     (out / OWNED_FILE).write_text("{not json")  # a list that cannot be read proves nothing either
     assert owned_files(out) == {OWNED_FILE}
+
+
+def test_figures_are_drawn_all_or_none_and_a_full_disk_names_the_file(tmp_path, cfg):
+    summary, arrays = make_run(cfg)
+    out = write_run(tmp_path / "run", to_toml(cfg), summary, arrays, {"a": write_png, "b": write_png})
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
+
+    def disk_full(path):
+        with open(path, "wb") as f:
+            f.write(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(StoreError, match=rf"cannot write {re.escape(str(out))}/b.png: No space left on device") as info:
+        output.write_figures(out, {"a": write_png, "b": disk_full})
+    assert info.value.__cause__.errno == errno.ENOSPC  # the command line's exit status 1 reads it there
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before  # a.png not replaced
+    written = output.write_figures(out, {"a": write_png, "b": write_png})
+    assert [p.name for p in written] == ["a.png", "b.png"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temporaries
 
 
 def test_remove_run_keeps_the_users_files(tmp_path, cfg):
