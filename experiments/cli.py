@@ -11,7 +11,9 @@ import difflib
 import errno
 import json
 import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -19,6 +21,10 @@ from .._version import __version__
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+# stdout closed before all was written (``attnflow list --keys | head``): 128 + SIGPIPE, the status a
+# shell reports for a program the signal ended (``seq 100000 | head``), as conventional Unix tools exit
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 # errors of the machine rather than of the input: a full disk or quota, a file over its size limit, the
 # device itself. Exit status 1; every other error of a path (a name too long, no permission) is exit 2
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ENOMEM})
@@ -410,20 +416,78 @@ def _message(err: BaseException) -> str:
     return " ".join(text.splitlines()).strip()
 
 
+class _Interrupts:
+    """Ctrl-C for the ``attnflow`` program, which must end it with status 130 whenever it comes.
+
+    Python raises KeyboardInterrupt wherever the main thread is, and when that is a garbage-collection
+    callback or a finalizer (JAX runs one at every collection) the exception is only reported as
+    ignored and lost: the program went on as if nothing had been pressed. ``sys.unraisablehook`` sees
+    such an interrupt; it is delivered again, from a helper thread, so that it reaches the main
+    thread's own code."""
+
+    def __init__(self):
+        self.previous_hook = sys.unraisablehook
+
+    def install(self) -> None:
+        sys.unraisablehook = self.hook
+
+    def hook(self, unraisable) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            again = threading.Timer(0.01, signal.raise_signal, (signal.SIGINT,))
+            again.daemon = True
+            again.start()
+            return
+        self.previous_hook(unraisable)
+
+
+def _leave_now(status: int) -> None:
+    """End the program at once with ``status``, after flushing its streams, without the interpreter's
+    teardown. An interrupt can come while XLA compiles on a thread of its own (JAX waits for that
+    compilation on the main thread); the teardown then destroys JAX's client, and with it the thread
+    pool and devices the compilation is still using: a segmentation fault after "interrupted". What
+    attnflow writes is complete and synced by now (a run being written was removed, the manifest
+    rewritten), so nothing is lost by skipping the teardown."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
+def _quiet_stdout() -> None:
+    """After stdout was closed early, point it at /dev/null so that Python's last flush of it, at exit,
+    raises nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind it (in-process callers)
+        pass
+
+
 def main(argv=None) -> int:
-    """The command line. As a program (``argv`` None) it also sets up the process: see ``_configure_process``;
-    called from Python with ``argv`` it leaves the caller's JAX settings alone."""
-    if argv is None:
+    """The command line. As a program (``argv`` None) it also sets up the process: see ``_configure_process``,
+    and ``_Interrupts`` for Ctrl-C; called from Python with ``argv`` it leaves the caller's JAX settings,
+    signal handling and interpreter alone."""
+    program = argv is None
+    if program:
         _runtime_checks_without_callbacks()  # first: before anything imports equinox
+        _Interrupts().install()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        if argv is None:
+        if program:
             _configure_process(args)
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a reader that went away shows here, still inside these handlers
+        return status
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except (UsageError, ValueError, OSError) as err:
         # ValueError: bad input found by the library (ConfigError, arrays, store). OSError: a path the
         # system refuses (bad input, exit 2) or a disk that is full (the machine, exit 1)
@@ -431,7 +495,9 @@ def main(argv=None) -> int:
         return EXIT_FAILURE if _errno_of(err) in MACHINE_ERRNOS else EXIT_USAGE
     except KeyboardInterrupt:
         _log("attnflow: interrupted")
-        return 130
+        if program:
+            _leave_now(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     except (FloatingPointError, RuntimeError) as err:  # a simulation failed (the message says which and why)
         _log(f"attnflow: error: {_message(err)}")
         return EXIT_FAILURE
