@@ -263,7 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     def common(p, out_help):
-        p.add_argument("target", metavar="NAME|FILE.toml", help="a built-in experiment (attnflow list) or a config file")
+        p.add_argument("target", metavar="NAME|FILE.toml",
+                       help="a built-in experiment (attnflow list), simulate (every key at its default, changed with "
+                            "--set) or a config file")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a configuration key (repeatable), e.g. --set beta=4 --set d=[2,8]")
         p.add_argument("--out", metavar="DIR", help=out_help)
