@@ -7,9 +7,13 @@ Bad input gets one line naming the problem and exit status 2, with nothing writt
 from __future__ import annotations
 
 import argparse
+import difflib
+import errno
 import json
 import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -17,6 +21,13 @@ from .._version import __version__
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+# stdout closed before all was written (``attnflow list --keys | head``): 128 + SIGPIPE, the status a
+# shell reports for a program the signal ended (``seq 100000 | head``), as conventional Unix tools exit
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+# errors of the machine rather than of the input: a full disk or quota, a file over its size limit, the
+# device itself. Exit status 1; every other error of a path (a name too long, no permission) is exit 2
+MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ENOMEM})
 
 
 class UsageError(Exception):
@@ -40,8 +51,8 @@ def resolve_config(target: str, sets=(), *, quick: bool = False):
     from . import builtin
     from .config import ConfigError, load_config, read_toml_file, shorten
 
-    if target in builtin.EXPERIMENTS:
-        experiment, source = builtin.EXPERIMENTS[target], None
+    if target in builtin.EXPERIMENTS or target == builtin.GENERIC.name:
+        experiment, source = builtin.resolve(target), None
     elif target.endswith(".toml") or os.path.sep in target or os.path.lexists(target):
         path = Path(target)
         try:
@@ -56,10 +67,11 @@ def resolve_config(target: str, sets=(), *, quick: bool = False):
             raise UsageError(f"{target}: {err}") from None
         source = path
     else:
-        try:
-            builtin.get(target)
-        except ValueError as err:
-            raise UsageError(f"{err}; or give a FILE.toml") from None
+        generic = builtin.GENERIC.name
+        close = difflib.get_close_matches(target, [*builtin.EXPERIMENTS, generic], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"unknown experiment {target!r}{hint} (built-in: {', '.join(builtin.EXPERIMENTS)}; "
+                         f"{generic}: a configuration of your own, set with --set KEY=VALUE); or give a FILE.toml")
     base = dict(experiment.defaults)
     if quick:
         base.update(experiment.quick)
@@ -85,9 +97,11 @@ def cmd_list(args) -> int:
     if args.keys:
         print(describe_keys())
         return 0
-    width = max(len(n) for n in builtin.EXPERIMENTS)
+    generic = builtin.GENERIC
+    width = max(len(n) for n in [*builtin.EXPERIMENTS, generic.name])
     for name, e in builtin.EXPERIMENTS.items():
         print(f"{name:<{width}}  {e.description}  ({e.reference})")
+    print(f"{generic.name:<{width}}  {generic.description}")
     return 0
 
 
@@ -96,7 +110,7 @@ def cmd_run(args) -> int:
     from . import output, results
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
-    out = Path(args.out or os.path.join("runs", _default_name(args.target)))
+    out = output.output_path(args.out, os.path.join("runs", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
     if experiment.grid:
@@ -150,43 +164,60 @@ def _run_grid_experiment(config, experiment, out: Path, args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from . import sweep
+    from . import output, sweep
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
     if not args.grid:
         raise UsageError("sweep needs at least one --grid key=values (e.g. --grid beta=0.5:5:10)")
-    out = Path(args.out or os.path.join("sweeps", _default_name(args.target)))
+    out = output.output_path(args.out, os.path.join("sweeps", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
-    if args.executor == "local":
-        if args.scheduler is not None or args.workers is not None:
-            flag = "--scheduler" if args.scheduler is not None else "--workers"
-            raise UsageError(f"{flag} needs --executor dask (the local executor runs in this process)")
-        runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume, overwrite=args.overwrite,
-                               plot=not args.no_plot)
-    else:
-        from .executors import make_executor
-
-        # bad input fails before a cluster starts
-        sweep.check_sweep(config, args.grid, out, resume=args.resume, overwrite=args.overwrite)
-        with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
-            if config.progress:
-                _log(f"sweep: Dask scheduler {executor.address}, {executor.workers} workers")
+    failure = None
+    try:
+        if args.executor == "local":
+            if args.scheduler is not None or args.workers is not None:
+                flag = "--scheduler" if args.scheduler is not None else "--workers"
+                raise UsageError(f"{flag} needs --executor dask (the local executor runs in this process)")
             runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume,
-                                   overwrite=args.overwrite, plot=not args.no_plot, executor=executor)
-    if config.progress:
-        _log(f"sweep: {len(runs)} runs in {out}/")
+                                   overwrite=args.overwrite, plot=not args.no_plot)
+        else:
+            from .executors import check_scheduler_address, make_executor
+
+            # bad input fails before a cluster starts
+            if args.scheduler is not None:
+                check_scheduler_address(args.scheduler)
+            sweep.check_sweep(config, args.grid, out, resume=args.resume, overwrite=args.overwrite)
+            with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
+                if config.progress:
+                    _log(f"sweep: Dask scheduler {executor.address}, {executor.workers} workers")
+                runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume,
+                                       overwrite=args.overwrite, plot=not args.no_plot, executor=executor)
+    except sweep.SweepError as err:  # the others are written: report them all, then the failure
+        failure, runs = err, err.runs
+    if args.json:
+        print(json.dumps(sweep.report(out, runs), indent=2, allow_nan=False))
+    else:
+        sweep.print_report(experiment.name, out, runs)
+    if failure is not None:
+        raise failure
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _integer_from(minimum: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _integer_from(1, "a positive integer")
+_non_negative_int = _integer_from(0, "an integer ≥ 0")
 
 
 def cmd_plot(args) -> int:
@@ -231,7 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     def common(p, out_help):
-        p.add_argument("target", metavar="NAME|FILE.toml", help="a built-in experiment (attnflow list) or a config file")
+        p.add_argument("target", metavar="NAME|FILE.toml",
+                       help="a built-in experiment (attnflow list), simulate (every key at its default, changed with "
+                            "--set) or a config file")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a configuration key (repeatable), e.g. --set beta=4 --set d=[2,8]")
         p.add_argument("--out", metavar="DIR", help=out_help)
@@ -265,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a grid of configurations")
     common(p, "output directory (default: sweeps/NAME)")
+    p.add_argument("--json", action="store_true",
+                   help="print the sweep as JSON on stdout: how many runs are done, reused, failed, and every "
+                        "run's manifest entry with its summary object")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=VALUES",
                    help="a grid axis: a:b:n (linspace) or v1,v2,... (repeatable; the grid is their product)")
     p.add_argument("--resume", action="store_true",
@@ -322,8 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the loss averages the errors 1 … H layers ahead, each from observed states (default: 1)")
     p.add_argument("--substeps", type=_positive_int, default=8, help="RK4 steps per layer (default: 8)")
     p.add_argument("--steps", type=_positive_int, default=300, help="Adam steps (default: 300)")
-    p.add_argument("--lbfgs-steps", type=int, default=150, help="L-BFGS steps after Adam (default: 150)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights' perturbation")
+    p.add_argument("--lbfgs-steps", type=_non_negative_int, default=150,
+                   help="L-BFGS steps after Adam (default: 150; 0: Adam alone)")
+    p.add_argument("--seed", type=_non_negative_int, default=0,
+                   help="seed of the initial weights' perturbation (an integer ≥ 0; default: 0)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/fit-STEM)")
     directory_flags(p)
     p.set_defaults(func=cmd_fit)
@@ -360,28 +398,109 @@ def _configure_process(args) -> None:
             _log(str(w.message))
 
 
+def _errno_of(err: BaseException) -> int | None:
+    """The OS error number behind ``err`` (a StoreError keeps the OSError it was raised from)."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno is not None:
+            return err.errno
+        err = err.__cause__
+    return None
+
+
+def _message(err: BaseException) -> str:
+    """``err`` in one line; an OSError of the OS itself as 'PATH: reason'."""
+    if isinstance(err, OSError) and not isinstance(err, ValueError) and err.strerror:
+        where = None if err.filename is None else os.fsdecode(err.filename)
+        text = err.strerror if where is None else f"{where if len(where) <= 120 else where[:119] + '…'}: {err.strerror}"
+    else:
+        text = str(err)
+    return " ".join(text.splitlines()).strip()
+
+
+class _Interrupts:
+    """Ctrl-C for the ``attnflow`` program, which must end it with status 130 whenever it comes.
+
+    Python raises KeyboardInterrupt wherever the main thread is, and when that is a garbage-collection
+    callback or a finalizer (JAX runs one at every collection) the exception is only reported as
+    ignored and lost: the program went on as if nothing had been pressed. ``sys.unraisablehook`` sees
+    such an interrupt; it is delivered again, from a helper thread, so that it reaches the main
+    thread's own code."""
+
+    def __init__(self):
+        self.previous_hook = sys.unraisablehook
+
+    def install(self) -> None:
+        sys.unraisablehook = self.hook
+
+    def hook(self, unraisable) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            again = threading.Timer(0.01, signal.raise_signal, (signal.SIGINT,))
+            again.daemon = True
+            again.start()
+            return
+        self.previous_hook(unraisable)
+
+
+def _leave_now(status: int) -> None:
+    """End the program at once with ``status``, after flushing its streams, without the interpreter's
+    teardown. An interrupt can come while XLA compiles on a thread of its own (JAX waits for that
+    compilation on the main thread); the teardown then destroys JAX's client, and with it the thread
+    pool and devices the compilation is still using: a segmentation fault after "interrupted". What
+    attnflow writes is complete and synced by now (a run being written was removed, the manifest
+    rewritten), so nothing is lost by skipping the teardown."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
+def _quiet_stdout() -> None:
+    """After stdout was closed early, point it at /dev/null so that Python's last flush of it, at exit,
+    raises nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind it (in-process callers)
+        pass
+
+
 def main(argv=None) -> int:
-    """The command line. As a program (``argv`` None) it also sets up the process: see ``_configure_process``;
-    called from Python with ``argv`` it leaves the caller's JAX settings alone."""
-    if argv is None:
+    """The command line. As a program (``argv`` None) it also sets up the process: see ``_configure_process``,
+    and ``_Interrupts`` for Ctrl-C; called from Python with ``argv`` it leaves the caller's JAX settings,
+    signal handling and interpreter alone."""
+    program = argv is None
+    if program:
         _runtime_checks_without_callbacks()  # first: before anything imports equinox
+        _Interrupts().install()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        if argv is None:
+        if program:
             _configure_process(args)
-        return args.func(args)
-    except (UsageError, ValueError) as err:  # ValueError: bad input found by the library (ConfigError, arrays, store)
-        _log(f"attnflow: error: {' '.join(str(err).splitlines()).strip()}")  # one line, whatever the message holds
-        return EXIT_USAGE
+        status = args.func(args)
+        sys.stdout.flush()  # a reader that went away shows here, still inside these handlers
+        return status
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except (UsageError, ValueError, OSError) as err:
+        # ValueError: bad input found by the library (ConfigError, arrays, store). OSError: a path the
+        # system refuses (bad input, exit 2) or a disk that is full (the machine, exit 1)
+        _log(f"attnflow: error: {_message(err)}")
+        return EXIT_FAILURE if _errno_of(err) in MACHINE_ERRNOS else EXIT_USAGE
     except KeyboardInterrupt:
         _log("attnflow: interrupted")
-        return 130
+        if program:
+            _leave_now(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     except (FloatingPointError, RuntimeError) as err:  # a simulation failed (the message says which and why)
-        _log(f"attnflow: error: {err}")
+        _log(f"attnflow: error: {_message(err)}")
         return EXIT_FAILURE
 
 

@@ -19,15 +19,37 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 EXECUTORS = ("local", "dask")
 
+# the schemes of Dask's network transports (distributed's comm backends; "inproc" reaches no other process)
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_ADDRESS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})")
+
 # JAX reads these when its backend starts (at the first computation, not at import): set before
 # a worker's first task, they let several worker processes share one GPU
 WORKER_ENVIRONMENT = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def check_scheduler_address(address) -> str:
+    """Return ``address`` if it is a Dask scheduler address, SCHEME://HOST:PORT with one of
+    :data:`SCHEDULER_SCHEMES`; else one ValueError line, at once and before any connection is tried
+    (a Client given a malformed address raises, and then hangs for a minute in its cleanup)."""
+    example = "e.g. tcp://10.0.0.5:8786"
+    match = _ADDRESS.fullmatch(address) if isinstance(address, str) else None
+    if match is None:
+        raise ValueError(f"--scheduler {address!r} is not a Dask scheduler address: give SCHEME://HOST:PORT "
+                         f"with SCHEME one of {', '.join(SCHEDULER_SCHEMES)} ({example})")
+    if match["scheme"] not in SCHEDULER_SCHEMES:
+        raise ValueError(f"--scheduler {address!r}: unknown scheme {match['scheme']!r}; Dask's are "
+                         f"{', '.join(SCHEDULER_SCHEMES)} ({example})")
+    if not 1 <= int(match["port"]) <= 65535:
+        raise ValueError(f"--scheduler {address!r}: port {int(match['port'])} is not in 1 … 65535 ({example})")
+    return address
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,8 @@ class DaskExecutor:
 
     def __init__(self, scheduler: str | None = None, workers: int | None = None, *, retries: int = 1,
                  timeout: float = 30.0):
+        if scheduler is not None:
+            check_scheduler_address(scheduler)
         try:
             import dask
             import distributed

@@ -142,16 +142,18 @@ def replot(run_dir, kinds=None) -> list[Path]:
 
 
 def print_report(summary: dict, out: Path) -> None:
+    from .output import format_number as num
+
     L = len(summary["layer_error"]) + 1
     where = f"on {summary['held_out_prompts']} held-out prompts" if summary["held_out_prompts"] else "in sample"
     print(f"fit: {summary['states']}: {L} layers, {summary['model'].upper()} with {summary['heads']} head(s), "
           f"QᵀK {summary['qk']}, V {summary['v']}{', causal' if summary['causal'] else ''}; "
           f"{summary['wall_time_s']:.1f} s")
-    taus = ", ".join(f"{t:.3g}" for t in summary["tau"])
-    print(f"  β = {summary['beta']:.4g}, layer times τ = {taus}")
+    taus = ", ".join(num(t) for t in summary["tau"])
+    print(f"  β = {num(summary['beta'], 4)}, layer times τ = {taus}")
     print(f"  one layer ahead ({where}): mean squared error {summary['mean_error']:.3e}; identity "
-          f"{summary['mean_identity_error']:.3e} ({summary['gain_over_identity']:.1f}× larger), best linear map "
-          f"{summary['mean_linear_error']:.3e} ({summary['gain_over_linear']:.2f}×)")
+          f"{summary['mean_identity_error']:.3e} ({num(summary['gain_over_identity'])}× larger), best linear map "
+          f"{summary['mean_linear_error']:.3e} ({num(summary['gain_over_linear'])}×)")
     print(f"results in {out}/")
     for p in sorted(Path(out).iterdir()):
         if p.suffix == ".png":
@@ -161,7 +163,7 @@ def print_report(summary: dict, out: Path) -> None:
 def main(args) -> int:
     """``attnflow fit`` (arguments parsed by ``cli.build_parser``): every check before any work."""
     from .hist import read_states
-    from .output import check_writable
+    from .output import check_writable, output_path
 
     if args.rank is not None and args.qk_identity:
         raise ValueError("--rank r and --qk-identity both set QᵀK: give one")
@@ -178,7 +180,7 @@ def main(args) -> int:
     if args.horizon > states.shape[0] - 1:
         raise ValueError(f"--horizon {args.horizon} exceeds the {states.shape[0] - 1} layer transitions")
     stem = Path(args.states).stem or "states"
-    out = Path(args.out or os.path.join("runs", f"fit-{stem}"))
+    out = output_path(args.out, os.path.join("runs", f"fit-{stem}"))
     check_writable(out, overwrite=args.overwrite)
     fitted = run_fit(states, options, path=args.states, progress=not args.quiet)
     fitted["shape"] = list(saved_shape)

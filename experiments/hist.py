@@ -24,6 +24,7 @@ import difflib
 import json
 import math
 import os
+import stat
 import sys
 import time
 import zipfile
@@ -145,6 +146,14 @@ def _read_npz(path: str, label: str, key: str | None) -> tuple[np.ndarray, str]:
     return array, key
 
 
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a plain file"
+
+
 def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, tuple]:
     """Hidden states from an ``.npz`` archive (the single array, or the one named ``key``) or an
     ``.npy`` file, read without unpickling: (array of shape (layers, batch, tokens, d), the array's
@@ -155,10 +164,18 @@ def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, t
 
     path = os.fspath(path)
     label = f"states file {path!r}"
-    if not os.path.exists(path):
-        raise ValueError(f"{label} does not exist")
-    if os.path.isdir(path):
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        why = f"is a broken symbolic link (to {os.readlink(path)!r})" if os.path.islink(path) else "does not exist"
+        raise ValueError(f"{label} {why}") from None
+    except OSError as err:
+        raise ValueError(f"cannot read {label} ({err.strerror or err})") from None
+    if stat.S_ISDIR(info.st_mode):
         raise ValueError(f"{label} is a directory, not an .npz or .npy file")
+    if not stat.S_ISREG(info.st_mode):  # a pipe or a device: opening or reading it can block for ever
+        raise ValueError(f"{label} is {_file_kind(info.st_mode)}, not a regular file: save the states to an "
+                         ".npz or .npy file and give its path")
     try:
         with open(path, "rb") as f:
             magic = f.read(6)
@@ -514,7 +531,7 @@ def print_report(result: HistResult, out: Path) -> None:
 
 def main(args) -> int:
     """``attnflow hist`` (arguments parsed by ``cli.build_parser``): every check before any work."""
-    from .output import check_writable
+    from .output import check_writable, output_path
 
     simulating = args.simulate_from is not None
     if not simulating:
@@ -555,7 +572,7 @@ def main(args) -> int:
         except ConfigError as err:
             raise ValueError(str(err)) from None
     stem = Path(args.states).stem or "states"
-    out = Path(args.out or os.path.join("runs", f"hist-{stem}"))
+    out = output_path(args.out, os.path.join("runs", f"hist-{stem}"))
     check_writable(out, overwrite=args.overwrite)
     normalize_states(states, f"states file {args.states!r}")  # zero tokens are refused before any work
     result = compute(states, path=args.states, key=key, shape=saved_shape, layers=layers, bins=args.bins,

@@ -35,6 +35,7 @@ __all__ = [
     "command_of",
     "owned_files",
     "foreign_files",
+    "unowned_run_files",
     "check_entry_name",
     "jsonable",
     "parse_dims",
@@ -118,10 +119,13 @@ def is_run(run_dir: str | os.PathLike) -> bool:
 
 
 def owned_files(directory: str | os.PathLike) -> set[str]:
-    """The names attnflow wrote in ``directory``: those its ``.attnflow.json`` lists, the three run
-    files and that list itself. A run written before the list existed owns only the three files."""
+    """The names attnflow wrote in ``directory``: those its ``.attnflow.json`` lists, and that list itself.
+
+    Nothing else: a file attnflow cannot prove it wrote is the user's, even when it is called
+    config.toml, summary.json or results.npz (a directory of the user's own that looks like a run, or
+    a run written before the list existed, can be read but none of its files replaced)."""
     p = Path(directory)
-    names = set(RUN_FILES) | {OWNED_FILE}
+    names = {OWNED_FILE}
     try:
         doc = json.loads((p / OWNED_FILE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -139,6 +143,14 @@ def foreign_files(directory: str | os.PathLike) -> list[str]:
     """The entries of ``directory`` that attnflow did not write, sorted."""
     owned = owned_files(directory)
     return sorted(e.name for e in Path(directory).iterdir() if e.name not in owned)
+
+
+def unowned_run_files(directory: str | os.PathLike) -> list[str]:
+    """The run files (config.toml, summary.json, results.npz) present in ``directory`` that attnflow did
+    not write: a new run there would have to replace them, which it never does."""
+    p = Path(directory)
+    owned = owned_files(p)
+    return [name for name in RUN_FILES if os.path.lexists(p / name) and name not in owned]
 
 
 def parse_dims(value: Any, where: str) -> dict[str, list[str]]:

@@ -54,6 +54,7 @@ from .rundir import (
     check_entry_name,
     command_of,
     foreign_files,
+    unowned_run_files,
     is_complete,
     is_run,
     jsonable,
@@ -82,6 +83,7 @@ __all__ = [
     "is_run",
     "owned_files",
     "foreign_files",
+    "unowned_run_files",
     "record_files",
     "remove_run",
     "remove_stale_temporaries",
@@ -199,8 +201,14 @@ def _owned_text(names) -> bytes:
 def _write_owned(directory: Path, names) -> None:
     """Write ``directory/.attnflow.json`` atomically (a temporary name, then ``os.replace``)."""
     tmp = directory / _temp_name(OWNED_FILE.lstrip("."), "tmp")
-    _write_file(tmp, _owned_text(names))
-    os.replace(tmp, directory / OWNED_FILE)
+    try:
+        _write_file(tmp, _owned_text(names))
+        os.replace(tmp, directory / OWNED_FILE)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and not isinstance(err, StoreError):
+            raise StoreError(f"cannot write {directory / OWNED_FILE}: {err.strerror or err}") from err
+        raise
 
 
 def record_files(directory: str | os.PathLike, names: Sequence[str]) -> None:
@@ -225,7 +233,7 @@ def remove_run(run_dir: str | os.PathLike) -> list[str]:
         raise StoreError(f"{p} is not an attnflow run; nothing removed")
     kept = foreign_files(p)
     owned = owned_files(p)
-    if (p / CONFIG_FILE).is_file():
+    if CONFIG_FILE in owned and (p / CONFIG_FILE).is_file():
         os.unlink(p / CONFIG_FILE)  # first: from here on it is no longer a complete run
     for name in sorted(owned - {CONFIG_FILE, OWNED_FILE}):
         _remove_entry(p / name)
@@ -394,6 +402,11 @@ def check_target(out: str | os.PathLike, *, overwrite: bool = False, flag: str =
     if not out.is_dir():
         raise StoreError(f"cannot write run {out}: a file (not a run directory) is in the way")
     if is_run(out):
+        theirs = unowned_run_files(out)
+        if theirs:
+            raise StoreError(f"cannot write run {out}: it holds {theirs[0]!r}, which attnflow did not write (its "
+                             f"{OWNED_FILE} does not list it), and attnflow never replaces a file of yours: move "
+                             "it away, or choose another directory")
         if not overwrite:
             raise StoreError(f"{out} already holds an attnflow run; pass {flag} to replace it (files attnflow "
                              f"did not write are kept), or choose another directory")

@@ -9,6 +9,7 @@ manifest is rewritten after each task, so a killed sweep leaves only complete ru
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 import time
@@ -16,8 +17,8 @@ from pathlib import Path
 
 from . import builtin, executors, plan, preflight, runner, store
 from .executors import Task
-from .config import Config, expand_grid, load_config, parse_grid
-from .output import check_writable
+from .config import Config, expand_grid, load_config, parse_grid, shorten
+from .output import check_name_lengths, check_writable, format_number
 from .results import save
 
 NEUTRAL_KEYS = ("progress", "memory_gb")
@@ -33,8 +34,20 @@ def split(result: runner.RunResult, configs: list[Config]) -> list[runner.RunRes
     return out
 
 
+class SweepRuns(list):
+    """The manifest's runs of a sweep, in grid order (a list of its entries), and how many of them
+    were complete before it started and kept (``reused``, when resuming)."""
+
+    reused: int = 0
+
+
 class SweepError(RuntimeError):
-    """Some runs of a sweep failed (the others are written); the manifest marks which and why."""
+    """Some runs of a sweep failed (the others are written); the manifest marks which and why, and
+    ``runs`` holds its entries."""
+
+    def __init__(self, message: str, runs: SweepRuns | None = None):
+        super().__init__(message)
+        self.runs = SweepRuns() if runs is None else runs
 
 
 def tasks_of(points: list, todo: list[int], parts_per_group: int = 1) -> list[Task]:
@@ -100,6 +113,7 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
     experiment = builtin.EXPERIMENTS.get(config.experiment)
     preflight.check([cfg for _, cfg in points], experiment=experiment, needs=builtin.needs)
     out = Path(out)
+    check_name_lengths(out)
     if out.is_symlink():
         raise ValueError(f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "
                          "give the directory itself, or another --out")
@@ -113,6 +127,10 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
                          "replace its runs (files attnflow did not write are kept), or choose another --out")
     if manifest_path.is_file():
         store.read_manifest(out)  # a corrupt manifest is one line, before anything runs
+    for point, _ in points:  # where a run will be written: nothing in the way that is not attnflow's
+        run_dir = out / store.run_name(point)
+        if os.path.lexists(run_dir) and not (resume and store.is_complete(run_dir)):
+            store.check_target(run_dir, overwrite=True, flag="--overwrite")
     if resume:
         stale = _stale(out, [store.run_name(point) for point, _ in points], points)
         if stale:
@@ -151,12 +169,13 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
     names = [store.run_name(point) for point, _ in points]
     if overwrite and (out / store.MANIFEST_FILE).is_file():
         _remove_old_runs(out, names, points)
-    runs = [{"name": name, "point": point, "status": "done" if resume and store.is_complete(out / name)
-             else "pending"} for name, (point, _) in zip(names, points)]
+    runs = SweepRuns({"name": name, "point": point, "status": "done" if resume and store.is_complete(out / name)
+                      else "pending"} for name, (point, _) in zip(names, points))
     axes_dict = {k: list(v) for k, v in axes}
     store.write_manifest(out, axes_dict, runs)
 
     todo = [i for i, r in enumerate(runs) if r["status"] != "done"]
+    runs.reused = len(runs) - len(todo)
     if resume and len(todo) < len(runs):
         print(f"sweep: {len(runs) - len(todo)} of {len(runs)} runs already complete", file=sys.stderr)
     own = executor is None
@@ -193,7 +212,7 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
     if failed:
         first = next(r for r in runs if r["status"] == "failed")
         raise SweepError(f"{failed} of {len(runs)} runs failed (the others are in {out}; "
-                         f"{store.MANIFEST_FILE} names each failure); first: {first['name']}: {first['error']}")
+                         f"{store.MANIFEST_FILE} names each failure); first: {first['name']}: {first['error']}", runs)
     return runs
 
 
@@ -209,3 +228,63 @@ def _remove_old_runs(out: Path, names: list[str], points: list) -> None:
         if kept:
             print(f"sweep: kept {len(kept)} file(s) attnflow did not write in {out / name}: {', '.join(kept)}",
                   file=sys.stderr)
+
+
+def _run_summary(run_dir: Path) -> dict | None:
+    """A run's summary.json, or None where the run is not complete or its summary cannot be read."""
+    if not store.is_complete(run_dir):
+        return None
+    try:
+        return store.read_summary(run_dir / store.SUMMARY_FILE)
+    except ValueError:
+        return None
+
+
+def report(out: Path, runs: list[dict]) -> dict:
+    """The sweep as ``attnflow sweep --json`` prints it: where it is, how many of its runs are done
+    (``reused`` of them kept from before), failed or pending, and each run's manifest entry with its
+    summary object (null where it has none)."""
+    out = Path(out)
+    counts = {status: sum(r["status"] == status for r in runs) for status in store.STATUSES}
+    return {"sweep": str(out), "runs_total": len(runs), **counts, "reused": getattr(runs, "reused", 0),
+            "runs": [{**r, "summary": _run_summary(out / r["name"]) if r["status"] == "done" else None}
+                     for r in runs]}
+
+
+def _clustering(summary: dict | None) -> str:
+    """A run's t_clustered for the report: the mean over its members that clustered, and how many did."""
+    times = (summary or {}).get("t_clustered")
+    if not isinstance(times, list) or not times:
+        return "–"
+    reached = [t for t in times if isinstance(t, (int, float))]
+    if not reached:
+        return f"never (0/{len(times)})"
+    mean = format_number(sum(reached) / len(reached))
+    return mean if len(reached) == len(times) else f"{mean} ({len(reached)}/{len(times)})"
+
+
+def print_report(name: str, out: Path, runs: list[dict]) -> None:
+    """The sweep on stdout, as ``attnflow run`` reports a run: where its runs went, how many are done,
+    reused, failed, and a line per run (its grid point's name, status, t_clustered, steps; or the error)."""
+    out = Path(out)
+    counts = {status: sum(r["status"] == status for r in runs) for status in store.STATUSES}
+    reused = getattr(runs, "reused", 0)
+    tally = f"{counts['done']} done" + (f" ({reused} reused)" if reused else "") + f", {counts['failed']} failed"
+    if counts["pending"]:
+        tally += f", {counts['pending']} pending"
+    print(f"{name} sweep: {len(runs)} runs in {out}/: {tally}")
+    rows, errors = [("run", "status", "t_clustered", "steps")], {}
+    for r in runs:
+        if r["status"] == "failed":
+            errors[len(rows)] = shorten(str(r.get("error", "")), 100)
+            rows.append((r["name"], "failed", "", ""))
+            continue
+        summary = _run_summary(out / r["name"]) if r["status"] == "done" else None
+        steps = summary.get("steps") if summary else None
+        rows.append((r["name"], r["status"], _clustering(summary), str(steps) if isinstance(steps, int) else "–"))
+    widths = [max(len(row[k]) for row in rows) for k in range(4)]
+    for i, row in enumerate(rows):
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths))
+        if i in errors:  # the error takes the place of the numbers
+            line = "  ".join(cell.ljust(w) for cell, w in zip(row[:2], widths)) + "  " + errors[i]
+        print("  " + line.rstrip())

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..particles.checks import check_choice, check_int
+from ..particles.checks import check_choice, check_int, check_real
 from ..particles.fields import SA, USA
 from ..particles.multihead import MultiHead
 from .progress import Counter
@@ -168,8 +168,9 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
     shared_tau one layer time for every layer (else one per layer).
     horizon    the loss averages the errors 1 … horizon layers ahead, each from observed states.
     substeps   RK4 steps per layer.
-    adam_steps, lbfgs_steps, learning_rate: the optimizer (optax Adam, then L-BFGS).
-    holdout    the fraction of prompts (when there are at least 5) the errors are measured on.
+    adam_steps, lbfgs_steps, learning_rate: the optimizer (optax Adam, then L-BFGS): step counts ≥ 0, a
+               learning rate > 0.
+    holdout    the fraction of prompts (when there are at least 5) the errors are measured on, in [0, 1).
     progress   show the optimizer's steps and loss on stderr.
     """
     start = time.perf_counter()
@@ -184,7 +185,17 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
         qk_form = check_choice("qk", qk, WEIGHT_FORMS)
     horizon = check_int("horizon", horizon, 1)
     substeps = check_int("substeps", substeps, 1)
-    x = np.asarray(states, dtype=float)
+    adam_steps = check_int("adam_steps", adam_steps, 0)
+    lbfgs_steps = check_int("lbfgs_steps", lbfgs_steps, 0)
+    learning_rate = check_real("learning_rate", learning_rate, 0.0, strict_min=True)
+    holdout = check_real("holdout", holdout, 0.0, 1.0)
+    if holdout == 1.0:
+        raise ValueError("holdout must be a finite number ≥ 0 and < 1 (the fraction of prompts held out), got 1")
+    seed = check_int("seed", seed, 0)
+    raw = np.asarray(states)
+    if raw.dtype.kind not in "biuf":  # complex values would lose their imaginary part, silently
+        raise ValueError(f"states must be a real array of token states, got dtype {raw.dtype}")
+    x = raw.astype(float)
     if x.ndim == 3:
         x = x[:, None]
     if x.ndim != 4 or x.shape[0] < 2 or x.shape[2] < 2 or x.shape[3] < 2:

@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, results, rundir, runner, store, validate
+from attnflow.experiments import builtin, results, rundir, runner, store, sweep, validate
 from attnflow.experiments.builtin import Check
 from attnflow.experiments.cli import main
-from attnflow.experiments.config import KEYS, load_config
+from attnflow.experiments.config import KEYS, load_config, to_toml
+from attnflow.experiments.output import format_number
 from cli_helpers import SMALL, cli, tree
 
 N, D, BETAS, SEEDS, T1, N_SAVE, DT, DELTA = 6, 3, [1.0, 3.0], 2, 2.0, 5, 0.05, 1e-3
@@ -345,6 +346,53 @@ def test_run_replaces_an_existing_run_only_with_overwrite(json_run, tmp_path):
     assert store.foreign_files(target) == ["notes.txt"]
 
 
+def test_a_directory_of_the_users_own_is_read_but_never_written_over(json_run, tmp_path):
+    """config.toml, summary.json and results.npz with no record of attnflow's: the user's files. They load and
+    plot; no --overwrite replaces them, and removing the run removes nothing of theirs."""
+    mine = tmp_path / "mine"
+    shutil.copytree(json_run["out"], mine)
+    (mine / store.OWNED_FILE).unlink()
+    originals = {name: (mine / name).read_bytes() for name in (store.CONFIG_FILE, store.SUMMARY_FILE,
+                                                                store.RESULTS_FILE)}
+    assert store.owned_files(mine) == {store.OWNED_FILE}
+    assert store.unowned_run_files(mine) == [store.CONFIG_FILE, store.SUMMARY_FILE, store.RESULTS_FILE]
+    assert af.load(mine)["steps"].shape == (1, len(BETAS), SEEDS)
+    rc, out, err = cli(["plot", mine])  # figures are added, and only they become attnflow's
+    assert rc == 0, err
+    assert sorted(Path(line).name for line in out.splitlines()) == ["cluster_counts.png", "trajectories.png"]
+    assert store.owned_files(mine) == {store.OWNED_FILE, "cluster_counts.png", "trajectories.png"}
+    before = tree(tmp_path)
+    rc, out, err = cli(["run", json_run["cfg"], "--no-plot", "--quiet", "--overwrite", "--out", mine])
+    assert rc == 2 and out == ""
+    assert err == (f"attnflow: error: --out {str(mine)!r} holds 'config.toml', which attnflow did not write (its "
+                   ".attnflow.json does not list it), and attnflow never replaces a file of yours: move it away, "
+                   "or choose another --out\n")
+    assert tree(tmp_path) == before
+    with pytest.raises(store.StoreError, match="holds 'config.toml', which attnflow did not write"):
+        store.write_run(mine, "n = 6\n", {}, {}, overwrite=True)
+    assert sorted(store.remove_run(mine)) == sorted(originals)  # the figures go, the user's files stay
+    assert {name: (mine / name).read_bytes() for name in originals} == originals
+
+
+def test_run_simulate_is_a_configuration_of_ones_own(json_run, tmp_path):
+    """The target the β < 0 refusal names: the key defaults, changed with --set, here SMALL with β = −1."""
+    sets = [a for line in SMALL.splitlines() if not line.startswith("beta")
+            for a in ("--set", line.replace(" ", ""))]
+    rc, out, err = cli(["run", "simulate", *sets, "--set", "beta=[-1.0, 3.0]", "--json", "--no-plot", "--quiet",
+                        "--out", tmp_path / "neg"])
+    assert rc == 0, err
+    summary = json.loads(out)
+    assert summary["config"]["experiment"] == "simulate" and summary["config"]["beta"] == [-1.0, 3.0]
+    assert summary["config"]["n"] == N and summary["steps"] == round(T1 / DT)
+    # β = 3 is the same member as in the TOML run: same seeds, same start
+    np.testing.assert_allclose(npz(tmp_path / "neg" / store.RESULTS_FILE)["mean_inner_product"][:, 1],
+                               npz(json_run["out"] / store.RESULTS_FILE)["mean_inner_product"][:, 1], rtol=1e-12)
+    rc, out, err = cli(["sweep", "simulate", *sets, "--grid", "beta=-1,3", "--no-plot", "--quiet",
+                        "--out", tmp_path / "negsweep"])
+    assert rc == 0, err
+    assert out.splitlines()[0] == f"simulate sweep: 2 runs in {tmp_path / 'negsweep'}/: 2 done, 0 failed"
+
+
 # -- 4. sweeps ----------------------------------------------------------------------------------------
 
 GRID_POINTS = [{"beta": 0.5, "n": 4}, {"beta": 0.5, "n": 6}, {"beta": 2.0, "n": 4}, {"beta": 2.0, "n": 6}]
@@ -359,7 +407,7 @@ def grid_sweep(tmp_path_factory):
         rc, stdout, stderr = cli(["sweep", cfg, "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet",
                                   "--out", out])
     assert rc == 0, stderr
-    return {"cfg": cfg, "out": out, "calls": calls, "stdout": stdout}
+    return {"cfg": cfg, "out": out, "calls": calls, "stdout": stdout, "stderr": stderr}
 
 
 def test_sweep_expands_the_grid_into_named_run_directories(grid_sweep):
@@ -379,6 +427,32 @@ def test_sweep_expands_the_grid_into_named_run_directories(grid_sweep):
         s = json.loads((out / name / store.SUMMARY_FILE).read_text())
         assert len(s["t_clustered"]) == SEEDS and all(len(row) == SEEDS for row in s["n_clusters"])
         assert s["steps"] == 40
+
+
+def test_sweep_reports_on_stdout_and_quiet_silences_only_stderr(grid_sweep):
+    out = grid_sweep["out"]
+    lines = grid_sweep["stdout"].splitlines()
+    assert grid_sweep["stderr"] == ""
+    assert lines[0] == f"simulate sweep: 4 runs in {out}/: 4 done, 0 failed"
+    assert lines[1].split() == ["run", "status", "t_clustered", "steps"]
+    assert len(lines) == 2 + len(GRID_POINTS)
+    for line, point in zip(lines[2:], GRID_POINTS):
+        name = store.run_name(point)
+        summary = json.loads((out / name / store.SUMMARY_FILE).read_text())
+        reached = [t for t in summary["t_clustered"] if t is not None]  # the members that clustered
+        if not reached:
+            clustered = f"never (0/{SEEDS})"
+        else:
+            clustered = format_number(np.mean(reached)) + ("" if len(reached) == SEEDS else f" ({len(reached)}/{SEEDS})")
+        assert re.split(r"\s{2,}", line.strip()) == [name, "done", clustered, str(summary["steps"])]
+
+
+def test_format_number_switches_to_scientific_notation_outside_1e_3_to_1e5():
+    assert format_number(222759498957541.8) == "2.23e+14"
+    assert format_number(4.1e-7) == "4.1e-07" and format_number(-3.5e9) == "-3.5e+09"
+    assert format_number(2227.5) == "2228" and format_number(12.345) == "12.3" and format_number(0.00123) == "0.00123"
+    assert format_number(99999.9) == "100000" and format_number(123456.0) == "1.23e+05"
+    assert format_number(3.14159, 4) == "3.142" and format_number(0.0) == "0" and format_number(float("nan")) == "nan"
 
 
 def test_sweep_groups_points_differing_only_in_beta(grid_sweep):
@@ -408,10 +482,11 @@ def test_sweep_resume_redoes_only_the_missing_run(grid_sweep, tmp_path):
     args = ["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet",
             "--resume", "--out", out]
     with count_runs() as calls:
-        rc, _, err = cli(args)
+        rc, stdout, err = cli(args)
     assert rc == 0, err
     assert calls == [[0.5]]
     assert "3 of 4 runs already complete" in err
+    assert stdout.splitlines()[0] == f"simulate sweep: 4 runs in {out}/: 4 done (3 reused), 0 failed"
     assert store.is_complete(out / victim)
     for name, snap in keep.items():
         assert (os.stat(out / name).st_ino, tree(out / name)) == snap, name
@@ -424,11 +499,18 @@ def test_sweep_resume_redoes_only_the_missing_run(grid_sweep, tmp_path):
 
     runs_before = {p.name: tree(p) for p in out.iterdir() if p.is_dir()}
     with count_runs() as calls:
-        rc, _, err = cli(args)
+        rc, stdout, err = cli(args + ["--json"])
     assert rc == 0, err
     assert calls == []
     assert "4 of 4 runs already complete" in err
     assert {p.name: tree(p) for p in out.iterdir() if p.is_dir()} == runs_before
+    report = json.loads(stdout)  # the whole of stdout
+    assert {k: report[k] for k in ("sweep", "runs_total", "done", "reused", "failed", "pending")} == {
+        "sweep": str(out), "runs_total": 4, "done": 4, "reused": 4, "failed": 0, "pending": 0}
+    manifest = store.read_manifest(out)["runs"]
+    assert [{k: v for k, v in r.items() if k != "summary"} for r in report["runs"]] == manifest
+    for r in report["runs"]:
+        assert r["summary"] == json.loads((out / r["name"] / store.SUMMARY_FILE).read_text())
 
 
 def test_sweep_resume_with_another_configuration_is_refused_and_overwrite_replaces(grid_sweep, tmp_path):
@@ -695,6 +777,34 @@ def test_runs_written_before_every_d_was_kept_load_and_plot(several_d, json_run,
     assert ds["xs"].dims == rundir.STATE_DIMS and ds.sizes["coord"] == 5
     assert bool(ds["xs"].sel(d=3).isnull().all())
     np.testing.assert_array_equal(ds["xs"].sel(d=5).values, af.load(several_d["both"])["xs"].sel(d=5).values)
+def test_a_sweep_with_failed_runs_reports_every_run_and_exits_1(tmp_path):
+    """USA at β = 70 overflows float32 at once, SA does not: one run done, one failed, both reported."""
+    cfg = write_small(tmp_path / "small.toml")
+    out = tmp_path / "models"
+    rc, stdout, err = cli(["sweep", cfg, "--set", "beta=70", "--set", "dtype=float32", "--grid", "model=sa,usa",
+                           "--no-plot", "--quiet", "--out", out])
+    assert rc == 1
+    assert len(err.splitlines()) == 1 and err.startswith("attnflow: error: 1 of 2 runs failed")
+    lines = stdout.splitlines()
+    assert lines[0] == f"simulate sweep: 2 runs in {out}/: 1 done, 1 failed"
+    assert lines[2].split()[:2] == ["model=sa", "done"]
+    assert lines[3].split()[:3] == ["model=usa", "failed", "NonFiniteError:"] and "β = 70" in lines[3]
+    assert [r["status"] for r in store.read_manifest(out)["runs"]] == ["done", "failed"]
+
+
+def test_a_linspace_grid_is_stored_as_a_user_writes_it(tmp_path):
+    """--grid beta=0.1:0.3:3: the values 0.1, 0.2, 0.3 (numpy's third is 0.30000000000000004) in the
+    run names, each run's config.toml and the manifest, read back equal."""
+    axes, points = sweep.check_sweep(load_config(SMALL), ["beta=0.1:0.3:3"], tmp_path / "sw")
+    assert axes == [("beta", [0.1, 0.2, 0.3])]
+    assert [store.run_name(point) for point, _ in points] == ["beta=0.1", "beta=0.2", "beta=0.3"]
+    text = to_toml(points[2][1])
+    assert "beta = [\n    0.3,\n]" in text and "0000000" not in text
+    assert load_config(text) == points[2][1]
+    store.write_manifest(tmp_path / "sw", dict(axes), [{"name": store.run_name(p), "point": p, "status": "pending"}
+                                                       for p, _ in points])
+    manifest = (tmp_path / "sw" / store.MANIFEST_FILE).read_text()
+    assert "0.30000000000000004" not in manifest and store.read_manifest(tmp_path / "sw")["axes"]["beta"][2] == 0.3
 
 
 # -- 5. plot --------------------------------------------------------------------------------------------
@@ -826,13 +936,48 @@ def test_in_open_hemisphere_antipodal_pair_is_not_in_an_open_hemisphere():
 # -- 7. list, --version, the installed entry point ------------------------------------------------------
 
 
-def test_list_prints_every_builtin_experiment():
+def test_list_prints_every_builtin_experiment_and_simulate():
     rc, out, _ = cli(["list"])
     assert rc == 0
     lines = out.splitlines()
-    assert [line.split()[0] for line in lines] == list(builtin.EXPERIMENTS)
+    assert [line.split()[0] for line in lines] == [*builtin.EXPERIMENTS, "simulate"]
     for line, e in zip(lines, builtin.EXPERIMENTS.values()):
         assert e.description in line and e.reference in line
+    assert "a configuration of your own" in lines[-1] and "--set KEY=VALUE" in lines[-1]
+
+
+def test_a_closed_stdout_ends_quietly_with_status_141():
+    """``attnflow list --keys | head``: the reader goes away; no traceback, the status of a SIGPIPE (128 + 13)."""
+    proc = subprocess.Popen([sys.executable, "-m", "attnflow.experiments.cli", "list", "--keys"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the first write: every write fails with EPIPE
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert err == b""
+
+
+def test_an_interrupt_lost_in_a_gc_callback_is_delivered_again():
+    """Ctrl-C that lands in a garbage-collection callback (JAX runs one at every collection) is only reported as
+    ignored by Python; the program's hook delivers it again, so that it ends the command."""
+    script = (
+        "import gc, signal, sys, time\n"
+        "from attnflow.experiments import cli\n"
+        "cli._Interrupts().install()\n"
+        "fired = []\n"
+        "def press(phase, info):\n"
+        "    if phase == 'start' and not fired:\n"
+        "        fired.append(1)\n"
+        "        signal.raise_signal(signal.SIGINT)\n"
+        "gc.callbacks.append(press)\n"
+        "try:\n"
+        "    gc.collect()\n"
+        "    time.sleep(5)\n"
+        "    print('lost')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('delivered', len(fired))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "delivered 1", proc.stderr
+    assert "Exception ignored" not in proc.stderr
 
 
 def test_list_keys_prints_every_config_key():

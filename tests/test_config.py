@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from attnflow.experiments import config as cfgmod
+from attnflow.experiments.config.types import linspace_values
 from attnflow.experiments.config import (
     CHECKS,
     KEYS,
@@ -120,11 +121,38 @@ def test_set_examples(overrides, key, expected):
         assert all(type(a) is type(b) for a, b in zip(value, expected))
 
 
-def test_set_linspace_is_exact():
+def test_set_linspace_is_written_as_a_user_would():
     c = load_config(None, ["beta=0.1:9:90"])
-    assert c.beta == tuple(np.linspace(0.1, 9, 90).tolist())
-    assert len(c.beta) == 90
+    # step 0.1: the values 0.1, 0.2, … 9.0 (numpy's third is 0.30000000000000004), each within 1e-15 of numpy's
+    assert c.beta == tuple(round(0.1 * k, 1) for k in range(1, 91))
+    assert c.beta[2] == 0.3 and repr(c.beta[2]) == "0.3"
+    assert np.max(np.abs(np.array(c.beta) - np.linspace(0.1, 9, 90))) < 1e-14
     assert load_config(None, ["beta=2:5:1"]).beta == (2.0,)
+    text = to_toml(c)
+    assert "0.30000000000000004" not in text and "    0.3,\n" in text
+    assert load_config(text) == c  # config.toml reads back to the same values
+
+
+@pytest.mark.parametrize("a, b, n", [(0, 1, 7), (0.1, 9, 90), (-0.3, 0.3, 7), (1e-20, 1e-19, 4), (1, 2, 3001),
+                                     (0, 2 / 3, 5), (-5, 5, 11)])
+def test_linspace_values_are_the_shortest_decimals_within_1e_12(a, b, n):
+    exact = np.linspace(a, b, n)
+    values = linspace_values(a, b, n)
+    scale = np.max(np.abs(exact))
+    assert len(values) == n and len(set(values)) == n  # distinct, as numpy's
+    assert np.max(np.abs(np.array(values) - exact)) <= 1e-12 * scale
+    decimals = max(len(repr(v).split(".")[1].rstrip("0")) if "e" not in repr(v) else 0 for v in values)
+    if decimals:  # one decimal fewer would move a value by more than 1e-12 or merge two of them
+        shorter = [round(float(v), decimals - 1) for v in exact]
+        assert len(set(shorter)) < n or np.max(np.abs(np.array(shorter) - exact)) > 1e-12 * scale
+
+
+def test_linspace_values_of_sixths_and_signs():
+    assert linspace_values(0, 1, 7) == [0.0, 0.166666666667, 0.333333333333, 0.5, 0.666666666667, 0.833333333333,
+                                        1.0]
+    assert linspace_values(-0.3, 0.3, 7) == [-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3]
+    assert all(str(v) != "-0.0" for v in linspace_values(-1, 1, 3))
+    assert linspace_values(0, 0, 1) == [0.0]
 
 
 def test_parse_override_returns_raw_values():
@@ -452,7 +480,7 @@ def test_describe_keys_lists_every_key():
 
 def test_parse_grid_forms():
     key, values = parse_grid("beta=0.1:9:90")
-    assert key == "beta" and values == np.linspace(0.1, 9, 90).tolist()
+    assert key == "beta" and values == [round(0.1 * k, 1) for k in range(1, 91)]  # as a user writes them
     assert parse_grid("d=2,8,32") == ("d", [2, 8, 32])
     assert all(type(v) is int for v in parse_grid("d=2,8,32")[1])
     assert parse_grid("solver=rk4,tsit5") == ("solver", ["rk4", "tsit5"])

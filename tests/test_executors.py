@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +168,27 @@ def test_unreachable_scheduler_is_one_clear_error(tmp_path, capsys):
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
         executors.DaskExecutor("tcp://127.0.0.1:9", timeout=1.0)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("address, message", [
+    ("notaurl", r"'notaurl' is not a Dask scheduler address: give SCHEME://HOST:PORT with SCHEME one of tcp, tls"),
+    ("10.0.0.5:8786", r"not a Dask scheduler address"),
+    ("tcp://10.0.0.5", r"not a Dask scheduler address"),
+    ("http://10.0.0.5:8786", r"unknown scheme 'http'; Dask's are tcp, tls, ws, wss, ucx"),
+    ("tcp://10.0.0.5:0", r"port 0 is not in 1 … 65535"),
+    ("tcp://host name:8786", r"not a Dask scheduler address"),
+])
+def test_a_scheduler_address_is_checked_before_any_connection(address, message):
+    """A malformed address is one ValueError at once: no Client is made (one that is hangs its cleanup for a minute)."""
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=message):
+        executors.DaskExecutor(address)
+    assert time.perf_counter() - start < 2
+
+
+def test_scheduler_addresses_dask_accepts_pass():
+    for address in ("tcp://10.0.0.5:8786", "tls://scheduler.example.org:8786", "ws://[::1]:8786", "ucx://node-3:13337"):
+        assert executors.check_scheduler_address(address) == address
 
 
 @pytest.mark.parametrize("betas", [20, pytest.param(100, marks=pytest.mark.slow)])

@@ -46,7 +46,7 @@ def runs(tmp_path_factory):
 def test_list_shows_exactly_the_registry():
     rc, out, _ = cli(["list"])
     assert rc == 0
-    assert [line.split()[0] for line in out.splitlines()] == NAMES
+    assert [line.split()[0] for line in out.splitlines()] == [*NAMES, "simulate"]  # and one's own configuration, last
     assert set(NAMES) == {"fig3-phase-diagram", "fig4-circle", "highdim-histogram", "orthogonal-ode",
                           "sphere-movie", "staircase", "metastability", "fig5-random-matrices", "meanfield-circle",
                           "metastable-count", "negative-beta", "renyi-centres", "long-context", "lost-in-the-middle",

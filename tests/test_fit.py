@@ -115,3 +115,18 @@ def test_command_refuses_bad_flags_before_writing(tmp_path, flags, message):
     rc, _, stderr = cli(["fit", str(path), "--out", str(out), *flags])
     assert rc == 2 and message in stderr
     assert not out.exists()
+
+
+def test_the_report_writes_large_ratios_in_scientific_notation(tmp_path, capsys):
+    """A fit that predicts to rounding makes the identity's error 10¹⁴ times larger: "2.23e+14×", not 15 digits."""
+    from attnflow.experiments import fit
+
+    summary = {"states": "states.npz", "layer_error": [1e-20, 1e-20], "model": "sa", "heads": 1, "qk": "full",
+               "v": "full", "causal": False, "wall_time_s": 1.0, "beta": 123456.7, "tau": [0.5, 2.5e-7],
+               "held_out_prompts": 0, "mean_error": 1e-20, "mean_identity_error": 2.2275949895754e-06,
+               "gain_over_identity": 222759498957541.8, "mean_linear_error": 1e-3, "gain_over_linear": 1e17}
+    fit.print_report(summary, tmp_path)
+    out = capsys.readouterr().out
+    assert "(2.23e+14× larger)" in out and "(1e+17×)" in out
+    assert "β = 1.235e+05, layer times τ = 0.5, 2.5e-07" in out
+    assert "222759498957541" not in out

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, memory, plan, runner, store
+from attnflow.experiments import builtin, executors, memory, plan, runner, store
 from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid, to_toml
 from attnflow.particles import LayerWise
 from cli_helpers import SMALL, cli, tree
@@ -169,6 +169,10 @@ def workdir(tmp_path, monkeypatch):
     _stored_sweep(tmp_path / "fig5sweep", fig5_config, axis, values)
     _stored_run(tmp_path / "zlibrun", small_config)
     _corrupt_compressed(tmp_path / "zlibrun")
+    # a directory of the user's own that looks like a run: the three files, no record of attnflow's
+    (_stored_run(tmp_path / "userrun", small_config) / store.OWNED_FILE).unlink()
+    _stored_sweep(tmp_path / "usersweep", small_config, "beta", [1.0, 3.0])
+    (tmp_path / "usersweep" / store.run_name({"beta": 3.0}) / store.OWNED_FILE).unlink()
     (tmp_path / "emptydir").mkdir()
     os.mkfifo(tmp_path / "pipe.toml")  # what a shell's <(...) hands over, and what nobody may ever write to
     os.symlink("/dev/null", tmp_path / "device.toml")
@@ -235,6 +239,14 @@ def hist(path, *args):
     return ("hist", path, *args, "--out", "OUT")
 
 
+def fit_states(p: Path, **kw):
+    """``af.fit`` on the working directory's token states (3 layers × 6 tokens in R³), with ``kw``."""
+    return af.fit(np.load(p / "states.npz")["x"], **kw)
+
+
+LONG_NAME = "n" * 300  # longer than any file system's name limit (ENAMETOOLONG)
+
+
 def hist_sim(*args):
     return hist("states.npz", "--simulate-from", "0", "--beta", "1", *args)
 
@@ -281,6 +293,11 @@ CASES = {
     "cli/config-links-to-a-device": Cli(run("device.toml"), ("'device.toml' is a character device",)),
     "cli/config-broken-link": Cli(run("broken.toml"), ("'broken.toml' is a broken symbolic link", "'nowhere.toml'")),
     "cli/config-process-substitution": Cli(run("/dev/fd/0"), ("'/dev/fd/0'", "not a regular file")),
+    "cli/simulate-is-a-target": Cli(run("simulate", "--set", "bta=1"), ("unknown key 'bta'", "did you mean 'beta'")),
+    "cli/simulate-misspelt": Cli(run("simulat"), ("unknown experiment 'simulat'", "did you mean 'simulate'",
+                                                  "a configuration of your own", "--set KEY=VALUE")),
+    "cli/sweep-simulate-is-a-target": Cli(("sweep", "simulate", "--grid", "bta=1,2", "--out", "OUT"),
+                                          ("unknown key 'bta'",)),
     # ---- --set: keys, types, values ---------------------------------------------------------------
     "set/unknown-key": Cli(fig4("bta=1"), ("unknown key 'bta'", "did you mean 'beta'")),
     "set/unknown-key-huge": Cli(fig4("k" * 5000 + "=1"), ("unknown key 'kkkkk", "…'", "valid keys:")),
@@ -345,6 +362,30 @@ CASES = {
     "out/hidden-name": Cli(("run", "small.toml", "--out", ".hidden"), ("--out", "'.hidden'")),
     "out/sweep-into-a-file": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", "afile"),
                                  ("--out", "afile", "is a file")),
+    "out/run-empty": Cli(("run", "small.toml", "--out", ""), ("--out '' is empty", "runs/small")),
+    "out/sweep-empty": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", ""),
+                           ("--out '' is empty", "sweeps/small")),
+    "out/hist-empty": Cli(("hist", "states.npz", "--out", ""), ("--out '' is empty", "runs/hist-states")),
+    "out/fit-empty": Cli(("fit", "states.npz", "--out", ""), ("--out '' is empty", "runs/fit-states")),
+    "out/blank": Cli(("run", "small.toml", "--out", "  "), ("--out '  ' is empty",)),
+    "out/name-too-long": Cli(("run", "small.toml", "--out", LONG_NAME), ("--out 'nnnn", "has 300 bytes",
+                                                                          "this file system allows", "shorter")),
+    "out/name-too-long-below": Cli(("run", "small.toml", "--out", f"{LONG_NAME}/run"), ("has 300 bytes",)),
+    "out/sweep-name-too-long": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", LONG_NAME),
+                                   ("has 300 bytes",)),
+    "out/hist-name-too-long": Cli(("hist", "states.npz", "--out", LONG_NAME), ("has 300 bytes",)),
+    "out/fit-name-too-long": Cli(("fit", "states.npz", "--out", LONG_NAME), ("has 300 bytes",)),
+    "plot/name-too-long": Cli(("plot", LONG_NAME), ("nnnn", "File name too long")),
+    "out/users-own-run-overwrite": Cli(("run", "small.toml", "--out", "userrun", "--overwrite"),
+                                       ("--out 'userrun' holds 'config.toml', which attnflow did not write",
+                                        ".attnflow.json", "never replaces", "move it away")),
+    "out/users-own-run": Cli(("run", "small.toml", "--out", "userrun"),
+                             ("holds 'config.toml', which attnflow did not write",)),
+    "out/hist-into-users-own-run": Cli(("hist", "states.npz", "--out", "userrun", "--overwrite"),
+                                       ("holds 'config.toml', which attnflow did not write",)),
+    "out/sweep-over-users-own-run": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "usersweep",
+                                         "--overwrite"), ("beta=3.0", "holds 'config.toml'",
+                                                          "which attnflow did not write", "move it away")),
     "out/sweep-into-foreign-directory": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", "foreign",
                                              "--resume"), ("foreign", "not an attnflow sweep")),
     # ---- existing results: never replaced without --overwrite, never reused for another configuration ----
@@ -488,6 +529,25 @@ CASES = {
     "hist/set-rk4-without-dt": Cli(hist_sim("--set", "solver=rk4"), ("dt must be > 0", "'rk4'")),
     "hist/out-is-a-file": Cli(("hist", "states.npz", "--out", "afile"), ("--out", "afile", "is a file")),
     "hist/out-foreign-directory": Cli(("hist", "states.npz", "--out", "foreign"), ("foreign", "not an attnflow run")),
+    "hist/named-pipe": Cli(hist("pipe.toml"), ("states file 'pipe.toml' is a named pipe (FIFO)", "not a regular file",
+                                               ".npz or .npy file")),
+    "hist/device": Cli(hist("device.toml"), ("states file 'device.toml' is a character device",)),
+    "hist/broken-link": Cli(hist("broken.toml"), ("states file 'broken.toml' is a broken symbolic link",)),
+    "hist/name-too-long": Cli(hist(LONG_NAME + ".npz"), ("states file 'nnnn", "File name too long")),
+    # ---- fit: optimizer settings ----------------------------------------------------------------------
+    "fit/lbfgs-steps-negative": Cli(("fit", "states.npz", "--lbfgs-steps", "-3", "--out", "OUT"),
+                                    ("--lbfgs-steps", "an integer ≥ 0", "'-3'")),
+    "fit/steps-negative": Cli(("fit", "states.npz", "--steps", "-1", "--out", "OUT"), ("--steps", "'-1'")),
+    "fit/seed-negative": Cli(("fit", "states.npz", "--seed", "-1", "--out", "OUT"), ("--seed", "an integer ≥ 0")),
+    "fit/complex-states": Cli(("fit", "complex.npy", "--out", "OUT"), ("complex.npy", "complex128")),
+    # ---- Dask ----------------------------------------------------------------------------------------
+    "dask/scheduler-not-a-url": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler", "notaurl"),
+                                    ("--scheduler 'notaurl' is not a Dask scheduler address", "SCHEME://HOST:PORT",
+                                     "tcp, tls, ws, wss, ucx")),
+    "dask/scheduler-unknown-scheme": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler",
+                                               "http://localhost:8786"), ("unknown scheme 'http'",)),
+    "dask/scheduler-bad-port": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler",
+                                         "tcp://localhost:99999"), ("port 99999",)),
     # ---- sizes beyond the machine, refused up front ------------------------------------------------
     "memory/trajectories": Cli(fig4("n=1000000000", "save_states=yes"), ("needs about", "memory",
                                                                           "save_states = 'no'")),
@@ -720,6 +780,22 @@ CASES = {
     "api/alibi-slope-finite-blocked": Api(lambda p: _finite_or_raise(af.SA(1.0, mask="causal", positional="alibi",
                                                                           alibi_slope=1e300, block=4)),
                                           r"finite"),
+    "api/fit-adam-steps-negative": Api(lambda p: fit_states(p, adam_steps=-1), r"adam_steps must be an integer ≥ 0, got -1"),
+    "api/fit-lbfgs-steps-negative": Api(lambda p: fit_states(p, lbfgs_steps=-5),
+                                        r"lbfgs_steps must be an integer ≥ 0, got -5"),
+    "api/fit-learning-rate-negative": Api(lambda p: fit_states(p, learning_rate=-0.1),
+                                          r"learning_rate must be a finite number > 0, got -0.1"),
+    "api/fit-learning-rate-zero": Api(lambda p: fit_states(p, learning_rate=0.0), r"learning_rate must be .*> 0, got 0"),
+    "api/fit-learning-rate-nan": Api(lambda p: fit_states(p, learning_rate=float("nan")), r"learning_rate .*got nan"),
+    "api/fit-holdout-one": Api(lambda p: fit_states(p, holdout=1.0), r"holdout must be .*< 1"),
+    "api/fit-seed-negative": Api(lambda p: fit_states(p, seed=-2), r"seed must be an integer ≥ 0, got -2"),
+    "api/fit-complex-states": Api(lambda p: af.fit(np.load(p / "states.npz")["x"] * (1 + 1j)),
+                                  r"states must be a real array .*complex128"),
+    "api/fit-string-states": Api(lambda p: af.fit(np.full((3, 6, 3), "x")), r"states must be a real array .*<U1"),
+    "api/dask-scheduler-not-a-url": Api(lambda p: executors.DaskExecutor("notaurl"),
+                                        r"'notaurl' is not a Dask scheduler address"),
+    "api/write-over-users-run": Api(lambda p: _stored_run(p / "userrun", load_config(SMALL)),
+                                    r"userrun: it holds 'config.toml', which attnflow did not write"),
     "api/check-fits-trajectories": Api(lambda p: memory.check_fits(load_config(None, ["n=1000000000",
                                                                                        "save_states=yes"])),
                                        r"needs about .* save_states = 'no'", ConfigError),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnflow.experiments import store
+from attnflow.experiments import output, store
 from attnflow.experiments.config import expand_grid, load_config, to_toml
 from attnflow.experiments.store import (
     DIMS_KEY,
@@ -312,6 +313,46 @@ def test_overwrite_replaces_attnflow_files_only(tmp_path, cfg):
     with pytest.raises(StoreError, match=r"holds 'old.png', which attnflow did not write"):
         write_run(out, to_toml(cfg), summary, arrays, {"old": write_png}, overwrite=True)
     assert {p: (tmp_path / p).read_bytes() for p in tree(tmp_path) if (tmp_path / p).is_file()} == before
+
+
+def test_files_attnflow_did_not_record_are_the_users(tmp_path, cfg):
+    """The three run files with no .attnflow.json (the user's own, or a run older than the list): readable,
+    never replaced or removed; writing into the directory adds only files attnflow then owns."""
+    summary, arrays = make_run(cfg)
+    out = write_run(tmp_path / "run", to_toml(cfg), summary, arrays)
+    (out / OWNED_FILE).unlink()
+    files = {p: (out / p).read_bytes() for p in ("config.toml", "results.npz", "summary.json")}
+    assert owned_files(out) == {OWNED_FILE} and foreign_files(out) == sorted(files)
+    assert store.unowned_run_files(out) == ["config.toml", "summary.json", "results.npz"]
+    assert is_run(out) and load(out)["xs"].shape == (M, T, N, D)  # reading still works
+    for overwrite in (False, True):
+        with pytest.raises(StoreError, match=r"holds 'config.toml', which attnflow did not write .* move it away"):
+            write_run(out, to_toml(cfg), summary, arrays, overwrite=overwrite)
+    assert sorted(remove_run(out)) == sorted(files)  # nothing of theirs removed
+    output.write_figures(out, {"extra": write_png})
+    assert owned_files(out) == {OWNED_FILE, "extra.png"}
+    assert {p: (out / p).read_bytes() for p in files} == files
+    (out / OWNED_FILE).write_text("{not json")  # a list that cannot be read proves nothing either
+    assert owned_files(out) == {OWNED_FILE}
+
+
+def test_figures_are_drawn_all_or_none_and_a_full_disk_names_the_file(tmp_path, cfg):
+    summary, arrays = make_run(cfg)
+    out = write_run(tmp_path / "run", to_toml(cfg), summary, arrays, {"a": write_png, "b": write_png})
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
+
+    def disk_full(path):
+        with open(path, "wb") as f:
+            f.write(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(StoreError, match=rf"cannot write {re.escape(str(out))}/b.png: No space left on device") as info:
+        output.write_figures(out, {"a": write_png, "b": disk_full})
+    assert info.value.__cause__.errno == errno.ENOSPC  # the command line's exit status 1 reads it there
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before  # a.png not replaced
+    written = output.write_figures(out, {"a": write_png, "b": write_png})
+    assert [p.name for p in written] == ["a.png", "b.png"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temporaries
 
 
 def test_remove_run_keeps_the_users_files(tmp_path, cfg):

@@ -1,7 +1,8 @@
 """A configuration of one's own (``experiment = "simulate"``): its trajectories and cluster counts.
 
-Not in the registry (``attnflow list`` shows the built-in experiments): ``builtin.resolve`` returns
-it for the name "simulate", and its run computes its ``statistics`` and nothing more.
+Not in the registry of built-in experiments: ``builtin.resolve`` returns it for the name "simulate"
+(``attnflow run simulate --set KEY=VALUE``, ``attnflow list`` shows it last), and its run computes its
+``statistics`` and nothing more.
 """
 
 from __future__ import annotations
@@ -29,5 +30,6 @@ def figures(result: RunResult) -> dict:
     return out
 
 
-GENERIC = Experiment("simulate", "a configuration of your own", "", dict(experiment="simulate"), {}, figures,
+GENERIC = Experiment("simulate", "a configuration of your own: every key at its default (attnflow list --keys), "
+                     "changed with --set KEY=VALUE; no theory checks", "", dict(experiment="simulate"), {}, figures,
                      needs=lambda config: (), negative_beta=True)

@@ -4,7 +4,7 @@ A key's ``type`` is one of :data:`TYPES`. Normalizing a value turns numpy scalar
 ints into floats where a float is due, lists into tuples and tables into read-only mappings, and
 checks bounds and choices; every refusal is a :class:`ConfigError` of one line naming the key, the
 bad value and what is allowed. Numeric list keys also take the text forms ``"a:b:n"``
-(``numpy.linspace(a, b, n)``) and ``"a,b,c"``, parsed here.
+(``numpy.linspace(a, b, n)``, its values rounded as a user would write them) and ``"a,b,c"``, parsed here.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "toml_or_text",
     "split_commas",
     "split_spec",
+    "linspace_values",
 ]
 
 TYPES = ("int", "float", "str", "bool", "float_list", "int_list", "str_list", "table")
@@ -341,5 +342,28 @@ def split_spec(label: str, text: str) -> list:
             )
         if nums[2] > MAX_GRID_POINTS:  # refused before numpy allocates them
             raise ConfigError(f"{label}: grid {text!r} asks for {nums[2]} values; at most {MAX_GRID_POINTS} are allowed")
-        return np.linspace(float(nums[0]), float(nums[1]), nums[2]).tolist()
+        return linspace_values(nums[0], nums[1], nums[2])
     return split_commas(label, text)
+
+
+_LINSPACE_TOLERANCE = 1e-12  # how far (relative to the grid's largest magnitude) a written value may move
+
+
+def linspace_values(a: float, b: float, n: int) -> list[float]:
+    """``numpy.linspace(a, b, n)`` as a user would write it: every value rounded to the grid's own
+    precision, the fewest decimals that keep the values distinct and each within 10⁻¹² (relative to
+    the grid's largest magnitude) of the exact one. 0.1:9:90 gives 0.1, 0.2, 0.3, … (not
+    0.30000000000000004), 0:1:7 gives 0.166666666667, 0.333333333333, …."""
+    exact = np.linspace(float(a), float(b), n).tolist()
+    scale = max(abs(v) for v in exact)
+    if scale == 0:
+        return [0.0] * n
+    tolerance = _LINSPACE_TOLERANCE * scale
+    leading = math.floor(math.log10(scale))
+    for significant in range(1, 18):
+        decimals = significant - 1 - leading
+        rounded = [round(v, decimals) + 0.0 for v in exact]  # + 0.0: no -0.0
+        if (len(set(rounded)) == len(set(exact))
+                and all(abs(r - v) <= tolerance for r, v in zip(rounded, exact))):
+            return rounded
+    return exact
