@@ -193,8 +193,7 @@ class Field(eqx.Module):
         return None
 
     stochastic: ClassVar[bool] = True
-    """Whether ``attention_matrix`` is row-stochastic (non-negative rows summing to one), a random walk on the
-    tokens; linear and least-squares attention answer False where their weights take both signs."""
+    """Whether ``attention_matrix`` is row-stochastic, a random walk on the tokens (not where weights take both signs)."""
 
     @property
     def has_attention(self) -> bool:

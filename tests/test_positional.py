@@ -88,7 +88,7 @@ def test_configuration_keys():
     assert (c.positional, c.alibi_slope) == ("alibi", 0.25)
     for sets, message in ((["positional=alibi"], "set mask = 'causal'"),
                           (["positional=decay", "model=usa", "mask=causal", "heads=2"], "heads = 1"),
-                          (["positional=alibi", "mask=causal", "model=sinkhorn"], "model sa, usa or usa-rescaled")):
+                          (["positional=alibi", "mask=causal", "model=sinkhorn"], "model 'sinkhorn' takes no mask")):
         with pytest.raises(ConfigError, match=message):
             load_config(None, sets)
 

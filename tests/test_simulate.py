@@ -169,7 +169,8 @@ def test_changing_beta_does_not_recompile():
     [
         (dict(t1=-1.0), "t1 must be a finite number ≥ 0, got -1"),
         (dict(t1=float("inf")), "t1 must be a finite number"),
-        (dict(solver="rk45"), "solver must be one of 'euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', 'dopri8'"),
+        (dict(solver="rk45"), "solver must be one of 'euler', 'renormalized_euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', "
+                              "'dopri5', 'dopri8'"),
         (dict(solver="rk4"), "dt is required for the fixed-step solver 'rk4'"),
         (dict(solver="rk4", dt=0.0), "dt must be a finite number > 0"),
         (dict(rtol=0.0), "rtol must be a finite number > 0"),
