@@ -62,6 +62,6 @@ def __dir__():
 
 def load(path):
     """The run or sweep directory ``path`` written by ``attnflow run``/``sweep``, as an ``xarray.Dataset``."""
-    from .experiments.store import load as _load
+    from .experiments.results.dataset import load as _load
 
     return _load(path)

@@ -42,7 +42,7 @@ def _attnflow(args: list[str], cache: str, out: str) -> float:
     """Wall time of one ``attnflow`` process (its progress and plots on), from launch to exit."""
     env = dict(os.environ, ATTNFLOW_CACHE_DIR=cache, MPLBACKEND="Agg")
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "attnflow.experiments.cli", *args, "--out", out, "--overwrite"],
+    done = subprocess.run([sys.executable, "-m", "attnflow.experiments.commands.cli", *args, "--out", out, "--overwrite"],
                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - start
     if done.returncode != 0:

@@ -42,10 +42,10 @@ def _fig3_config(seeds: int, n_betas: int, n: int, t1: float, extra=()):
 def _time_run(config) -> tuple[float, float, object]:
     """(steady wall, compile estimate, result): the run twice, the second one timed."""
     t = time.perf_counter()
-    builtin.run(config)
+    builtin.resolve(config.experiment).execute(config)
     first = time.perf_counter() - t
     t = time.perf_counter()
-    result = builtin.run(config)
+    result = builtin.resolve(config.experiment).execute(config)
     ours = time.perf_counter() - t
     return ours, max(first - ours, 0.0), result
 
@@ -261,7 +261,7 @@ FIG5_TIMED = {
 
 
 def speed_fig5_methods(seeds: int = 32, pairs=(0, 88), reps: int = 2, methods=None) -> dict:
-    """Per method: ms per member through ``builtin.run`` on the same members (each ensemble, β pairs of
+    """Per method: ms per member through ``Experiment.execute`` on the same members (each ensemble, β pairs of
     the grid at the given indices × ``seeds``), calls alternated between methods, the minimum of ``reps``
     timed runs after one untimed (compiling) run; and the mean and largest steps per member."""
     methods = FIG5_TIMED if methods is None else methods
@@ -269,11 +269,11 @@ def speed_fig5_methods(seeds: int = 32, pairs=(0, 88), reps: int = 2, methods=No
     configs = {(m, w, i): _fig5_config(w, seeds, [f"beta=[{float(grid[i])!r},{float(grid[i + 1])!r}]", *extra])
                for m, extra in methods.items() for w in FIG5_ENSEMBLES for i in pairs}
     times = {k: [] for k in configs}
-    steps = {k: builtin.run(c).steps for k, c in configs.items()}
+    steps = {k: builtin.resolve(c.experiment).execute(c).steps for k, c in configs.items()}
     for _ in range(reps):
         for k, c in configs.items():
             t = time.perf_counter()
-            builtin.run(c)
+            builtin.resolve(c.experiment).execute(c)
             times[k].append(time.perf_counter() - t)
     out = {}
     for m in methods:
@@ -285,7 +285,7 @@ def speed_fig5_methods(seeds: int = 32, pairs=(0, 88), reps: int = 2, methods=No
 
 
 def fig5_cell(seeds: int = 1024, pairs=(0, 30, 58, 88), baseline_seeds: int = 32) -> dict:
-    """Target: fig5 through ``builtin.run`` with its defaults, against the authors' scheme on the same members.
+    """Target: fig5 through ``Experiment.execute`` with its defaults, against the authors' scheme on the same members.
 
     The sample is whole compiled calls of the real run: the runner takes fig5's members β by β, 2048
     (two neighbouring β × 1024 seeds) per call, and a call that stops its members at consensus ends
@@ -317,11 +317,11 @@ def fig5_cell(seeds: int = 1024, pairs=(0, 30, 58, 88), baseline_seeds: int = 32
     ours, compile_s, steps = {}, 0.0, {}
     for k in samples:
         t = time.perf_counter()
-        result = builtin.run(configs[k])
+        result = builtin.resolve(configs[k].experiment).execute(configs[k])
         first = time.perf_counter() - t
         if k[1] == pairs[0]:  # the ensemble's first call compiled: run it again
             t = time.perf_counter()
-            result = builtin.run(configs[k])
+            result = builtin.resolve(configs[k].experiment).execute(configs[k])
             ours[k] = time.perf_counter() - t
             compile_s += max(first - ours[k], 0.0)
         else:
@@ -409,7 +409,7 @@ def main(argv=None) -> int:
         print("  no worse than Euler at dt = 0.1 (projected) everywhere (max, median, fraction): "
               + ", ".join(f"{name} {'yes' if good else 'no'}" for name, good in ok.items()))
         speed = speed_fig5_methods(seeds=16 if args.quick else 32)
-        print("  speed through builtin.run, same members (β pairs 0.1/0.2 and 8.9/9.0 of the grid, "
+        print("  speed through Experiment.execute, same members (β pairs 0.1/0.2 and 8.9/9.0 of the grid, "
               f"{16 if args.quick else 32} seeds each; a call stops with its slowest member): ms per member")
         for name, r in speed.items():
             print(f"    {name:46s} {r['ms']:6.2f}  (" + ", ".join(f"{w} {v:.2f}" for w, v in r["per_ensemble"].items())

@@ -35,7 +35,7 @@ jax.monitoring.register_event_time_span_listener(
     lambda event, start, end, **kw: spans.append((event.rsplit("/", 1)[-1], kw.get("fun_name", ""), start, end)))
 jax.monitoring.register_event_listener(
     lambda event, **kw: counts.__setitem__(event.rsplit("/", 1)[-1], counts.get(event.rsplit("/", 1)[-1], 0) + 1))
-from attnflow.experiments import cli
+from attnflow.experiments.commands import cli
 imported = time.time()
 sys.argv[0] = "attnflow"
 rc = 1
@@ -96,7 +96,7 @@ def run(quick: bool = False) -> None:
             print(f"{label:<18} {r['wall']:5.2f}s {r['before']:15.2f}s {r['imports']:7.2f}s {r['trace']:5.2f}s "
                   f"{r['lower']:5.2f}s {r['compile']:12.2f}s {r['hits']:>9d}/{r['misses']:<8d} {r['entries']:8d}")
     print("before stepping: from launching the process to the integration loop's executable being ready;"
-          " imports: to `attnflow.experiments.cli` imported.\nProgress bars (on unless --quiet) call back into"
+          " imports: to `attnflow.experiments.commands.cli` imported.\nProgress bars (on unless --quiet) call back into"
           " Python from the loop, and JAX never caches such programs: the loop is compiled again.")
 
 

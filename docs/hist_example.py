@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import attnflow as af
-from attnflow.experiments.cli import main
+from attnflow.experiments.commands.cli import main
 
 LAYERS, TOKENS, D, PROMPTS = 13, 48, 32, 2
 

@@ -14,9 +14,9 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import plan, preflight, runner
+from .run import plan, preflight, runner
 from .config import ConfigError
-from .runner import RunResult
+from .run.runner import RunResult
 
 __all__ = ["Check", "Experiment", "EXPERIMENTS", "MODEL_KEYS", "register", "get", "changed_model_keys"]
 

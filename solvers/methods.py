@@ -30,7 +30,7 @@ class Method:
     build         the ``FixedStep`` subclass or the diffrax solver class; None for a method that only
                   the uniform-grid loop steps (``dense.run_dense``)
     state_copies  state-sized arrays one step holds per member: stages, start and end points, error
-                  estimate, dense-output coefficients (``experiments.memory``)
+                  estimate, dense-output coefficients (``experiments.run.memory``)
     rotating      moves particles by rotations of the sphere only (no motion in R^d or in angles)
     angles        steps ``Circle``'s angle states θ (the ODE θ̇ = ω(θ)); False where that would be another
                   scheme than the one the method names (rotations need points; ``renormalized_euler`` the

@@ -7,7 +7,7 @@ import io
 import os
 from pathlib import Path
 
-from attnflow.experiments.cli import main
+from attnflow.experiments.commands.cli import main
 
 SMALL = """\
 model = "sa"

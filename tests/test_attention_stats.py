@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, plan, results, runner
+from attnflow.experiments import builtin
+from attnflow.experiments.run import plan, runner
+from attnflow.experiments.results import runs as results
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.particles import attention_stats as ats
 

@@ -1,7 +1,7 @@
 """The ``attnflow`` command line: bad input, the --json summary contract, results on disk, sweeps,
 plot, validate, list and the installed entry point.
 
-Everything runs in-process through ``attnflow.experiments.cli.main`` on one tiny configuration
+Everything runs in-process through ``attnflow.experiments.commands.cli.main`` on one tiny configuration
 (n = 6, d = 3, two β, two seeds, RK4 with dt = 0.05): every run here shares that compiled shape
 or one of two others, so the module costs a few compilations and validate --quick.
 """
@@ -21,11 +21,15 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, results, rundir, runner, store, sweep, validate
+from attnflow.experiments import builtin
+from attnflow.experiments.results import runs as results, rundir, store
+from attnflow.experiments.run import runner
+from attnflow.experiments.sweep import schedule as sweep
+from attnflow.experiments.commands import validate
 from attnflow.experiments.builtin import Check
-from attnflow.experiments.cli import main
+from attnflow.experiments.commands.cli import main
 from attnflow.experiments.config import KEYS, load_config, to_toml
-from attnflow.experiments.output import format_number
+from attnflow.experiments.results.runs import format_number
 from cli_helpers import SMALL, cli, tree
 
 N, D, BETAS, SEEDS, T1, N_SAVE, DT, DELTA = 6, 3, [1.0, 3.0], 2, 2.0, 5, 0.05, 1e-3
@@ -948,7 +952,7 @@ def test_list_prints_every_builtin_experiment_and_simulate():
 
 def test_a_closed_stdout_ends_quietly_with_status_141():
     """``attnflow list --keys | head``: the reader goes away; no traceback, the status of a SIGPIPE (128 + 13)."""
-    proc = subprocess.Popen([sys.executable, "-m", "attnflow.experiments.cli", "list", "--keys"],
+    proc = subprocess.Popen([sys.executable, "-m", "attnflow.experiments.commands.cli", "list", "--keys"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # before the first write: every write fails with EPIPE
     err = proc.stderr.read()
@@ -961,7 +965,7 @@ def test_an_interrupt_lost_in_a_gc_callback_is_delivered_again():
     ignored by Python; the program's hook delivers it again, so that it ends the command."""
     script = (
         "import gc, signal, sys, time\n"
-        "from attnflow.experiments import cli\n"
+        "from attnflow.experiments.commands import cli\n"
         "cli._Interrupts().install()\n"
         "fired = []\n"
         "def press(phase, info):\n"

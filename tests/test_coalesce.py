@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import runner
+from attnflow.experiments.run import runner
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.particles.coalesce import representatives, settler
 from attnflow.particles.sphere import project

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import results, store
-from attnflow.experiments.cli import main
+from attnflow.experiments.results import runs as results, store
+from attnflow.experiments.run import runner
+from attnflow.experiments.commands.cli import main
 
 TINY = """\
 model = "sa"
@@ -39,7 +40,7 @@ N_RUNS = 16
 
 
 def _sweep_cmd(cfg: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "attnflow.experiments.cli", "sweep", str(cfg), *GRID, "--out", str(out),
+    return [sys.executable, "-m", "attnflow.experiments.commands.cli", "sweep", str(cfg), *GRID, "--out", str(out),
             "--quiet", *extra]
 
 
@@ -206,7 +207,7 @@ def test_a_full_disk_during_a_sweep_keeps_the_finished_runs(tiny, tmp_path, monk
 
 _FILE_SIZE_LIMIT = """\
 import contextlib, io, json, resource, signal, sys
-from attnflow.experiments.cli import main
+from attnflow.experiments.commands.cli import main
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))
 answers = []
@@ -248,7 +249,7 @@ def test_a_file_size_limit_while_writing_is_exit_1_and_leaves_directories_as_the
 @pytest.mark.parametrize("where", ["/proc/attnflow-out", "/sys/attnflow-out"])
 def test_an_unwritable_output_place_is_refused_before_running(tiny, capsys, where, monkeypatch):
     ran = []
-    monkeypatch.setattr(results, "execute", lambda config: ran.append(config))
+    monkeypatch.setattr(runner, "run", lambda config, **kwargs: ran.append(config))
     rc = main(["run", str(tiny), "--out", where, "--quiet", "--no-plot"])
     err = _one_line(capsys.readouterr().err)
     assert rc == 2 and "cannot write to" in err and not ran

@@ -37,11 +37,12 @@ EXPERIMENTS_API = {
     "attnflow.experiments.config": ["Config", "load_config", "ConfigError", "Key", "KEYS", "validate",
                                     "parse_override", "parse_grid", "expand_grid", "to_toml", "describe_keys"],
     "attnflow.experiments.registry": ["Experiment", "Check", "EXPERIMENTS", "register", "get"],
-    "attnflow.experiments.builtin": ["run"],
-    "attnflow.experiments.runner": ["run", "RunResult"],
-    "attnflow.experiments.sweep": ["run_sweep"],
-    "attnflow.experiments.dataset": ["load"],
-    "attnflow.experiments.cli": ["build_parser", "main"],
+    "attnflow.experiments.builtin": ["resolve"],
+    "attnflow.experiments.run.preflight": ["check"],
+    "attnflow.experiments.run.runner": ["run", "RunResult"],
+    "attnflow.experiments.sweep.schedule": ["run_sweep"],
+    "attnflow.experiments.results.dataset": ["load"],
+    "attnflow.experiments.commands.cli": ["build_parser", "main"],
 }
 GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "eps": "ε", "epsilon": "ε", "theta": "θ",
          "rho": "ρ", "sigma": "σ", "tau": "τ"}
@@ -124,7 +125,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> tuple[argparse._SubParsersAc
 
 
 def test_every_command_and_argument_has_help():
-    from attnflow.experiments.cli import build_parser
+    from attnflow.experiments.commands.cli import build_parser
 
     parser = build_parser()
     assert parser.description
@@ -145,7 +146,7 @@ def test_cli_reference_is_generated_from_the_parser():
         import attnflow_docs
     finally:
         sys.path.remove(str(DOCS / "hooks"))
-    from attnflow.experiments.cli import build_parser
+    from attnflow.experiments.commands.cli import build_parser
 
     page = attnflow_docs.cli_markdown()
     action, _ = _subparsers(build_parser())

@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnflow.experiments import executors, store, sweep
-from attnflow.experiments.cli import main
+from attnflow.experiments.sweep import executors, schedule as sweep
+from attnflow.experiments.results import store
+from attnflow.experiments.commands.cli import main
 from attnflow.experiments.config import load_config
 
 distributed = pytest.importorskip("distributed")

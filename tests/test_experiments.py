@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, plots, runner
+from attnflow.experiments import builtin, plots
+from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
-from attnflow.experiments.results import load_result
+from attnflow.experiments.results.runs import load_result
 from attnflow.particles import observables
 from cli_helpers import cli
 
@@ -279,7 +280,7 @@ CUSTOM = [n for n in NAMES if builtin.EXPERIMENTS[n].run is not None]  # experim
 @pytest.mark.parametrize("name", CUSTOM)
 def test_an_experiment_declares_exactly_the_keys_its_runner_reads(name, monkeypatch):
     from attnflow.experiments.config import Config
-    from attnflow.experiments.preflight import AMBIENT_KEYS
+    from attnflow.experiments.run.preflight import AMBIENT_KEYS
 
     e = builtin.EXPERIMENTS[name]
     config = load_config(None, ["progress=false"], base={**e.defaults, **e.quick})

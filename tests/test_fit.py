@@ -119,8 +119,7 @@ def test_command_refuses_bad_flags_before_writing(tmp_path, flags, message):
 
 def test_the_report_writes_large_ratios_in_scientific_notation(tmp_path, capsys):
     """A fit that predicts to rounding makes the identity's error 10¹⁴ times larger: "2.23e+14×", not 15 digits."""
-    from attnflow.experiments import fit
-
+    from attnflow.experiments.commands import fit
     summary = {"states": "states.npz", "layer_error": [1e-20, 1e-20], "model": "sa", "heads": 1, "qk": "full",
                "v": "full", "causal": False, "wall_time_s": 1.0, "beta": 123456.7, "tau": [0.5, 2.5e-7],
                "held_out_prompts": 0, "mean_error": 1e-20, "mean_identity_error": 2.2275949895754e-06,

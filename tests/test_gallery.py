@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from attnflow.experiments import builtin
-
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "docs" / "scripts" / "gallery.py"
 CHEAP = "negative-beta"  # the fastest quick run (≈ 2 s of simulation, ≈ 6 s end to end on 2 cores)

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import hist, store
-from attnflow.experiments.cli import main
+from attnflow.experiments.commands import hist
+from attnflow.experiments.results import store
+from attnflow.experiments.commands.cli import main
 
 N, D, PROMPTS, TAU, BETA, WRONG_BETA, DT = 8, 4, 2, 0.5, 1.0, 4.0, 0.05
 LAYERS = 7  # states at t = 0, 0.5, ..., 3

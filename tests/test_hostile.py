@@ -27,7 +27,10 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, executors, memory, plan, runner, store
+from attnflow.experiments import builtin
+from attnflow.experiments.sweep import executors
+from attnflow.experiments.run import memory, plan, runner
+from attnflow.experiments.results import store
 from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid, to_toml
 from attnflow.particles import LayerWise
 from cli_helpers import SMALL, cli, tree

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import runner
+from attnflow.experiments.run import runner
 from attnflow.experiments.config import ConfigError, load_config
 
 N, D = 6, 3

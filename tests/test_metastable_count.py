@@ -10,7 +10,8 @@ import pytest
 from scipy import special
 
 import attnflow as af
-from attnflow.experiments import builtin, runner
+from attnflow.experiments import builtin
+from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
 from attnflow.particles.modes import fastest_mode, mode_growth_rates
 
@@ -137,7 +138,6 @@ def test_first_metastable_count_is_the_fastest_unstable_mode(quick_run):
 def test_figures_draw_counts_and_lifetimes(quick_run, tmp_path, monkeypatch):
     e, result = quick_run
     from attnflow.experiments import plots
-
     captured = {}
     monkeypatch.setattr(plots, "metastable_counts", lambda betas, counts, **kw: captured.update(
         counts=counts, **kw))

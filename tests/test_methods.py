@@ -9,7 +9,7 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments import config as cfgmod
-from attnflow.experiments import memory
+from attnflow.experiments.run import memory
 from attnflow.solvers import dense, queue, simulation
 from attnflow.solvers.fixed import FixedStep
 from attnflow.solvers.methods import METHODS, Method, names, spoken

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import memory, models as config_models, preflight, runner
+from attnflow.experiments.run import memory, fields as config_models, preflight, runner
 from attnflow.experiments.config import KEYS, MODELS as MODEL_CHOICES, ConfigError, load_config
 from attnflow.particles import models
 from attnflow.particles.fields import KERNEL_MODELS, ensemble_axes

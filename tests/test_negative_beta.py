@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import models
+from attnflow.experiments.run import fields as models
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.particles.synchronization import NO_SYNC_BETA, SYNC_BETA, triangle_rate
 
@@ -105,7 +105,7 @@ def test_configuration_takes_negative_beta_only_with_sa_or_usa_and_in_the_plane(
 
 def test_experiments_of_positive_beta_refuse_a_negative_one(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "attnflow.experiments.cli", "run", "fig3-phase-diagram", "--quick",
+    proc = subprocess.run([sys.executable, "-m", "attnflow.experiments.commands.cli", "run", "fig3-phase-diagram", "--quick",
                            "--set", "beta=[-1, 1]", "--out", str(out), "--quiet"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "theory of beta ≥ 0" in proc.stderr and "negative-beta" in proc.stderr

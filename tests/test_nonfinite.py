@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import runner
+from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
 
 

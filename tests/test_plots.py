@@ -14,8 +14,6 @@ from matplotlib.figure import Figure
 from PIL import Image, ImageSequence
 
 from attnflow.experiments import plots
-
-
 def _flow(n, d, steps, *, beta=2.0, dt=0.1, seed=0):
     """A few explicit steps of SA (Q = K = V = I) with renormalization: (steps + 1, n, d)."""
     rng = np.random.default_rng(seed)

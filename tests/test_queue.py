@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import models
+from attnflow.experiments.run import fields as models
 from attnflow.experiments.builtin import EXPERIMENTS
 from attnflow.experiments.config import load_config
 from attnflow.particles.circle import Circle, to_angles

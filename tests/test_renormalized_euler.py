@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import models
+from attnflow.experiments.run import fields as models
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.solvers.fixed import Euler, RenormalizedEuler
 

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as st
 
 import attnflow as af
-from attnflow.experiments import runner
+from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
 from attnflow.particles.circle import Circle
 from cli_helpers import cli

@@ -10,7 +10,7 @@ import warnings
 import jax
 import pytest
 
-from attnflow.experiments import cli
+from attnflow.experiments.commands import cli
 from attnflow.solvers import compilation_cache as cc
 
 # ``attnflow`` as a program (cli.main() with no argv), counting JAX's persistent-cache events
@@ -20,7 +20,7 @@ import jax.monitoring
 counts = {}
 jax.monitoring.register_event_listener(
     lambda event, **kw: counts.__setitem__(event.rsplit("/", 1)[-1], counts.get(event.rsplit("/", 1)[-1], 0) + 1))
-from attnflow.experiments import cli
+from attnflow.experiments.commands import cli
 sys.argv = ["attnflow"] + sys.argv[1:]
 rc = cli.main()
 sys.stderr.write("\nCOUNTS " + json.dumps(counts) + "\n")
@@ -110,7 +110,7 @@ def test_no_cache_flag_and_calls_from_python_leave_jax_alone(monkeypatch):
 PROCESS = r"""
 import os, sys
 import attnflow as af
-from attnflow.experiments import cli
+from attnflow.experiments.commands import cli
 cli.build_parser()
 assert not {"equinox", "diffrax"} & set(sys.modules), "imported before the program could configure them"
 sys.argv = ["attnflow", "list"]

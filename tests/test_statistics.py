@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import builtin, runner
+from attnflow.experiments import builtin
+from attnflow.experiments.results import runs
+from attnflow.experiments.run import runner
 from attnflow.experiments.builtin import EXPERIMENTS
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.particles import observables as ob
@@ -77,13 +79,13 @@ def test_statistics_key_selects_groups_and_the_summary_says_null():
     assert set(pairs.stats) == set(runner.GROUPS["pairs"])
     for k in runner.GROUPS["pairs"]:
         assert np.array_equal(pairs.stats[k], full.stats[k]), k
-    summary = runner.summarize(pairs)
+    summary = runs.summarize(pairs)
     assert summary["energy"] == [None] * 9 and summary["n_clusters"] == []
-    assert summary["clustered_fraction"] == runner.summarize(full)["clustered_fraction"]
-    assert summary["t_clustered"] == runner.summarize(full)["t_clustered"]
+    assert summary["clustered_fraction"] == runs.summarize(full)["clustered_fraction"]
+    assert summary["t_clustered"] == runs.summarize(full)["t_clustered"]
     energy_only = _run("statistics=energy")
     assert set(energy_only.stats) == {"energy", "normalized_energy", "log_energy"}
-    assert all(v is None for v in runner.summarize(energy_only)["t_clustered"])
+    assert all(v is None for v in runs.summarize(energy_only)["t_clustered"])
 
 
 @pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
@@ -96,8 +98,8 @@ def test_the_clustered_group_is_the_pairs_fraction_alone_and_still_gives_t_clust
     t_full, t_alone = runner.t_clustered(full), runner.t_clustered(alone)
     assert np.isfinite(t_full).any() and not np.isfinite(t_full).all()
     assert np.array_equal(t_full, t_alone, equal_nan=True)
-    summary = runner.summarize(alone)
-    assert summary["min_inner_product"] == [None] * 9 and summary["clustered_fraction"] == runner.summarize(full)["clustered_fraction"]
+    summary = runs.summarize(alone)
+    assert summary["min_inner_product"] == [None] * 9 and summary["clustered_fraction"] == runs.summarize(full)["clustered_fraction"]
 
 
 def test_experiments_compute_what_their_figures_read():

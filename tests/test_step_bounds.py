@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments import preflight
+from attnflow.experiments.run import preflight
 from attnflow.experiments.config import ConfigError, load_config
 from attnflow.solvers.dense import grid, grid_steps, steps_to_cover
 from attnflow.solvers.simulation import MAX_COUNTED_STEPS

@@ -14,9 +14,9 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnflow.experiments import output, store
+from attnflow.experiments.results import figures as output, store
 from attnflow.experiments.config import expand_grid, load_config, to_toml
-from attnflow.experiments.store import (
+from attnflow.experiments.results.store import (
     DIMS_KEY,
     OWNED_FILE,
     StoreError,
@@ -329,7 +329,7 @@ def test_files_attnflow_did_not_record_are_the_users(tmp_path, cfg):
         with pytest.raises(StoreError, match=r"holds 'config.toml', which attnflow did not write .* move it away"):
             write_run(out, to_toml(cfg), summary, arrays, overwrite=overwrite)
     assert sorted(remove_run(out)) == sorted(files)  # nothing of theirs removed
-    output.write_figures(out, {"extra": write_png})
+    output.write(out, {"extra": write_png})
     assert owned_files(out) == {OWNED_FILE, "extra.png"}
     assert {p: (out / p).read_bytes() for p in files} == files
     (out / OWNED_FILE).write_text("{not json")  # a list that cannot be read proves nothing either
@@ -347,10 +347,10 @@ def test_figures_are_drawn_all_or_none_and_a_full_disk_names_the_file(tmp_path, 
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     with pytest.raises(StoreError, match=rf"cannot write {re.escape(str(out))}/b.png: No space left on device") as info:
-        output.write_figures(out, {"a": write_png, "b": disk_full})
+        output.write(out, {"a": write_png, "b": disk_full})
     assert info.value.__cause__.errno == errno.ENOSPC  # the command line's exit status 1 reads it there
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before  # a.png not replaced
-    written = output.write_figures(out, {"a": write_png, "b": write_png})
+    written = output.write(out, {"a": write_png, "b": write_png})
     assert [p.name for p in written] == ["a.png", "b.png"]
     assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temporaries
 
@@ -385,11 +385,11 @@ def test_existing_empty_dir_is_used_and_other_things_are_refused(tmp_path, cfg):
     assert is_complete(write_run(tmp_path / "empty", to_toml(cfg), summary, arrays))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("precious")
-    with pytest.raises(StoreError, match="not empty and is not an attnflow run; refusing to replace it"):
+    with pytest.raises(StoreError, match="non-empty directory that is not an attnflow run; refusing to replace it"):
         write_run(tmp_path / "mine", to_toml(cfg), summary, arrays)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "precious"
     (tmp_path / "afile").write_text("x")
-    with pytest.raises(StoreError, match="a file .* is in the way"):
+    with pytest.raises(StoreError, match="it is a file, not a directory"):
         write_run(tmp_path / "afile", to_toml(cfg), summary, arrays)
     assert sorted(os.listdir(tmp_path)) == ["afile", "empty", "mine"]
 

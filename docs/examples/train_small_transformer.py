@@ -370,7 +370,7 @@ def prompt_batch(held_tokens: np.ndarray, prompts: int, length: int) -> np.ndarr
 
 def run_hist(states_path: Path, out: Path) -> int:
     """``attnflow hist STATES --out OUT``, in a fresh interpreter (the same one that runs this script)."""
-    command = [sys.executable, "-m", "attnflow.experiments.cli", "hist", str(states_path), "--out", str(out),
+    command = [sys.executable, "-m", "attnflow.experiments.commands.cli", "hist", str(states_path), "--out", str(out),
                "--overwrite", "--quiet"]
     print("$ attnflow hist", states_path, "--out", out, "--overwrite --quiet", flush=True)
     return subprocess.run(command, check=False).returncode
@@ -382,7 +382,7 @@ def run_fit(states_path: Path, out: Path, quick: bool) -> int:
     # about 0.3 s a step on 2 cores for 16 prompts of 128 tokens at d = 64: two to three minutes
     steps = ["--steps", "40", "--lbfgs-steps", "20"] if quick else ["--steps", "150", "--lbfgs-steps", "40"]
     steps += ["--substeps", "4"]
-    command = [sys.executable, "-m", "attnflow.experiments.cli", "fit", str(states_path), "--causal", "--out", str(out),
+    command = [sys.executable, "-m", "attnflow.experiments.commands.cli", "fit", str(states_path), "--causal", "--out", str(out),
                "--overwrite", *steps]
     print("$ attnflow fit", states_path, "--causal --out", out, "--overwrite", *steps, flush=True)
     return subprocess.run(command, check=False).returncode

@@ -2,7 +2,7 @@
 
 What it adds to a plain MkDocs build, so that nothing in the site is copied by hand and drifts:
 
-* **cli.md** is generated from the command line's parser, ``attnflow.experiments.cli.build_parser()``:
+* **cli.md** is generated from the command line's parser, ``attnflow.experiments.commands.cli.build_parser()``:
   every subcommand's usage, help and arguments. There is no docs/cli.md in the repository.
 * **Directory sections in the nav.** A nav entry that names a folder with a trailing slash
   (``- Gallery: gallery/``) becomes that folder's pages: ``index.md`` first, then the others by file
@@ -192,13 +192,13 @@ def _usage(parser: argparse.ArgumentParser) -> str:
 
 def cli_markdown() -> str:
     """The command line reference page, rendered from ``build_parser()``."""
-    from attnflow.experiments.cli import build_parser
+    from attnflow.experiments.commands.cli import build_parser
 
     parser = build_parser()
     lines = [
         "# Command line",
         "",
-        "<!-- generated at build time from attnflow.experiments.cli.build_parser() by "
+        "<!-- generated at build time from attnflow.experiments.commands.cli.build_parser() by "
         "docs/hooks/attnflow_docs.py; edit the parser, not this page -->",
         "",
         f"{parser.description}",

@@ -121,7 +121,7 @@ def run_experiment(name: str, run_dir: Path, timeout: float) -> dict:
             raise SystemExit(f"gallery: {run_dir} exists and is not an attnflow run; refusing to replace it")
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "attnflow.experiments.cli", "run", name, "--quick", "--quiet",
+    command = [sys.executable, "-m", "attnflow.experiments.commands.cli", "run", name, "--quick", "--quiet",
                "--out", str(run_dir)]
     start = time.perf_counter()
     try:
@@ -359,7 +359,6 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     from attnflow.experiments import builtin
-
     experiments = list(builtin.EXPERIMENTS.values())
     names = [e.name for e in experiments]
     unknown = [n for n in args.only if n not in names]

@@ -3,14 +3,13 @@
 One module per experiment, which registers it in ``registry.EXPERIMENTS`` when imported: adding an
 experiment is a new module and its import line below, whose order is the order of ``attnflow list``.
 ``analysis`` holds what several experiments compute, ``simulate`` the figures of a configuration
-of one's own. :func:`run` runs any configuration as its experiment does.
+of one's own. ``resolve(config.experiment).execute(config)`` runs any configuration as its experiment does.
 """
 
 from __future__ import annotations
 
-from .. import plan, runner
+from ..run import plan
 from ..registry import EXPERIMENTS, MODEL_KEYS, Check, Experiment, changed_model_keys, get, register
-from ..runner import RunResult
 
 # each import registers its experiment
 from . import fig3_phase_diagram
@@ -44,13 +43,14 @@ from .metastable_count import (
 from .simulate import GENERIC
 
 __all__ = ["EXPERIMENTS", "GENERIC", "MODEL_KEYS", "Check", "Experiment", "changed_model_keys", "get", "register",
-           "resolve", "needs", "statistics_groups", "run", "statistics_figures", "FIG5_PANELS",
+           "resolve", "needs", "statistics_groups", "statistics_figures", "FIG5_PANELS",
            "first_metastable_plateau", "metastable_states", "TIGHT_TOLERANCE", "PLATEAU_RATIO", "COUNT_CHECK_BETAS",
            "SQRT_CHECK_BETA"]
 
 
 def resolve(name: str) -> Experiment:
-    """The experiment named by a configuration's ``experiment`` key."""
+    """The experiment named ``name`` by a configuration's ``experiment`` key (``GENERIC`` for "simulate", a
+    configuration of one's own); ``resolve(config.experiment).execute(config)`` runs any configuration."""
     return GENERIC if name == "simulate" else get(name)
 
 
@@ -64,12 +64,3 @@ def needs(config) -> tuple[str, ...]:
 def statistics_groups(config) -> tuple[str, ...]:
     """The groups of statistics a run of ``config`` computes (``plan.GROUPS`` order)."""
     return plan.statistics_groups(config, needs(config))
-
-
-def run(config, *, progress: bool | None = None) -> RunResult:
-    """Run ``config`` as its experiment does: the experiment's own runner (meanfield-circle), or the
-    particle ensemble computing what the experiment reads besides ``statistics``."""
-    experiment = EXPERIMENTS.get(config.experiment)
-    if experiment is None:  # a configuration of one's own
-        return runner.run(config, progress=progress)
-    return experiment.execute(config, progress=progress)

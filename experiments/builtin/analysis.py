@@ -8,7 +8,7 @@ import numpy as np
 from ...particles import equiangular_ode as eq
 from ..config import ConfigError
 from ..registry import Check
-from ..runner import RunResult
+from ..run.runner import RunResult
 
 __all__ = ["plots", "mean_over_seeds", "gamma_of_t", "tag", "statistics_figures", "particle_convergence_check",
            "dimensions"]

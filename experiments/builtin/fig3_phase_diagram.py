@@ -6,7 +6,7 @@ import numpy as np
 
 from ...particles import equiangular_ode as eq
 from ..registry import Check, Experiment, register
-from ..runner import RunResult
+from ..run.runner import RunResult
 from .analysis import mean_over_seeds, plots
 
 

@@ -34,7 +34,7 @@ from ...solvers.problem import check_steps
 from ...solvers.simulation import simulate
 from ..config import ConfigError
 from ..registry import Check, Experiment, register
-from ..runner import STAT_DIMENSIONS, RunResult
+from ..run.runner import STAT_DIMENSIONS, RunResult
 from .analysis import plots
 
 RANK_TIMES = (50.0, 1e5, 1e6)

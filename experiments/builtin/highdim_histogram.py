@@ -6,7 +6,7 @@ import numpy as np
 
 from ...particles import observables
 from ..registry import Check, Experiment, register
-from ..runner import RunResult
+from ..run.runner import RunResult
 from .analysis import gamma_of_t, plots
 
 

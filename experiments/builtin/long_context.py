@@ -23,7 +23,7 @@ from ...particles.long_context import (attention_layer, critical_gamma, equiangu
 from ...solvers.progress import Counter
 from ..config import ConfigError
 from ..registry import Check, Experiment, register
-from ..runner import STAT_DIMENSIONS, RunResult
+from ..run.runner import STAT_DIMENSIONS, RunResult
 from .analysis import plots
 
 CLOSED_FORM_LENGTHS = np.unique(np.round(np.logspace(1, 12, 45)).astype(np.int64))

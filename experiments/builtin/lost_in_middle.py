@@ -25,7 +25,7 @@ from ...solvers.progress import Counter
 from ...solvers.simulation import simulate
 from ..config import ConfigError
 from ..registry import Check, Experiment, register
-from ..runner import STAT_DIMENSIONS, RunResult, save_times
+from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
 from .analysis import plots
 
 PROFILE_FRACTIONS = np.array([0.1, 0.25, 0.5, 0.75, 0.9, 1.25, 2.0])

@@ -33,9 +33,9 @@ from ...solvers import meanfield as mf
 from ...solvers import simulate
 from ...solvers.spectral_steps import check_horizon
 from ..config import ConfigError
-from ..models import simulate_arguments
+from ..run.fields import simulate_arguments
 from ..registry import Check, Experiment, register
-from ..runner import STAT_DIMENSIONS, RunResult, save_times
+from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
 from .analysis import particle_convergence_check
 
 GROWTH_MODES = 5  # the modes k = 1 … 5 whose growth rates are measured

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import Check, Experiment, register
-from ..runner import RunResult
+from ..run.runner import RunResult
 from .analysis import plots
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...particles import observables
 from ..registry import Check, Experiment, register
-from ..runner import RunResult
+from ..run.runner import RunResult
 from .analysis import plots
 
 # tight clusters: the normalized energy (1/n²)ΣΣ e^{β(⟨x_i,x_j⟩−1)} is within this fraction of Σ_q m_q²/n²

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...particles.synchronization import NO_SYNC_BETA, SYNC_BETA, triangle_rate
 from ..registry import Check, Experiment, register
-from ..runner import RunResult
+from ..run.runner import RunResult
 from .analysis import dimensions, plots
 
 TRIANGLE_TOL = 1e-4

@@ -45,7 +45,7 @@ from ...solvers import simulate
 from ...solvers.progress import Counter
 from ..config import FIXED_STEP_SOLVERS, ConfigError
 from ..registry import Check, Experiment, register
-from ..runner import STAT_DIMENSIONS, RunResult
+from ..run.runner import STAT_DIMENSIONS, RunResult
 from .analysis import plots
 
 SWEEPS = ("down", "up")

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...particles.renyi import parking_count, renyi_centres
 from ..registry import Check, Experiment, register
-from ..runner import RunResult
+from ..run.runner import RunResult
 from ..config import ConfigError
 from .analysis import dimensions, mean_over_seeds, plots
 

@@ -8,7 +8,7 @@ Not in the registry of built-in experiments: ``builtin.resolve`` returns it for 
 from __future__ import annotations
 
 from ..registry import Experiment
-from ..runner import RunResult
+from ..run.runner import RunResult
 from .analysis import plots
 
 

@@ -1,6 +1,6 @@
 """Executors: where the tasks of a sweep run.
 
-A sweep is cut into tasks, each one compiled, vmapped run (``builtin.run``) over a list of β values
+A sweep is cut into tasks, each one compiled, vmapped run (``Experiment.execute``) over a list of β values
 (see ``sweep.py``). An executor runs the tasks and hands their results back as they finish; the
 sweep (the client) alone writes run directories and the manifest, so the store's atomicity holds
 wherever the work ran.
@@ -65,10 +65,11 @@ def run_task(config: dict):
     """Run one task's configuration (in whatever process executes it) and return its RunResult."""
     for name, value in WORKER_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    from . import builtin
-    from .config import validate
+    from .. import builtin
+    from ..config import validate
 
-    return builtin.run(validate(config), progress=False)
+    config = validate(config)
+    return builtin.resolve(config.experiment).execute(config, progress=False)
 
 
 class LocalExecutor:
@@ -80,12 +81,13 @@ class LocalExecutor:
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Any]]:
         """Yield (task, RunResult) in order, or (task, error) when the simulation failed
         (non-finite values, a solver that gave up); any other exception propagates."""
-        from . import builtin
-        from .config import validate
+        from .. import builtin
+        from ..config import validate
 
         for task in tasks:
             try:
-                result = builtin.run(validate(task.config))
+                config = validate(task.config)
+                result = builtin.resolve(config.experiment).execute(config)
             except (FloatingPointError, RuntimeError) as err:
                 result = err
             yield task, result

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import math
 import platform
 import sys
 import time
@@ -21,17 +20,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import particles
-from ..particles import attention_stats, observables
-from ..particles.energy import energy, normalized_energy
-from ..solvers import NonFiniteError, simulate
-from ..solvers.fusion import materialized
-from ..solvers.progress import Counter
-from . import models, plan
+from ... import particles
+from ...particles import attention_stats, observables
+from ...particles.energy import energy, normalized_energy
+from ...solvers import NonFiniteError, simulate
+from ...solvers.fusion import materialized
+from ...solvers.progress import Counter
+from . import fields, plan
 from . import preflight
-from .config import Config, to_toml
+from ..config import Config
 from .plan import GROUPS, statistics_groups
-from .rundir import STATE_DIMS
+from ..results.rundir import STATE_DIMS
 
 
 @dataclass
@@ -106,7 +105,7 @@ def save_times(config: Config) -> np.ndarray:
 def build_field(config: Config, beta, seeds=None, d: int | None = None):
     """The vector field of ``config`` for members with inverse temperatures ``beta`` and ``seeds``."""
     seeds = np.full(np.shape(beta), config.seed) if seeds is None else np.asarray(seeds)
-    return models.build_field(config, beta, seeds, config.d[0] if d is None else d)
+    return fields.build_field(config, beta, seeds, config.d[0] if d is None else d)
 
 
 def initial_conditions(config: Config, d: int) -> jnp.ndarray:
@@ -259,7 +258,7 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
     calls = sum(-(-members_per_d // plan.chunk_size(config, d, members_per_d, len(ts), keep, groups)) for d in config.d)
     meter = Counter(nd * members_per_d, label="simulate").__enter__() if show and calls > 1 else None
     for which, d in enumerate(config.d):
-        reduction = models.span_reduction(config, d)
+        reduction = fields.span_reduction(config, d)
         if reduction is None:
             x0, frames = initial_conditions(config, d), None  # (seeds, n, d)
         else:
@@ -268,7 +267,7 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
             if show:  # over a progress bar's unfinished line, if one is drawn
                 note = f"d={d}: simulated in the {x0.shape[-1]}-dimensional span of the tokens (exact for this field)"
                 print(f"\r{note:<80}", file=sys.stderr)
-        if models.in_angles(config, d):
+        if fields.in_angles(config, d):
             x0 = particles.to_angles(x0)  # the field moves angles; statistics see their points on the circle
         beta_members = np.repeat(betas, seeds)
         seed_members = np.tile(config.seed + np.arange(seeds), nb)
@@ -287,7 +286,7 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"
             # Brownian paths of noisy runs: one key per chunk from the run's seed
             key = jax.random.fold_in(jax.random.key(config.seed), lo) if config.noise > 0 else None
-            arguments = models.simulate_arguments(config, ts, progress=label if show and meter is None else False,
+            arguments = fields.simulate_arguments(config, ts, progress=label if show and meter is None else False,
                                                   key=key)
             try:
                 sol = simulate(field, x0[idx % seeds], config.t1, save=stats_fn, save_reads_time="attention" in groups,
@@ -338,7 +337,7 @@ def _non_finite(result: RunResult, failed: list) -> NonFiniteError:
 
 STAT_DIMS = ("d", "beta", "seed", "time")
 # the trailing dimensions of statistics with more than one value per member and time
-_EXTRA_DIMS = {"histogram": ["bin"], "stationary_distribution": ["particle"],
+EXTRA_DIMS = {"histogram": ["bin"], "stationary_distribution": ["particle"],
                "attention_matrix": ["particle", "attended"]}
 # all the dimensions of statistics that are not (d, beta, seed, time, ...), registered by the experiments that save them
 STAT_DIMENSIONS: dict[str, list[str]] = {}
@@ -356,10 +355,6 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _finite_or_none(values) -> list:
-    return [None if not math.isfinite(v) else float(v) for v in np.asarray(values, dtype=float).ravel()]
-
-
 def t_clustered(result: RunResult) -> np.ndarray:
     """Per member (d, β, seed order): the first save time at which every pair is within δ, NaN if never
     (NaN throughout when the run saved neither the "pairs" nor the "clustered" statistics)."""
@@ -372,56 +367,3 @@ def t_clustered(result: RunResult) -> np.ndarray:
         return np.full(result.steps.size, np.nan)
     first = np.argmax(together, axis=1)
     return np.where(together.any(axis=1), result.ts[first], np.nan)
-
-
-def summarize(result: RunResult) -> dict:
-    """The summary object of docs/design.md §5 ("Summary contract"): means over members, per time.
-
-    A statistic the run did not compute (the ``statistics`` key leaves its group out) is null
-    at every time (``n_clusters``: an empty list).
-    """
-    T = len(result.ts)
-
-    def mean(name):
-        if name not in result.stats:
-            return [None] * T
-        return _finite_or_none(np.mean(result.member(name), axis=0))
-
-    return {
-        "config": result.config.to_dict(),
-        "times": [float(t) for t in result.ts],
-        "mean_inner_product": mean("mean_inner_product"),
-        "min_inner_product": mean("min_inner_product"),
-        "clustered_fraction": mean("clustered_fraction"),
-        # a member that became non-finite has no count after that time: null
-        "n_clusters": ([[None if not math.isfinite(v) else int(v) for v in row]
-                        for row in np.asarray(result.member("n_clusters"), dtype=float).T]
-                       if "n_clusters" in result.stats else []),
-        "energy": mean("energy"),
-        "t_clustered": _finite_or_none(t_clustered(result)),
-        "steps": int(round(float(np.mean(result.steps)))),
-        "wall_time_s": float(result.wall_time_s),
-        "versions": versions(),
-    }
-
-
-def arrays(result: RunResult) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
-    """The run's arrays for results.npz and the names of their dimensions."""
-    out = {"d": np.asarray(result.config.d), "beta": np.asarray(result.config.beta, dtype=float),
-           "seed": result.config.seed + np.arange(result.config.seeds), "steps": result.steps,
-           "t_clustered": t_clustered(result).reshape(result.steps.shape)}
-    dims = {"d": ["d"], "beta": ["beta"], "seed": ["seed"], "steps": ["d", "beta", "seed"],
-            "t_clustered": ["d", "beta", "seed"]}
-    for name, value in result.stats.items():
-        out[name] = value
-        dims[name] = list(STAT_DIMENSIONS.get(name) or list(STAT_DIMS) + _EXTRA_DIMS.get(name, []))
-    if result.xs is not None:
-        out["xs"] = result.xs
-        dims["xs"] = list(STATE_DIMS)
-    for name, value in result.extra.items():
-        out[name], dims[name] = value
-    return out, dims
-
-
-def config_toml(result: RunResult) -> str:
-    return to_toml(result.config)

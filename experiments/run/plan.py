@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 import jax
 
-from . import models
-from .config import Config
+from . import fields
+from ..config import Config
 
 __all__ = ["GROUPS", "statistics_groups", "keep_states", "keep_attention", "chunk_size", "ensemble_key",
            "STATES_LIMIT", "ATTENTION_MATRIX_LIMIT", "CPU_CHUNK_BYTES", "CPU_STATE_BYTES"]
@@ -48,7 +48,7 @@ def chunk_size(config: Config, d: int, members: int, n_times: int, keep: bool, g
     ``keep``: whether the states are saved (``keep_states``); ``groups``: the statistics computed.
     """
     n = config.n
-    r = n if models.span_reduction(config, d) else d  # the dimension the members are simulated in
+    r = n if fields.span_reduction(config, d) else d  # the dimension the members are simulated in
     itemsize = 4 if config.dtype == "float32" else 8
     per_member = itemsize * (16 * n * r + 6 * n * n + n_times * (8 + config.histogram_bins))
     if "attention" in groups:  # the stationary law per save, and A(t), its powers and spectrum

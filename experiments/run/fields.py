@@ -16,17 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..particles.models import MODELS, query_key_product
-from .config import (
-    ANGLE_SOLVERS,
-    FIXED_STEP_SOLVERS,
-    MODELS as MODEL_NAMES,
-    NORMS,
-    WEIGHTS,
-    Config,
-    ConfigError,
-    non_plain_keys,
-)
+from ...particles.models import MODELS, query_key_product
+from ..config import ANGLE_SOLVERS, FIXED_STEP_SOLVERS, MODELS as MODEL_NAMES, NORMS, WEIGHTS, Config, ConfigError, non_plain_keys
 
 
 def _member_keys(seeds: np.ndarray):
@@ -37,8 +28,8 @@ def _member_keys(seeds: np.ndarray):
 def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
     """The attention term: the model (``particles.models.MODELS``) with its options, heads, weights (random,
     V = −I, per layer). The configuration's rules have refused every key the model does not take."""
-    from ..particles.layerwise import LayerWise
-    from ..particles.weights import sample_weights
+    from ...particles.layerwise import LayerWise
+    from ...particles.weights import sample_weights
 
     spec = MODELS[config.model]
     layered = bool(config.weights_file) or (config.layer_tau > 0 and config.weights != "identity")
@@ -49,7 +40,7 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
         mats = {"V": -np.eye(d)}
     mats = {k: v for k, v in mats.items() if v is not None}
     if config.heads > 1:
-        from ..particles.multihead import MultiHead
+        from ...particles.multihead import MultiHead
 
         if mats or layered:
             raise ConfigError("heads > 1 uses the block-identity heads; random or layer-wise weights need heads = 1")
@@ -85,17 +76,17 @@ def in_angles(config: Config, d: int) -> bool:
 def build_field(config: Config, beta, seeds: np.ndarray, d: int):
     """The whole field of a configuration for members with inverse temperatures ``beta`` and ``seeds``."""
     if in_angles(config, d):
-        from ..particles.circle import Circle
+        from ...particles.circle import Circle
 
         field = Circle(beta, model=config.model)
         if config.coalesce > 0:
-            from ..particles.coalesce import Coalesced
+            from ...particles.coalesce import Coalesced
 
             field = Coalesced(field, config.coalesce)
         return field
     field = attention_field(config, beta, seeds, d)
     if config.ff_width:
-        from ..particles.feedforward import FeedForward
+        from ...particles.feedforward import FeedForward
 
         # one feed-forward layer for the whole run, drawn from the run's seed
         key = jax.random.fold_in(jax.random.key(config.seed), 2**31 - 1)
@@ -105,17 +96,17 @@ def build_field(config: Config, beta, seeds: np.ndarray, d: int):
                                     config.ff_scale * jax.random.normal(kw, (d, m)) / np.sqrt(m),
                                     activation=config.ff_activation)
     if config.norm != "post":
-        from ..particles import layernorm
+        from ...particles import layernorm
 
         wrap = {"pre": layernorm.PreLN, "peri": layernorm.PeriLN, "none": layernorm.NoLN}
         field = (layernorm.NGPT(field, alpha=config.ngpt_alpha) if config.norm == "ngpt"
                  else wrap[config.norm](field))
     if config.coalesce > 0:
-        from ..particles.coalesce import Coalesced
+        from ...particles.coalesce import Coalesced
 
         field = Coalesced(field, config.coalesce)
     if config.noise > 0:
-        from ..particles.noise import Noisy
+        from ...particles.noise import Noisy
 
         field = Noisy(field, config.noise)
     return field

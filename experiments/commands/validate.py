@@ -15,12 +15,12 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from .. import particles
-from ..particles import equiangular_ode as eq
-from ..solvers import simulate
-from . import builtin
-from .registry import Check
-from .config import load_config
+from ... import particles
+from ...particles import equiangular_ode as eq
+from ...solvers import simulate
+from .. import builtin
+from ..registry import Check
+from ..config import load_config
 
 TIGHT = dict(solver="dopri8", rtol=1e-11, atol=1e-13)
 

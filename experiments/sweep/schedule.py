@@ -15,11 +15,13 @@ import sys
 import time
 from pathlib import Path
 
-from . import builtin, executors, plan, preflight, runner, store
+from .. import builtin
+from . import executors
+from ..run import plan, preflight, runner
+from ..results import store
 from .executors import Task
-from .config import Config, expand_grid, load_config, parse_grid, shorten
-from .output import check_name_lengths, check_writable, format_number
-from .results import save
+from ..config import Config, expand_grid, load_config, parse_grid, shorten
+from ..results.runs import format_number, save
 
 NEUTRAL_KEYS = ("progress", "memory_gb")
 """Keys that change how a run is shown or chunked, not its results: a resumed sweep ignores them."""
@@ -113,7 +115,7 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
     experiment = builtin.EXPERIMENTS.get(config.experiment)
     preflight.check([cfg for _, cfg in points], experiment=experiment, needs=builtin.needs)
     out = Path(out)
-    check_name_lengths(out)
+    store.check_name_lengths(out)
     if out.is_symlink():
         raise ValueError(f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "
                          "give the directory itself, or another --out")
@@ -140,7 +142,7 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
             raise ValueError(f"cannot resume the sweep in {str(out)!r}: {len(stale)} of the {done} complete runs "
                              f"there were made with another configuration (differing keys: {', '.join(keys)}; e.g. {'; '.join(first[:3])}); "
                              "pass --overwrite to replace them, or choose another --out")
-    check_writable(out / "probe")
+    store.check_target(out / "probe", flag="--overwrite", user=True)
     return axes, points
 
 

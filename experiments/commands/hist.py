@@ -34,8 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import memory, plots, store
-from .config import KEYS, ConfigError, load_config, parse_override, to_toml
+from ..run import memory
+from .. import plots
+from ..results import store
+from ..config import KEYS, ConfigError, load_config, parse_override, to_toml
 
 __all__ = ["read_states", "normalize_states", "parse_layers", "pair_inner_products", "wasserstein1", "compute",
            "load_result", "replot", "main"]
@@ -160,7 +162,7 @@ def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, t
     name, the shape as saved). The header is checked (float dtype, 3 or 4 dimensions, size) before any data is read;
     the values are checked to be finite. Every problem is a one-line ValueError.
     """
-    from ..particles.init import open_npy
+    from ...particles.init import open_npy
 
     path = os.fspath(path)
     label = f"states file {path!r}"
@@ -276,7 +278,7 @@ def wasserstein1(a: np.ndarray, b: np.ndarray) -> float:
 
 def _histograms(x: np.ndarray, bins: int) -> np.ndarray:
     """Counts of ⟨x_i, x_j⟩ per layer, pooled over prompts: x (L, B, n, d) → (L, bins)."""
-    from ..particles.observables import inner_product_histogram
+    from ...particles.observables import inner_product_histogram
 
     return np.asarray(inner_product_histogram(x, bins)).sum(axis=1).astype(np.int64)
 
@@ -320,14 +322,14 @@ def simulate_layers(x0: np.ndarray, config, ts: np.ndarray, *, progress: bool) -
     import jax
     import jax.numpy as jnp
 
-    from ..solvers import simulate
-    from . import models
+    from ...solvers import simulate
+    from ..run import fields
 
     betas = np.asarray(config.beta, dtype=float)
     batch = x0.shape[0]
     members = len(betas) * batch
-    field = models.build_field(config, jnp.asarray(np.repeat(betas, batch)), np.full(members, config.seed), config.d[0])
-    arguments = models.simulate_arguments(config, jnp.asarray(ts), progress="hist: simulate" if progress else False,
+    field = fields.build_field(config, jnp.asarray(np.repeat(betas, batch)), np.full(members, config.seed), config.d[0])
+    arguments = fields.simulate_arguments(config, jnp.asarray(ts), progress="hist: simulate" if progress else False,
                                           key=jax.random.key(config.seed) if config.noise > 0 else None)
     sol = simulate(field, jnp.asarray(np.tile(x0, (len(betas), 1, 1)), dtype=config.dtype), config.t1, **arguments)
     xs = np.asarray(sol.xs, dtype=np.float64)
@@ -360,7 +362,7 @@ def compute(states: np.ndarray, *, path: str = "", key: str | None = None, shape
     """Histograms of the states (L, B, n, d) at ``layers`` and, from layer ``simulate_from`` on, those of
     the simulation ``config`` describes (one member per β and prompt), layer ℓ at time
     t = (ℓ − simulate_from)·layer_time."""
-    from ..particles.observables import histogram_edges
+    from ...particles.observables import histogram_edges
 
     start = time.perf_counter()
     label = f"states file {path!r}" if path else "the states"
@@ -411,7 +413,7 @@ def _sim_summary(result: HistResult) -> dict | None:
 
 def summarize(result: HistResult) -> dict:
     """summary.json (and ``--json``): the input, the layers, and the distances of the simulation."""
-    from .runner import versions
+    from ..run.runner import versions
 
     return {
         "command": "hist",
@@ -504,9 +506,9 @@ def load_result(run_dir) -> HistResult:
 
 def replot(run_dir, kinds=None) -> list[Path]:
     """Redraw the figures of an ``attnflow hist`` directory in place (``attnflow plot DIR``)."""
-    from .output import write_selected_figures
+    from ..results.figures import select, write
 
-    return write_selected_figures(Path(run_dir), figures(load_result(run_dir)), kinds)
+    return write(Path(run_dir), select(figures(load_result(run_dir)), kinds))
 
 
 def print_report(result: HistResult, out: Path) -> None:
@@ -531,7 +533,7 @@ def print_report(result: HistResult, out: Path) -> None:
 
 def main(args) -> int:
     """``attnflow hist`` (arguments parsed by ``cli.build_parser``): every check before any work."""
-    from .output import check_writable, output_path
+    from ..results.store import check_target, output_path
 
     simulating = args.simulate_from is not None
     if not simulating:
@@ -573,7 +575,7 @@ def main(args) -> int:
             raise ValueError(str(err)) from None
     stem = Path(args.states).stem or "states"
     out = output_path(args.out, os.path.join("runs", f"hist-{stem}"))
-    check_writable(out, overwrite=args.overwrite)
+    check_target(out, overwrite=args.overwrite, flag="--overwrite", user=True)
     normalize_states(states, f"states file {args.states!r}")  # zero tokens are refused before any work
     result = compute(states, path=args.states, key=key, shape=saved_shape, layers=layers, bins=args.bins,
                      simulate_from=start, layer_time=layer_time, config=config,

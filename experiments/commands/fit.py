@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import plots, store
-from .config import to_toml
+from .. import plots
+from ..results import store
+from ..config import to_toml
 
 __all__ = ["main", "run_fit", "load_result", "is_fit_run", "replot"]
 
@@ -27,15 +28,15 @@ BINS = 64
 
 def _histograms(x: np.ndarray) -> np.ndarray:
     """Counts of ⟨x_i, x_j⟩ per layer pooled over prompts: x (L, P, n, d) → (L, BINS)."""
-    from ..particles.observables import inner_product_histogram
+    from ...particles.observables import inner_product_histogram
 
     return np.asarray(inner_product_histogram(x, BINS)).sum(axis=1).astype(np.int64)
 
 
 def run_fit(states: np.ndarray, options: dict, *, path: str = "", progress: bool = False) -> dict:
     """The fit and everything the directory holds: ``{"result", "observed", "fitted", "edges", "options"}``."""
-    from ..particles.observables import histogram_edges
-    from ..solvers.fitting import fit
+    from ...particles.observables import histogram_edges
+    from ...solvers.fitting import fit
     from .hist import normalize_states
 
     x = normalize_states(states, f"states file {path!r}" if path else "the states")
@@ -49,7 +50,7 @@ def _rollout(result, x: np.ndarray) -> np.ndarray:
     """The fitted model run freely from layer 0 through every layer, (L, P, n, d)."""
     import jax.numpy as jnp
 
-    from ..solvers.simulation import simulate
+    from ...solvers.simulation import simulate
 
     times = np.concatenate([[0.0], np.cumsum(result.tau)])
     field = result.field()
@@ -59,7 +60,7 @@ def _rollout(result, x: np.ndarray) -> np.ndarray:
 
 
 def summarize(fitted: dict) -> dict:
-    from .runner import versions
+    from ..run.runner import versions
 
     r = fitted["result"]
     return {
@@ -136,13 +137,13 @@ def load_result(run_dir) -> dict:
 
 def replot(run_dir, kinds=None) -> list[Path]:
     """Redraw the figures of an ``attnflow fit`` directory in place (``attnflow plot DIR``)."""
-    from .output import write_selected_figures
+    from ..results.figures import select, write
 
-    return write_selected_figures(Path(run_dir), figures(load_result(run_dir)), kinds)
+    return write(Path(run_dir), select(figures(load_result(run_dir)), kinds))
 
 
 def print_report(summary: dict, out: Path) -> None:
-    from .output import format_number as num
+    from ..results.runs import format_number as num
 
     L = len(summary["layer_error"]) + 1
     where = f"on {summary['held_out_prompts']} held-out prompts" if summary["held_out_prompts"] else "in sample"
@@ -163,7 +164,7 @@ def print_report(summary: dict, out: Path) -> None:
 def main(args) -> int:
     """``attnflow fit`` (arguments parsed by ``cli.build_parser``): every check before any work."""
     from .hist import read_states
-    from .output import check_writable, output_path
+    from ..results.store import check_target, output_path
 
     if args.rank is not None and args.qk_identity:
         raise ValueError("--rank r and --qk-identity both set QᵀK: give one")
@@ -181,7 +182,7 @@ def main(args) -> int:
         raise ValueError(f"--horizon {args.horizon} exceeds the {states.shape[0] - 1} layer transitions")
     stem = Path(args.states).stem or "states"
     out = output_path(args.out, os.path.join("runs", f"fit-{stem}"))
-    check_writable(out, overwrite=args.overwrite)
+    check_target(out, overwrite=args.overwrite, flag="--overwrite", user=True)
     fitted = run_fit(states, options, path=args.states, progress=not args.quiet)
     fitted["shape"] = list(saved_shape)
     summary = summarize(fitted)

@@ -17,7 +17,7 @@ import threading
 import warnings
 from pathlib import Path
 
-from .._version import __version__
+from ..._version import __version__
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -48,8 +48,8 @@ def _log(message: str) -> None:
 
 def resolve_config(target: str, sets=(), *, quick: bool = False):
     """Config and Experiment for a built-in name or a TOML file, with ``--set`` overrides applied."""
-    from . import builtin
-    from .config import ConfigError, load_config, read_toml_file, shorten
+    from .. import builtin
+    from ..config import ConfigError, load_config, read_toml_file, shorten
 
     if target in builtin.EXPERIMENTS or target == builtin.GENERIC.name:
         experiment, source = builtin.resolve(target), None
@@ -91,8 +91,8 @@ def _default_name(target: str) -> str:
 
 
 def cmd_list(args) -> int:
-    from . import builtin
-    from .config import describe_keys
+    from .. import builtin
+    from ..config import describe_keys
 
     if args.keys:
         print(describe_keys())
@@ -106,56 +106,57 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from ..solvers.solution import NonFiniteError
-    from . import output, results
+    from ...solvers.solution import NonFiniteError
+    from ..results import runs, store
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
-    out = output.output_path(args.out, os.path.join("runs", _default_name(args.target)))
+    out = store.output_path(args.out, os.path.join("runs", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
     if experiment.grid:
         return _run_grid_experiment(config, experiment, out, args)
-    output.check_writable(out, overwrite=args.overwrite)
+    store.check_target(out, overwrite=args.overwrite, flag="--overwrite", user=True)
     try:
-        result = results.execute(config)
+        result = experiment.execute(config)
     except NonFiniteError as err:
         if err.result is None:
             raise
         # keep what was computed before the failure (statistics up to then, null afterwards); the
         # figures are left out, since they would draw the gaps as data
-        results.save(out, err.result, experiment, plot=False, error=str(err), overwrite=args.overwrite)
+        runs.save(out, err.result, experiment, plot=False, error=str(err), overwrite=args.overwrite)
         _log(f"attnflow: error: {err}; the statistics up to then are in {out}/ (no figures)")
         return EXIT_FAILURE
-    summary = results.save(out, result, experiment, plot=not args.no_plot, overwrite=args.overwrite)
+    summary = runs.save(out, result, experiment, plot=not args.no_plot, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=False))
     else:
-        results.print_report(result, experiment, out)
+        runs.print_report(result, experiment, out)
     return 0
 
 
 def _run_grid_experiment(config, experiment, out: Path, args) -> int:
     """An experiment made of several runs (e.g. Fig. 5's four weight ensembles): a sweep plus joint figures."""
-    from . import output, results, store, sweep
+    from ..results import figures, runs, store
+    from ..sweep import schedule
 
     if any(key in experiment.grid for key in (s.split("=", 1)[0].strip() for s in args.set)):
         raise UsageError(f"{experiment.name} sweeps {', '.join(experiment.grid)} itself; do not --set it")
     specs = [f"{key}={','.join(str(v) for v in values)}" for key, values in experiment.grid.items()]
     # a rerun completes (or reuses) what is there, if it was made with the same configuration
     resume = (out / store.MANIFEST_FILE).is_file() and not args.overwrite
-    runs = sweep.run_sweep(config, experiment, specs, out, resume=resume, overwrite=args.overwrite,
-                           plot=not args.no_plot)
+    done = schedule.run_sweep(config, experiment, specs, out, resume=resume, overwrite=args.overwrite,
+                              plot=not args.no_plot)
     loaded = {}
-    for run in runs:
+    for run in done:
         value = run["point"][next(iter(experiment.grid))]
-        loaded[value] = results.load_result(out / run["name"])[0]
+        loaded[value] = runs.load_result(out / run["name"])[0]
     if not args.no_plot:
-        output.write_figures(out, experiment.grid_figures(loaded))
-    summaries = {str(k): store.read_summary(out / r["name"] / store.SUMMARY_FILE) for k, r in zip(loaded, runs)}
+        figures.write(out, experiment.grid_figures(loaded))
+    summaries = {str(k): store.read_summary(out / r["name"] / store.SUMMARY_FILE) for k, r in zip(loaded, done)}
     if args.json:
         print(json.dumps({"sweep": str(out), "runs": summaries}, indent=2, allow_nan=False))
     else:
-        print(f"{experiment.name}: {len(runs)} runs in {out}/")
+        print(f"{experiment.name}: {len(done)} runs in {out}/")
         for check in experiment.grid_checks(loaded) if experiment.grid_checks else []:
             print(f"  [{check.mark}] {check.name}: expected {check.expected}, measured {check.measured}")
         for p in sorted(out.glob("*.png")):
@@ -164,12 +165,13 @@ def _run_grid_experiment(config, experiment, out: Path, args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from . import output, sweep
+    from ..results import store
+    from ..sweep import schedule
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
     if not args.grid:
         raise UsageError("sweep needs at least one --grid key=values (e.g. --grid beta=0.5:5:10)")
-    out = output.output_path(args.out, os.path.join("sweeps", _default_name(args.target)))
+    out = store.output_path(args.out, os.path.join("sweeps", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
     failure = None
@@ -178,26 +180,26 @@ def cmd_sweep(args) -> int:
             if args.scheduler is not None or args.workers is not None:
                 flag = "--scheduler" if args.scheduler is not None else "--workers"
                 raise UsageError(f"{flag} needs --executor dask (the local executor runs in this process)")
-            runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume,
-                                   overwrite=args.overwrite, plot=not args.no_plot)
+            runs = schedule.run_sweep(config, experiment, args.grid, out, resume=args.resume,
+                                      overwrite=args.overwrite, plot=not args.no_plot)
         else:
-            from .executors import check_scheduler_address, make_executor
+            from ..sweep.executors import check_scheduler_address, make_executor
 
             # bad input fails before a cluster starts
             if args.scheduler is not None:
                 check_scheduler_address(args.scheduler)
-            sweep.check_sweep(config, args.grid, out, resume=args.resume, overwrite=args.overwrite)
+            schedule.check_sweep(config, args.grid, out, resume=args.resume, overwrite=args.overwrite)
             with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
                 if config.progress:
                     _log(f"sweep: Dask scheduler {executor.address}, {executor.workers} workers")
-                runs = sweep.run_sweep(config, experiment, args.grid, out, resume=args.resume,
-                                       overwrite=args.overwrite, plot=not args.no_plot, executor=executor)
-    except sweep.SweepError as err:  # the others are written: report them all, then the failure
+                runs = schedule.run_sweep(config, experiment, args.grid, out, resume=args.resume,
+                                          overwrite=args.overwrite, plot=not args.no_plot, executor=executor)
+    except schedule.SweepError as err:  # the others are written: report them all, then the failure
         failure, runs = err, err.runs
     if args.json:
-        print(json.dumps(sweep.report(out, runs), indent=2, allow_nan=False))
+        print(json.dumps(schedule.report(out, runs), indent=2, allow_nan=False))
     else:
-        sweep.print_report(experiment.name, out, runs)
+        schedule.print_report(experiment.name, out, runs)
     if failure is not None:
         raise failure
     return 0
@@ -221,9 +223,9 @@ _non_negative_int = _integer_from(0, "an integer ≥ 0")
 
 
 def cmd_plot(args) -> int:
-    from . import results
+    from . import plot
 
-    written = results.replot(Path(args.dir), kinds=args.kind)
+    written = plot.replot(Path(args.dir), kinds=args.kind)
     for path in written:
         print(path)
     return 0
@@ -389,7 +391,7 @@ def _configure_process(args) -> None:
     checks without Python callbacks, before anything imported equinox, so that the adaptive solves
     can be cached too."""
     if not getattr(args, "no_cache", True):
-        from ..solvers.compilation_cache import enable_compilation_cache
+        from ...solvers.compilation_cache import enable_compilation_cache
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

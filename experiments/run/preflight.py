@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ..solvers import problem
-from ..solvers.dense import grid_steps
+from ...solvers import problem
+from ...solvers.dense import grid_steps
 from . import memory
-from .config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, Config, ConfigError
-from .config.toml import toml_literal
+from ..config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, Config, ConfigError
+from ..config.toml import toml_literal
 
 __all__ = ["AMBIENT_KEYS", "check", "check_files", "check_keys_read", "check_steps", "keys_read"]
 
@@ -107,7 +107,7 @@ def check_steps(config: Config) -> None:
 
 
 def _init_file(config: Config) -> None:
-    from ..particles.init import from_array
+    from ...particles.init import from_array
 
     path = config.init_file
     label = f"init_file {path!r}"
@@ -138,8 +138,8 @@ def _init_file(config: Config) -> None:
 
 
 def _weights_file(config: Config) -> None:
-    from ..particles.fields import SA
-    from ..particles.layerwise import LayerWise
+    from ...particles.fields import SA
+    from ...particles.layerwise import LayerWise
 
     path = config.weights_file
     try:
@@ -164,7 +164,7 @@ def check_files(config: Config) -> None:
 
 def check(configs: Config | Iterable[Config], *, experiment=None,
           needs: Callable[[Config], Iterable[str]] | None = None) -> None:
-    """Everything a run (one Config) or a sweep (its grid points' Configs) must pass before it starts.
+    """Everything a run or a sweep must pass before it starts; ``configs``: one Config, or a sweep's grid points.
 
     ``experiment`` (an ``Experiment``; None for a particle run of one's own): ``experiment.check`` (the keys
     its run reads, β's sign, its own refusals). Then, for a particle ensemble, ``memory.check_fits_all``,

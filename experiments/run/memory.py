@@ -24,11 +24,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from ..particles.models import MODELS
-from ..solvers.machine import format_bytes, machine_bytes
-from ..solvers.methods import METHODS
-from .config import Config, ConfigError
-from .models import in_angles, span_reduction
+from ...particles.models import MODELS
+from ...solvers.machine import format_bytes, machine_bytes
+from ...solvers.methods import METHODS
+from ..config import Config, ConfigError
+from .fields import in_angles, span_reduction
 from .plan import chunk_size, ensemble_key, keep_attention, keep_states, statistics_groups
 
 __all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all", "check_parts",
@@ -49,7 +49,7 @@ ATTENTION_COPIES = 3
 def _attention_words(config: Config, n: int, d: int, block, r: int | None = None) -> tuple[int, bool]:
     """Numbers held by one member's attention, and whether that is the dense n×n evaluation
     (``r``: the dimension the members move in, n where they are reduced to the span of the tokens)."""
-    from ..particles import blocked
+    from ...particles import blocked
 
     heads = config.heads
     if MODELS[config.model].dense_only or heads > 1 or in_angles(config, d):

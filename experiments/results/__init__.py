@@ -1,0 +1,3 @@
+"""How results are written and read: run directories written atomically and owned file by file (``store``),
+read back by one reader (``rundir``) and as an ``xarray.Dataset`` (``dataset``, ``af.load``); what a particle run
+writes and its report (``runs``); the figures of a run (``figures``)."""

@@ -1,0 +1,3 @@
+"""How a configuration runs: its field (``fields``), what it computes and in which compiled calls (``plan``),
+the memory it needs (``memory``), the checks it passes before anything runs (``preflight``), and the particle
+ensemble that produces its ``RunResult`` (``runner``)."""
