@@ -18,7 +18,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import attnflow as af  # noqa: E402
-from attnflow.experiments import builtin, runner  # noqa: E402
+from attnflow.experiments import builtin  # noqa: E402
+from attnflow.experiments.run import runner  # noqa: E402
 from attnflow.experiments.builtin import EXPERIMENTS  # noqa: E402
 from attnflow.experiments.config import load_config  # noqa: E402
 

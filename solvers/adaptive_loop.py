@@ -142,9 +142,8 @@ def run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, t
                   adaptive, after_loop: bool, jumps=None, group_size=None, order=None):
     """Adaptive solves of every member: (saves, final states, steps, event times, last finite times, status).
 
-    status per member: 0 done, 1 max_steps reached, 2 other failure, 3 the state became
-    non-finite (``FiniteSteps``: the solve stopped at its last finite state, whose time is
-    returned; inf for the other members). With ``group_size`` the members run in groups of that
+    status per member: a ``loop.Status`` (NON_FINITE: ``FiniteSteps`` stopped the solve at its last
+    finite state, whose time is returned; inf for the other members). With ``group_size`` the members run in groups of that
     size, taken in ``order`` (``in_groups``); progress then advances per group.
     """
     grouped = group_size is not None
@@ -192,8 +191,9 @@ def run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, t
                             else diffrax.NoProgressMeter()),
         )
         done = (sol.result == diffrax.RESULTS.successful) | (sol.result == diffrax.RESULTS.event_occurred)
-        status = jnp.where(done, 0, jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1,
-                                              jnp.where(sol.result == NON_FINITE, 3, 2)))
+        status = jnp.where(done, loop.Status.DONE,
+                           jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, loop.Status.MAX_STEPS,
+                                     jnp.where(sol.result == NON_FINITE, loop.Status.NON_FINITE, loop.Status.FAILED)))
         saved, (x_end,) = sol.ys[0], sol.ys[1]
         if not after_loop:
             saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
@@ -207,7 +207,7 @@ def run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, t
             saved = loop.hold_after(ts, t_end, saved, x_end if after_loop else save_fn(t_end, x_end, f))
         else:
             t_event = jnp.asarray(jnp.inf, x0_m.dtype)
-        t_fail = jnp.where(status == 3, t_end, jnp.inf).astype(x0_m.dtype)
+        t_fail = jnp.where(status == loop.Status.NON_FINITE, t_end, jnp.inf).astype(x0_m.dtype)
         return saved, x_end, sol.stats["num_accepted_steps"], t_event, t_fail, status.astype(jnp.int8)
 
     solve = jax.vmap(one, in_axes=(axes, 0))
@@ -275,11 +275,12 @@ def _checked(out, max_steps, t1):
     *out, status = out
     if not isinstance(status, jax.core.Tracer):
         status = np.asarray(status)
-        if np.any((status == 1) | (status == 2)):
-            bad = np.flatnonzero((status == 1) | (status == 2))
+        failed = (status == loop.Status.MAX_STEPS) | (status == loop.Status.FAILED)
+        if np.any(failed):
+            bad = np.flatnonzero(failed)
             who = (f"member{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad[:8]))}"
                    f"{', ...' if len(bad) > 8 else ''} of {status.size}")
-            if np.any(status[bad] == 1):
+            if np.any(status[bad] == loop.Status.MAX_STEPS):
                 why = (f"reached max_steps = {max_steps} before t1 = {t1:g}; raise max_steps, loosen rtol/atol, "
                        f"or use solver={spoken(names(implicit=True))} for stiff runs")
             else:

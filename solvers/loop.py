@@ -13,11 +13,13 @@ only its stepping; what they all do to the members is here, once:
 * ``saves``: the save function vmapped over the members; ``hold_after``: saves past a member's end
   hold its final values; ``statistics_of``: the save function over states saved by the loop;
 * ``report``: progress from inside a compiled loop (a host callback, only where progress is on);
-* ``MemberParts``: a field's per-member leaves taken in another order (groups, the queue's slots).
+* ``MemberParts``: a field's per-member leaves taken in another order (groups, the queue's slots);
+* ``Status``: how a member's solve ended, the one code every adaptive loop returns per member.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -29,6 +31,15 @@ from . import progress as _progress
 STATES_AFTER_LOOP_BYTES = 64 * 2**20
 """Adaptive solves whose states at all save times take at most this many bytes keep them and
 compute the statistics afterwards, vectorized over members and times."""
+
+
+class Status(enum.IntEnum):
+    """How a member's adaptive solve ended (int8 per member, from the queue and from diffrax's solve)."""
+
+    DONE = 0  # reached t1, or stopped at consensus
+    MAX_STEPS = 1  # max_steps attempts before t1
+    FAILED = 2  # the step size underflowed, or the solver failed otherwise
+    NON_FINITE = 3  # the state became non-finite: frozen at its last finite state
 
 
 class Members(NamedTuple):

@@ -29,8 +29,8 @@ The method is an explicit embedded Runge–Kutta pair whose last stage is the ne
   member's later saves hold its state there;
 * a candidate end point that is not finite is rejected and the step cut to a fifth; after 40
   such steps in a row, or one within a few ulps of its start, the member stops at its last
-  finite state (status 3, as ``adaptive.FiniteSteps``). Status 1: ``max_steps`` attempts before
-  t1; status 2: the step size underflowed.
+  finite state (``loop.Status.NON_FINITE``, as ``adaptive.FiniteSteps``); ``MAX_STEPS``: ``max_steps``
+  attempts before t1; ``FAILED``: the step size underflowed.
 
 A fresh member enters its slot with a step of length zero: its stages are all f(t0, x0), so the
 next step finds its first stage in place, and the first real step is 1% of |x0| / |f(t0, x0)|
@@ -40,10 +40,13 @@ ends on quick ones.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-
 import numpy as np
 
 from ..particles import coalesce as _coalesce
@@ -117,6 +120,207 @@ def _combine(y, h, coefficients, ks):
     return y if acc is None else y + h * acc
 
 
+@dataclasses.dataclass(frozen=True)
+class _Queue:
+    """What every iteration of one queue reads and does not change: the members, the method, the field's
+    vmapped evaluations and the save function."""
+
+    members: int
+    slots: int
+    method: tuple  # (a, b, e, c, order) of the FSAL pair
+    dense_rows: list  # the continuous extension's coefficients per power of θ (``_interpolant``)
+    ts: jax.Array
+    t0: jax.Array
+    t1: jax.Array
+    tiny: jax.Array
+    rtol: float
+    atol: float
+    dt0: float | None
+    max_steps: int
+    delta: float | None
+    fast_spread: bool
+    finish: Callable
+    vfield: Callable
+    directions: Callable
+    saves: Callable
+    after_loop: bool
+    field: object
+    eps_merge: float | None
+
+
+class _Step(NamedTuple):
+    """One step tried from every slot: its end point, last stage, stages, interpolant and scaled error."""
+
+    y1: jax.Array
+    f1: jax.Array
+    ks: list
+    coefficients: list
+    error: jax.Array
+    finite: jax.Array
+
+
+def _rms(v):
+    return jnp.sqrt(jnp.mean(jnp.reshape(v * v, (v.shape[0], -1)), axis=-1))
+
+
+def _try_step(q: _Queue, s: dict, field, h) -> _Step:
+    """The stages of a step of length h from every slot (the first reused from the last step: FSAL), its end
+    point on the sphere, its continuous extension's coefficients, its error in the tolerance's units, and
+    whether it is finite. With a ``Coalesced`` field, merged tokens are placed at their representatives."""
+    a, b, e, c, _ = q.method
+    t, y, k1 = s["t"], s["y"], s["k1"]
+    hb = h[:, None, None]
+    fe = field.settled_field()
+    ks = [k1]
+    for i in range(1, len(b)):
+        # each stage written to memory: its elementwise sums were fused into all its readers
+        # (the later stages, the end point, the error), recomputing the field in each (2× slower)
+        ks.append(_written(t[0], q.vfield(fe, t + c[i] * h, _combine(y, hb, a[i - 1], ks))))
+    # FSAL: the last stage was evaluated at the end point y + h Σ b_j k_j
+    y1 = _combine(y, hb, b, ks)
+    # the continuous extension y + Σ_m θ^m C_m, its coefficients formed once per step (read by
+    # every save and by the consensus search)
+    coefficients = _written(t[0], [_combine(jnp.zeros_like(y), hb, row, ks) for row in q.dense_rows])
+    err = _combine(jnp.zeros_like(y), hb, e, ks)
+    f1 = ks[-1]
+    y1 = q.finish(y1)
+    scale = q.atol + q.rtol * jnp.maximum(jnp.abs(y), jnp.abs(y1))
+    error = _rms(err / scale)
+    finite = jnp.all(jnp.isfinite(y1), axis=(1, 2)) & jnp.all(jnp.isfinite(f1), axis=(1, 2)) & jnp.isfinite(error)
+    if q.eps_merge is not None:
+        # written to memory first: fused into the gathers below (and into the saves' interpolant,
+        # read in a loop) the n² search ran once per element, 20× slower in angles
+        rep = _written(t[0], jax.vmap(lambda x: _coalesce.representatives(q.field.directions(x), q.eps_merge))(y1))
+        y1, f1 = _written(t[0], (jnp.take_along_axis(y1, rep[..., None], axis=1),
+                               jnp.take_along_axis(f1, rep[..., None], axis=1)))
+    return _Step(y1, f1, ks, coefficients, error, finite)
+
+
+def _dense(q: _Queue, y, coefficients, theta):
+    """The step's continuous extension at fractions θ (slots, K) of it, on the sphere."""
+    u = theta.reshape(theta.shape + (1,) * (y.ndim - 1))
+    acc = coefficients[-1][:, None]
+    for cm in coefficients[-2::-1]:
+        acc = cm[:, None] + u * acc
+    return q.finish(y[:, None] + u * acc)
+
+
+def _control(q: _Queue, s: dict, step: _Step, h, live):
+    """Accept or reject each slot's step; the next step, grown or cut by the error (a fresh member's first
+    from its velocity); and why a member stops: reached t1, gave up on non-finite candidates, step size
+    underflow, or max_steps attempts."""
+    t, y, fresh = s["t"], s["y"], s["fresh"]
+    ok = live & step.finite & (step.error <= 1.0)
+    reach = ok & (s["h"] >= q.t1 - t) & ~fresh
+    t_new = jnp.where(reach, q.t1, jnp.where(ok, t + h, t))
+    tries = s["tries"] + (live & ~fresh)
+    steps = s["steps"] + (ok & ~fresh)
+    factor = jnp.clip(0.9 * jnp.maximum(step.error, 1e-10) ** (-1.0 / q.method[4]), 0.2, 10.0)
+    if q.dt0 is None:
+        scale0 = q.atol + q.rtol * jnp.abs(y)
+        d0, d1 = _rms(y / scale0), _rms(step.f1 / scale0)
+        first = jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / jnp.maximum(d1, 1e-300))
+    else:
+        first = jnp.full((q.slots,), q.dt0, y.dtype)
+    first = jnp.minimum(first, q.t1 - q.t0)
+    h_next = jnp.where(fresh, first, jnp.where(step.finite, h * factor, 0.2 * h))
+    bad = jnp.where(live & ~step.finite, s["bad"] + 1, 0)
+    span = jnp.maximum(jnp.abs(t), jnp.abs(q.t1))
+    gave_up = live & ~step.finite & ((bad >= _GIVE_UP) | (h <= q.tiny * span) | fresh)
+    underflow = live & step.finite & ~ok & (h_next <= q.tiny * span)
+    exhausted = live & ~reach & ~gave_up & ~underflow & (tries >= q.max_steps)
+    return dict(ok=ok, reach=reach, t_new=t_new, tries=tries, steps=steps, h_next=h_next, bad=bad,
+                gave_up=gave_up, underflow=underflow, exhausted=exhausted)
+
+
+def _consensus(q: _Queue, s: dict, step: _Step, h, ok, t_new):
+    """Where inside the step each slot's tokens first form one cluster at δ (regula falsi on the
+    interpolant): (hit, t_hit, x_hit); without ``stop_when_clustered`` no slot hits."""
+    t, y, fresh = s["t"], s["y"], s["fresh"]
+    if q.delta is None:
+        return jnp.zeros_like(ok), t_new, step.y1
+    delta = q.delta
+
+    def gap(x):  # ≥ 0 when every pair has ⟨u_i, u_j⟩ ≥ 1 − δ, i.e. ½‖u_i − u_j‖² ≤ δ
+        if q.fast_spread:
+            return delta - spread(x)  # exact below 1, in O(n)
+        return delta - jnp.max(small_d_gaps(normalize(q.directions(x))), axis=(1, 2))
+
+    hit = ok & (gap(step.y1) >= 0.0)
+
+    def locate(_):
+        # regula falsi, Illinois variant: the bracket [lo, hi] with gap(lo) < 0 ≤ gap(hi) shrinks
+        # superlinearly; the end on the clustered side is returned
+        def at(theta):
+            return gap(_dense(q, y, step.coefficients, theta[:, None])[:, 0])
+
+        def refine(_, state):
+            lo, hi, g_lo, g_hi, side = state
+            theta = jnp.clip((lo * g_hi - hi * g_lo) / jnp.where(g_hi > g_lo, g_hi - g_lo, 1.0), lo, hi)
+            theta = jnp.where((theta <= lo) | (theta >= hi), 0.5 * (lo + hi), theta)
+            g = at(theta)
+            inside = g >= 0.0
+            g_lo = jnp.where(~inside, g, jnp.where(side > 0, 0.5 * g_lo, g_lo))
+            g_hi = jnp.where(inside, g, jnp.where(side < 0, 0.5 * g_hi, g_hi))
+            return (jnp.where(inside, lo, theta), jnp.where(inside, theta, hi), g_lo, g_hi,
+                    jnp.where(inside, 1, -1).astype(side.dtype))
+
+        zero, one = jnp.zeros_like(t), jnp.ones_like(t)
+        g0 = at(zero)
+        _, hi, _, _, _ = jax.lax.fori_loop(0, _REFINEMENTS, refine,
+                                           (zero, one, jnp.minimum(g0, -1e-300), gap(step.y1), jnp.zeros_like(s["ids"])))
+        return jnp.where(fresh | (h <= 0), 0.0, hi)
+
+    frac = jax.lax.cond(jnp.any(hit), locate, lambda _: jnp.ones_like(t), None)
+    return hit, t + frac * h, _dense(q, y, step.coefficients, frac[:, None])[:, 0]
+
+
+def _save_passed(q: _Queue, s: dict, field, step: _Step, h, t_lim, live):
+    """The saves the step passes, up to t_lim, from its interpolant, _PER_PASS at a time (the saves after a
+    member stops are filled after the loop): (each slot's next save index, the saves)."""
+    t, y, ids = s["t"], s["y"], s["ids"]
+    n_save = q.ts.shape[0]
+    lanes = jnp.arange(_PER_PASS, dtype=jnp.int32)
+
+    def pending(ks_):
+        return live & (ks_ < n_save) & (q.ts[jnp.minimum(ks_, n_save - 1)] <= t_lim)
+
+    def save_more(state):
+        ks_, out = state
+        cols = ks_[:, None] + lanes
+        at = q.ts[jnp.minimum(cols, n_save - 1)]
+        want = live[:, None] & (cols < n_save) & (at <= t_lim[:, None])
+        theta = jnp.clip(jnp.where(h[:, None] > 0, (at - t[:, None]) / jnp.where(h > 0, h, 1.0)[:, None], 1.0),
+                         0.0, 1.0)
+        value = _dense(q, y, step.coefficients, theta)
+        rows = jnp.where(want, ids[:, None], q.members)
+        cols = jnp.minimum(cols, n_save - 1)
+        if q.after_loop:
+            out = out.at[rows, cols].set(value, mode="drop")
+        else:
+            out = jax.tree_util.tree_map(lambda o, v: o.at[rows, cols].set(v.astype(o.dtype), mode="drop"),
+                                         out, q.saves(field, at, value))
+        return ks_ + jnp.sum(want, axis=1, dtype=jnp.int32), out
+
+    return jax.lax.while_loop(lambda st: jnp.any(pending(st[0])), save_more, (s["ks"], s["saves"]))
+
+
+def _retire(q: _Queue, s: dict, done, x_end, t_end, steps, hit, t_hit, stop) -> dict:
+    """The results of the members that finished, written to their rows (their status from ``stop``)."""
+    row = jnp.where(done, s["ids"], q.members)
+    status = jnp.where(stop["gave_up"], loop.Status.NON_FINITE,
+                       jnp.where(stop["exhausted"], loop.Status.MAX_STEPS,
+                                 jnp.where(stop["underflow"], loop.Status.FAILED, loop.Status.DONE))).astype(jnp.int8)
+    return dict(
+        x_final=s["x_final"].at[row].set(x_end, mode="drop"),
+        t_end=s["t_end"].at[row].set(t_end, mode="drop"),
+        n_steps=s["n_steps"].at[row].set(steps, mode="drop"),
+        t_event=s["t_event"].at[row].set(jnp.where(hit, t_hit, jnp.inf), mode="drop"),
+        t_fail=s["t_fail"].at[row].set(jnp.where(stop["gave_up"], s["t"], jnp.inf), mode="drop"),
+        status=s["status"].at[row].set(status, mode="drop"),
+    )
+
+
 @eqx.filter_jit
 def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
               order, slots, after_loop):
@@ -124,30 +328,36 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     times, last finite times, status), as ``adaptive_loop.run_adaptive`` returns them.
 
     ``order``: the members in the order they enter the queue (hardest first). ``after_loop``: save
-    the states and leave the statistics to the caller; else ``save_fn`` is applied in the loop.
+    the states and leave the statistics to the caller; else ``save_fn`` is applied in the loop. Each
+    iteration tries a step from every slot (``_try_step``), accepts or rejects it (``_control``), locates
+    a consensus inside it (``_consensus``), writes the saves it passes (``_save_passed``), retires the
+    members that finished (``_retire``) and refills their slots from the queue.
     """
     members, n, d = x0.shape
     dtype = x0.dtype
     slots = min(int(slots), members)
-    a, b, e, c, p = _tableau(method)
-    dense_rows = [tuple(float(v) for v in row) for row in _interpolant(method, len(b))]
+    tableau = _tableau(method)
     sphere = field.geometry == "sphere"
-    finish = normalize if sphere else (lambda y: y)
-    eps_merge = field.coalesce_eps
     settle = _coalesce.settler(field)
-    # consensus of angles from their range (``circle.spread``), exact for thresholds δ < 1
-    fast_spread = field.in_angles and isinstance(delta, (int, float)) and delta < 1.0
     # every step starts settled, so a Coalesced field's own work (representatives per evaluation) is not needed
     inner_axes = axes.settled_field()
-    vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(inner_axes, 0, 0))
-    directions = jax.vmap(lambda x: field.directions(x))
     # save_fn for (slots, k) save times and states
     saves = jax.vmap(lambda f, t, x: jax.vmap(lambda tk, xk: save_fn(tk, xk, f))(t, x), in_axes=(axes, 0, 0))
     ts = jnp.asarray(ts, dtype)
     n_save = ts.shape[0]
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
-    tiny = 8.0 * jnp.finfo(dtype).eps
+    q = _Queue(
+        members=members, slots=slots, method=tableau,
+        dense_rows=[tuple(float(v) for v in row) for row in _interpolant(method, len(tableau[1]))],
+        ts=ts, t0=t0, t1=t1, tiny=8.0 * jnp.finfo(dtype).eps, rtol=rtol, atol=atol, dt0=dt0,
+        max_steps=max_steps, delta=delta,
+        # consensus of angles from their range (``circle.spread``), exact for thresholds δ < 1
+        fast_spread=field.in_angles and isinstance(delta, (int, float)) and delta < 1.0,
+        finish=normalize if sphere else (lambda y: y),
+        vfield=jax.vmap(lambda f, t, x: f(t, x), in_axes=(inner_axes, 0, 0)),
+        directions=jax.vmap(lambda x: field.directions(x)), saves=saves, after_loop=after_loop, field=field,
+        eps_merge=field.coalesce_eps)
     order = jnp.asarray(order, jnp.int32)
 
     # the field's per-member leaves, in the queue's order
@@ -156,14 +366,14 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     x_queue = x0[order]
     slot_field = per_member.field
 
-    def take(q, ids):  # rows of the queue for slots (empty slots repeat its last member)
-        return q[jnp.minimum(ids, members - 1)]
+    def take(queue, ids):  # rows of the queue for slots (empty slots repeat its last member)
+        return queue[jnp.minimum(ids, members - 1)]
 
     if after_loop:
         out_saves = jnp.zeros((members, n_save, n, d), dtype)
     else:
-        spec = jax.eval_shape(saves, slot_field([take(q, jnp.arange(slots)) if q is not None else None
-                                                 for q in queued]),
+        spec = jax.eval_shape(saves, slot_field([take(p, jnp.arange(slots)) if p is not None else None
+                                                 for p in queued]),
                               jnp.zeros((slots, 1), dtype), jnp.zeros((slots, 1, n, d), dtype))
         out_saves = jax.tree_util.tree_map(lambda s: jnp.zeros((members, n_save) + s.shape[2:], s.dtype), spec)
 
@@ -171,7 +381,7 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     carry = dict(
         ids=ids0, t=jnp.full((slots,), t0), h=jnp.zeros((slots,), dtype), fresh=jnp.ones((slots,), bool),
         y=settle(take(x_queue, ids0)), k1=jnp.zeros((slots, n, d), dtype),
-        parts=[take(q, ids0) if q is not None else None for q in queued],
+        parts=[take(p, ids0) if p is not None else None for p in queued],
         steps=jnp.zeros((slots,), jnp.int32), tries=jnp.zeros((slots,), jnp.int32),
         bad=jnp.zeros((slots,), jnp.int32), ks=jnp.zeros((slots,), jnp.int32),
         next=jnp.asarray(slots, jnp.int32), finished=jnp.asarray(0, jnp.int32),
@@ -181,162 +391,35 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
         status=jnp.zeros((members,), jnp.int8),
     )
 
-    def rms(v):
-        return jnp.sqrt(jnp.mean(jnp.reshape(v * v, (v.shape[0], -1)), axis=-1))
-
     def body(s):
-        ids, t, y, k1, fresh = s["ids"], s["t"], s["y"], s["k1"], s["fresh"]
+        ids, t, y, fresh = s["ids"], s["t"], s["y"], s["fresh"]
         live = ids < members
         f = slot_field(s["parts"])
-        fe = f.settled_field()
         h = jnp.where(fresh, 0.0, jnp.minimum(s["h"], t1 - t))
-        hb = h[:, None, None]
-        ks = [k1]
-        for i in range(1, len(b)):
-            # each stage written to memory: its elementwise sums were fused into all its readers
-            # (the later stages, the end point, the error), recomputing the field in each (2× slower)
-            ks.append(_written(t[0], vfield(fe, t + c[i] * h, _combine(y, hb, a[i - 1], ks))))
-        # FSAL: the last stage was evaluated at the end point y + h Σ b_j k_j
-        y1 = _combine(y, hb, b, ks)
-
-        # the continuous extension y + Σ_m θ^m C_m, its coefficients formed once per step (read by
-        # every save and by the consensus search)
-        coefficients = _written(t[0], [_combine(jnp.zeros_like(y), hb, row, ks) for row in dense_rows])
-
-        def dense(theta):
-            """The step's continuous extension at fractions θ (slots, K) of it, on the sphere."""
-            u = theta.reshape(theta.shape + (1,) * (y.ndim - 1))
-            acc = coefficients[-1][:, None]
-            for cm in coefficients[-2::-1]:
-                acc = cm[:, None] + u * acc
-            return finish(y[:, None] + u * acc)
-
-        err = _combine(jnp.zeros_like(y), hb, e, ks)
-        f1 = ks[-1]
-        y1 = finish(y1)
-        scale = atol + rtol * jnp.maximum(jnp.abs(y), jnp.abs(y1))
-        error = rms(err / scale)
-        finite = (jnp.all(jnp.isfinite(y1), axis=(1, 2)) & jnp.all(jnp.isfinite(f1), axis=(1, 2))
-                  & jnp.isfinite(error))
-        if eps_merge is not None:
-            # written to memory first: fused into the gathers below (and into the saves' interpolant,
-            # read in a loop) the n² search ran once per element, 20× slower in angles
-            rep = _written(t[0], jax.vmap(lambda x: _coalesce.representatives(field.directions(x), eps_merge))(y1))
-            y1, f1 = _written(t[0], (jnp.take_along_axis(y1, rep[..., None], axis=1),
-                                   jnp.take_along_axis(f1, rep[..., None], axis=1)))
-        ok = live & finite & (error <= 1.0)
-        reach = ok & (s["h"] >= t1 - t) & ~fresh
-        t_new = jnp.where(reach, t1, jnp.where(ok, t + h, t))
-        tries = s["tries"] + (live & ~fresh)
-        steps = s["steps"] + (ok & ~fresh)
-
-        # the next step: grown or cut by the error; a fresh member's first step from its velocity
-        factor = jnp.clip(0.9 * jnp.maximum(error, 1e-10) ** (-1.0 / p), 0.2, 10.0)
-        if dt0 is None:
-            scale0 = atol + rtol * jnp.abs(y)
-            d0, d1 = rms(y / scale0), rms(f1 / scale0)
-            first = jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / jnp.maximum(d1, 1e-300))
-        else:
-            first = jnp.full((slots,), dt0, dtype)
-        first = jnp.minimum(first, t1 - t0)
-        h_next = jnp.where(fresh, first, jnp.where(finite, h * factor, 0.2 * h))
-        bad = jnp.where(live & ~finite, s["bad"] + 1, 0)
-        span = jnp.maximum(jnp.abs(t), jnp.abs(t1))
-        gave_up = live & ~finite & ((bad >= _GIVE_UP) | (h <= tiny * span) | fresh)
-        underflow = live & finite & ~ok & (h_next <= tiny * span)
-        exhausted = live & ~reach & ~gave_up & ~underflow & (tries >= max_steps)
-
-        # consensus: the crossing inside the step, by bisection on the interpolant
-        if delta is not None:
-            def gap(x):  # ≥ 0 when every pair has ⟨u_i, u_j⟩ ≥ 1 − δ, i.e. ½‖u_i − u_j‖² ≤ δ
-                if fast_spread:
-                    return delta - spread(x)  # exact below 1, in O(n)
-                return delta - jnp.max(small_d_gaps(normalize(directions(x))), axis=(1, 2))
-
-            hit = ok & (gap(y1) >= 0.0)
-
-            def locate(_):
-                # regula falsi, Illinois variant: the bracket [lo, hi] with gap(lo) < 0 ≤ gap(hi) shrinks
-                # superlinearly; the end on the clustered side is returned
-                def at(theta):
-                    return gap(dense(theta[:, None])[:, 0])
-
-                def refine(_, state):
-                    lo, hi, g_lo, g_hi, side = state
-                    theta = jnp.clip((lo * g_hi - hi * g_lo) / jnp.where(g_hi > g_lo, g_hi - g_lo, 1.0), lo, hi)
-                    theta = jnp.where((theta <= lo) | (theta >= hi), 0.5 * (lo + hi), theta)
-                    g = at(theta)
-                    inside = g >= 0.0
-                    g_lo = jnp.where(~inside, g, jnp.where(side > 0, 0.5 * g_lo, g_lo))
-                    g_hi = jnp.where(inside, g, jnp.where(side < 0, 0.5 * g_hi, g_hi))
-                    return (jnp.where(inside, lo, theta), jnp.where(inside, theta, hi), g_lo, g_hi,
-                            jnp.where(inside, 1, -1).astype(side.dtype))
-
-                zero, one = jnp.zeros_like(t), jnp.ones_like(t)
-                g0 = at(zero)
-                _, hi, _, _, _ = jax.lax.fori_loop(0, _REFINEMENTS, refine,
-                                                   (zero, one, jnp.minimum(g0, -1e-300), gap(y1), jnp.zeros_like(ids)))
-                return jnp.where(fresh | (h <= 0), 0.0, hi)
-
-            frac = jax.lax.cond(jnp.any(hit), locate, lambda _: jnp.ones_like(t), None)
-            t_hit = t + frac * h
-            x_hit = dense(frac[:, None])[:, 0]
-        else:
-            hit = jnp.zeros_like(ok)
-            t_hit, x_hit = t_new, y1
-        done = reach | hit | gave_up | underflow | exhausted
-        x_end = jnp.where(hit[:, None, None], x_hit, jnp.where(ok[:, None, None], y1, y))
+        step = _try_step(q, s, f, h)
+        stop = _control(q, s, step, h, live)
+        ok, t_new = stop["ok"], stop["t_new"]
+        hit, t_hit, x_hit = _consensus(q, s, step, h, ok, t_new)
+        done = stop["reach"] | hit | stop["gave_up"] | stop["underflow"] | stop["exhausted"]
+        x_end = jnp.where(hit[:, None, None], x_hit, jnp.where(ok[:, None, None], step.y1, y))
         t_end = jnp.where(hit, t_hit, jnp.where(ok, t_new, t))
-        # the saves this step passes, up to t_lim, from its interpolant, _PER_PASS at a time (the
-        # saves after a member stops are filled after the loop)
         t_lim = jnp.where(hit, t_hit, jnp.where(ok, t_new, -jnp.inf))
-        lanes = jnp.arange(_PER_PASS, dtype=jnp.int32)
+        ks_new, out = _save_passed(q, s, f, step, h, t_lim, live)
+        results = _retire(q, s, done, x_end, t_end, stop["steps"], hit, t_hit, stop)
 
-        def pending(ks_):
-            return live & (ks_ < n_save) & (ts[jnp.minimum(ks_, n_save - 1)] <= t_lim)
-
-        def save_more(state):
-            ks_, out = state
-            cols = ks_[:, None] + lanes
-            at = ts[jnp.minimum(cols, n_save - 1)]
-            want = live[:, None] & (cols < n_save) & (at <= t_lim[:, None])
-            theta = jnp.clip(jnp.where(h[:, None] > 0, (at - t[:, None]) / jnp.where(h > 0, h, 1.0)[:, None], 1.0),
-                             0.0, 1.0)
-            value = dense(theta)
-            rows = jnp.where(want, ids[:, None], members)
-            cols = jnp.minimum(cols, n_save - 1)
-            if after_loop:
-                out = out.at[rows, cols].set(value, mode="drop")
-            else:
-                out = jax.tree_util.tree_map(lambda o, v: o.at[rows, cols].set(v.astype(o.dtype), mode="drop"),
-                                             out, saves(f, at, value))
-            return ks_ + jnp.sum(want, axis=1, dtype=jnp.int32), out
-
-        ks_new, out = jax.lax.while_loop(lambda st: jnp.any(pending(st[0])), save_more, (s["ks"], s["saves"]))
-
-        # finished members: their results, and the next members of the queue into their slots
-        row = jnp.where(done, ids, members)
-        status = jnp.where(gave_up, 3, jnp.where(exhausted, 1, jnp.where(underflow, 2, 0))).astype(jnp.int8)
-        results = dict(
-            x_final=s["x_final"].at[row].set(x_end, mode="drop"),
-            t_end=s["t_end"].at[row].set(t_end, mode="drop"),
-            n_steps=s["n_steps"].at[row].set(steps, mode="drop"),
-            t_event=s["t_event"].at[row].set(jnp.where(hit, t_hit, jnp.inf), mode="drop"),
-            t_fail=s["t_fail"].at[row].set(jnp.where(gave_up, t, jnp.inf), mode="drop"),
-            status=s["status"].at[row].set(status, mode="drop"),
-        )
+        # the next members of the queue into the finished members' slots
         rank = jnp.cumsum(done, dtype=jnp.int32) - 1
         new_ids = jnp.where(done, jnp.minimum(s["next"] + rank, members), ids)
         new_ids = jnp.where(new_ids >= members, members, new_ids)
         count = jnp.sum(done, dtype=jnp.int32)
         sel = done[:, None, None]
-        y_next = jnp.where(ok[:, None, None], y1, y)
+        y_next = jnp.where(ok[:, None, None], step.y1, y)
 
         def refill(operands):
             y_, parts_ = operands
             y_ = jnp.where(sel, settle(take(x_queue, new_ids)), y_)
-            return y_, [jnp.where(done.reshape((-1,) + (1,) * (q.ndim - 1)), take(q, new_ids), old)
-                        if q is not None else None for q, old in zip(queued, parts_)]
+            return y_, [jnp.where(done.reshape((-1,) + (1,) * (p.ndim - 1)), take(p, new_ids), old)
+                        if p is not None else None for p, old in zip(queued, parts_)]
 
         # most iterations finish no member
         y_next, parts = jax.lax.cond(count > 0, refill, lambda operands: operands, (y_next, s["parts"]))
@@ -344,10 +427,11 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
         if progress:
             jax.lax.cond(count > 0, lambda: loop.report(True, t0 + (t1 - t0) * finished / members), lambda: None)
         return dict(
-            ids=new_ids, t=jnp.where(done, t0, t_new), h=jnp.where(done, 0.0, h_next), fresh=done,
-            y=y_next, k1=jnp.where(sel, 0.0, jnp.where(ok[:, None, None], f1, k1)), parts=parts,
-            steps=jnp.where(done, 0, steps), tries=jnp.where(done, 0, tries), bad=jnp.where(done, 0, bad),
-            ks=jnp.where(done, 0, ks_new), next=s["next"] + count, finished=finished, saves=out, **results,
+            ids=new_ids, t=jnp.where(done, t0, t_new), h=jnp.where(done, 0.0, stop["h_next"]), fresh=done,
+            y=y_next, k1=jnp.where(sel, 0.0, jnp.where(ok[:, None, None], step.f1, s["k1"])), parts=parts,
+            steps=jnp.where(done, 0, stop["steps"]), tries=jnp.where(done, 0, stop["tries"]),
+            bad=jnp.where(done, 0, stop["bad"]), ks=jnp.where(done, 0, ks_new), next=s["next"] + count,
+            finished=finished, saves=out, **results,
         )
 
     s = jax.lax.while_loop(lambda s: jnp.any(s["ids"] < members), body, carry)
