@@ -80,6 +80,8 @@ class Experiment:
     memory: Callable[[object], dict] | None = None
     # its own refusals (ConfigError), before anything runs: sizes and values its runner or theory cannot take
     requires: Callable[[object], None] | None = None
+    # the full-size run's time as measured, for the gallery and the docs (None: not measured)
+    runtime: str | None = None
 
     def __post_init__(self) -> None:
         if self.run is not None and (self.keys is None or self.memory is None):

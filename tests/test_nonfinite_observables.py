@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 import attnflow as af  # also enables float64
+from attnflow.particles import models
+from attnflow.particles.models import MODELS
 from attnflow.particles.energy import energy, log_energy, normalized_energy
 from attnflow.particles.observables import (
     cluster_labels,
@@ -227,9 +229,7 @@ def test_single_particle_conventions_still_hold_unless_non_finite():
 
 ALLOWED = r"beta must be a finite number( ≥ 0)? or a 1-D array of them, got "
 FIELDS = {
-    "SA": lambda beta: af.SA(beta=beta),
-    "USA": lambda beta: af.USA(beta=beta),
-    "Sinkhorn": lambda beta: af.Sinkhorn(beta=beta),
+    **{name: MODELS[name].build for name in models.names(temperature=True)},  # the models with a β
     "Circle": lambda beta: af.Circle(beta=beta),
     "MultiHead": lambda beta: af.MultiHead(beta, np.ones((2, 3, 3)), np.ones((2, 3, 3)), np.ones((2, 3, 3))),
 }

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as st
 
 import attnflow as af
+from attnflow.particles.models import MODELS
 from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
 from attnflow.particles.circle import Circle
@@ -32,9 +33,6 @@ def _layerwise():
 
 
 FIELDS = {
-    "sa": lambda: af.SA(2.0),
-    "usa": lambda: af.USA(1.0),
-    "usa-rescaled": lambda: af.USA(3.0, time="rescaled"),
     "causal": lambda: af.SA(2.0, mask="causal"),
     "pre-ln": lambda: af.PreLN(af.SA(1.0)),
     "peri-ln": lambda: af.PeriLN(af.USA(1.0)),
@@ -49,7 +47,6 @@ FIELDS = {
     "sum": lambda: af.SA(1.0) + af.USA(0.5, mask="causal"),
     "multihead-identity": lambda: af.MultiHead.identity(2.0, 4, D),
     "layerwise": _layerwise,
-    "sinkhorn": lambda: af.Sinkhorn(1.0),
     "sinkhorn-qk": lambda: af.Sinkhorn(1.0, **_qk(4)),
 }
 
@@ -58,6 +55,20 @@ def _stats(x, beta):
     x = x / np.linalg.norm(x, axis=-1, keepdims=True)  # directions (Pre-LN, no LN leave the sphere)
     return (np.asarray(af.clustered_fraction(x, DELTA)), np.asarray(af.energy(x, beta)),
             np.asarray(af.n_clusters(x, DELTA)))
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_model_reduces_exactly_or_says_it_cannot(model):
+    """A model of the table either answers None to ``in_span`` or reduces to a field whose run is the full run's."""
+    field = MODELS[model].example()
+    x0 = af.init.uniform(11, N, D)
+    U, y0 = af.span.span_basis(x0)
+    reduced = field.in_span(U)
+    if reduced is None:
+        return
+    full = np.asarray(af.simulate(field, x0, T1, **RK4).xs)
+    back = np.asarray(af.span.to_ambient(af.simulate(reduced, y0, T1, **RK4).xs, U))
+    assert np.max(np.abs(full - back)) <= 1e-12
 
 
 @pytest.mark.parametrize("name", list(FIELDS))
@@ -189,7 +200,7 @@ def test_layer_wise_weights_from_a_file_need_the_frames(tmp_path, capsys):
     np.save(x0, np.asarray(af.init.uniform(4, 8, d, batch=3)))
     sets = RUN + [f"d={d}", f"weights_file={weights}", "layer_tau=0.5", "init=file", f"init_file={x0}",
                   "save_states=yes"]
-    assert runner.models.span_reduction(load_config(None, sets), d) == "frame"
+    assert runner.fields.span_reduction(load_config(None, sets), d) == "frame"
     on, err = _run(sets, capsys, progress=True)
     assert "8-dimensional span" in err
     off, _ = _run(sets + ["span=false"])
@@ -202,7 +213,7 @@ def test_layer_wise_weights_from_a_file_need_the_frames(tmp_path, capsys):
                          ids=lambda e: e[0].split("=")[0])
 def test_runner_stays_in_full_d_where_the_reduction_does_not_apply(extra, capsys):
     sets = RUN + ["d=12", "seeds=2", "beta=1.0", "t1=0.5"] + extra
-    assert runner.models.span_reduction(load_config(None, sets), 12) is None
+    assert runner.fields.span_reduction(load_config(None, sets), 12) is None
     _, err = _run(sets, capsys, progress=True)
     assert "span of the tokens" not in err
 

@@ -7,6 +7,7 @@ import pytest
 import attnflow as af
 from attnflow.experiments.run import fields as models, runner
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.particles.models import MODELS
 
 N, D = 6, 4
 X0 = af.init.uniform(3, N, D)
@@ -14,11 +15,7 @@ BETAS = np.array([0.5, 2.0, 5.0])
 
 # each entry: --set overrides that select a variant (all with fixed-step rk4 so noise fits too)
 VARIANTS = {
-    "sa": [],
-    "usa": ["model=usa"],
-    "usa-rescaled": ["model=usa-rescaled"],
-    "sinkhorn": ["model=sinkhorn"],
-    "hardmax": ["model=hardmax"],
+    **{name: [f"model={name}"] for name in MODELS},  # every attention model of the table
     "multi-head": ["heads=2"],
     "causal": ["mask=causal"],
     "feed-forward": ["ff_width=5", "ff_activation=tanh"],

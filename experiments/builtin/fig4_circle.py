@@ -49,4 +49,5 @@ EXPERIMENT = register(Experiment(
     dict(seeds=6, n_save=61),
     figures, checks,
     requires=dimensions(2, why="trajectories and cluster counts on the circle"),
+    runtime="≈ 1 min on a laptop CPU",
 ))

@@ -59,4 +59,5 @@ EXPERIMENT = register(Experiment(
     grid={"weights": list(FIG5_PANELS)}, grid_figures=grid_figures, grid_checks=grid_checks,
     # the figure reads the clustered fraction; the check of panel (d), the log-energy
     needs=lambda config: ("clustered", "energy") if config.weights == "wigner-v-qk" else ("clustered",),
+    runtime="≈ 22 min",
 ))

@@ -280,4 +280,5 @@ EXPERIMENT = register(Experiment(
     headline=lambda c: (f"closure vs particles in d = {c.d[0]} for n ∈ {list(c.particle_counts)} ({c.replicas} replicas, "
                         f"t ≤ {c.t1:g}), collapse of n = {c.n} to t = {c.collapse_time:g}, limit ranks for "
                         f"d ∈ {list(c.rank_dims)} ({c.rank_draws} draws each)"),
+    runtime="≈ 2.5 min",
 ))

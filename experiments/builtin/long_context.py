@@ -142,4 +142,5 @@ EXPERIMENT = register(Experiment(
     requires=requires,
     headline=lambda c: (f"one layer at β = γ log n for γ ∈ {list(c.gamma)}, ρ = {c.rho:g}, residual α = {c.residual:g}, "
                         f"n ∈ {list(c.context_lengths)} (token arrays up to n = {c.particle_max})"),
+    runtime="45 s and 3 GB of memory (`--set particle_max=3000` for less)",
 ))

@@ -256,4 +256,5 @@ EXPERIMENT = register(Experiment(
     headline=lambda c: (f"n = {c.n} tokens, β ∈ {list(c.beta)}, λ = {c.decay_rate:g}, M = {c.classes:g}: "
                         f"{c.profile_runs} runs from uniform starts at t ∈ {list(c.profile_times)}, "
                         f"one reference run to t = {c.t1:g}"),
+    runtime="30 s",
 ))

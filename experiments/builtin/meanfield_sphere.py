@@ -259,4 +259,5 @@ EXPERIMENT = register(Experiment(
     headline=lambda c: (f"density on S² of degree ≤ {c.degree}, {c.model.upper()} at β ∈ {list(c.beta)}, {c.seeds} "
                         f"perturbed start(s) (ε = {c.perturbation:g}), t1 = {c.t1:g}; particles n ∈ "
                         f"{list(c.particle_counts)}"),
+    runtime="28 s",
 ))

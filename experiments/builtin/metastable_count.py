@@ -168,4 +168,5 @@ EXPERIMENT = register(Experiment(
     dict(n=256, beta=[2.0, 5.0, 9.0, 15.0], seeds=8, t1=100.0, n_save=61, log_decades=2.0),
     figures, checks,
     needs=lambda config: ("clusters", "energy"),
+    runtime="≈ 10 min on 2 CPU cores",
 ))

@@ -86,4 +86,5 @@ EXPERIMENT = register(Experiment(
     needs=lambda config: ("pairs",),
     negative_beta=True,
     requires=dimensions(2, why="the synchronization thresholds and the equilateral triangle on the circle"),
+    runtime="5 s",
 ))

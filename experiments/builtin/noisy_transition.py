@@ -327,4 +327,5 @@ EXPERIMENT = register(Experiment(
     headline=lambda c: (f"{c.model.upper()} + noise, n = {c.n}, d = {list(c.d)}, β = {list(c.beta)}, {c.seeds} seeds, "
                         f"σ/σ_# ∈ {list(c.noise_ratios)} swept down and up, t1 = {c.t1:g} τ_# per level, "
                         f"dt = {c.dt:g} τ_# ({c.solver})"),
+    runtime="2 min",
 ))

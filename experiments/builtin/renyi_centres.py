@@ -108,4 +108,5 @@ EXPERIMENT = register(Experiment(
     figures, checks,
     needs=lambda config: ("clusters",),
     requires=requires,
+    runtime="15 s",
 ))
