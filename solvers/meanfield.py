@@ -35,9 +35,9 @@ than a few grid spacings the truncated series rings below zero at every step siz
 shrink to nothing and the solver stops there with a ``MeanFieldError`` naming the time reached:
 positivity doubles as the resolution check. Use more modes (or an earlier t1) then.
 
-Checks (tests/test_meanfield.py): the Fourier mode k of a small perturbation of the uniform
+Checks (tests/solvers/test_meanfield.py): the Fourier mode k of a small perturbation of the uniform
 density grows at rate k² I_k(β)/β (USA) and k² I_k(β)/(β I_0(β)) (SA) (docs/model.md §3), minus (σ²/2)k²
-with noise (tests/test_noisy_transition.py); the energy
+with noise (tests/particles/test_noisy_transition.py); the energy
 E[ρ] = (1/2β) ∬ e^{β cos(θ−φ)} ρ(θ)ρ(φ) dθdφ, the n → ∞ limit of ``energy`` of particles, never
 decreases along USA (a Wasserstein gradient flow) nor along SA; particle runs converge to the
 density in W1 at rate ≈ n^{−1/2}.

@@ -137,7 +137,7 @@ def simulate(
     loops run with static lengths (skipping the steps they do not need) and the adaptive ensembles
     as one vmapped diffrax solve with its checkpointed adjoint (the queue and the groups, which
     order members eagerly, are not used; an explicit ``group_size`` is refused). The gradient is
-    that of the discrete solution (``tests/test_gradients.py``: central differences to 1e-5).
+    that of the discrete solution (``tests/solvers/test_gradients.py``: central differences to 1e-5).
 
     A member whose state becomes NaN or infinite stops there (the others go on), and the run
     then raises ``NonFiniteError`` naming the member, the time of its last finite state and the

@@ -5,7 +5,7 @@ The "model" is attnflow itself: SA at β = 1 from uniform tokens, its states sav
 unit as the layers of an .npz file. So the histograms have an exact reference (numpy.histogram of
 the pairwise inner products), and a simulation started from a layer with the generating β, solver
 and step must reproduce the later layers, while a wrong β must not. Bad inputs are in the table of
-tests/test_hostile.py.
+tests/experiments/test_hostile.py.
 """
 
 from __future__ import annotations

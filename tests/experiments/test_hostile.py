@@ -118,10 +118,10 @@ def _corrupt_compressed(run: Path) -> None:
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """tmp_path as the working directory, holding good and bad configs, hostile arrays and obstacles."""
+def workdir(small_workdir):
+    """The working directory of ``small_workdir``, holding good and bad configs, hostile arrays and obstacles."""
+    tmp_path = small_workdir
     sentinel = tmp_path / SENTINEL
-    (tmp_path / "small.toml").write_text(SMALL, encoding="utf-8")
     (tmp_path / "afile").write_text("not a directory\n", encoding="utf-8")
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("mine\n", encoding="utf-8")
@@ -185,7 +185,6 @@ def workdir(tmp_path, monkeypatch):
     (tmp_path / "escsweep" / "manifest.json").write_text(json.dumps(
         {"format": "attnflow-sweep", "version": 1, "axes": {"beta": [1.0]},
          "runs": [{"name": "../../etc", "point": {"beta": 1.0}, "status": "done"}]}), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
     return tmp_path
 
 

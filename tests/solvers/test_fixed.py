@@ -17,7 +17,7 @@ from attnflow.solvers.fixed import Euler, RenormalizedEuler
 
 def _baseline():
     """benchmarks/baseline.py, the authors' scheme in NumPy (not part of the package)."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "baseline.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "baseline.py"
     spec = importlib.util.spec_from_file_location("attnflow_benchmarks_baseline", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

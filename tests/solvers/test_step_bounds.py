@@ -219,10 +219,8 @@ def test_preflight_lower_bound_never_exceeds_the_exact_count():
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    (tmp_path / "small.toml").write_text(SMALL, encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def workdir(small_workdir):
+    return small_workdir
 
 
 def _refused(workdir, argv, *fragments):
