@@ -6,8 +6,9 @@ Three parts, all in attnflow's convention A = β KᵀQ (the paper's A = KᵀQ/�
 
 1. **Closure vs particles.** n tokens drawn from N(m0, Σ0) in R^d move by attnflow's SA without layer norm
    (``NoLN(SA(β, Q, K, V))``, RK4 at step ``dt``); their empirical covariance is compared with the closure
-   Σ̇ = VΣAΣ + (VΣAΣ)ᵀ started from the exact Σ0, for each n of ``particle_counts`` and ``replicas`` samples. The
-   relative error at t1 falls like n^{−1/2} (the fluctuation of n samples). Weights drawn once from ``seed``:
+   Σ̇ = VΣAΣ + (VΣAΣ)ᵀ started from the exact Σ0 (``solve_closure``, error-controlled to rtol = 1e-8), for each
+   n of ``particle_counts`` and ``replicas`` samples. The relative error at t1 falls like n^{−1/2} (the
+   fluctuation of n samples). Weights drawn once from ``seed``:
    Q = 0.35 G, K = −Q + 0.175 G', V = I + G''/2 with G, G', G'' standard Gaussian (generic, not
    symmetric, no blow-up up to t1).
 2. **Collapse of the particles.** With K = −Q (Q of shape 1 × d) and V random positive definite, the covariance of
@@ -15,7 +16,8 @@ Three parts, all in attnflow's convention A = β KᵀQ (the paper's A = KᵀQ/�
    1/t, as the closure does, up to ``collapse_time``.
 3. **Limit ranks** (the paper's histograms of ranks): for each d of ``rank_dims``, ``rank_draws`` draws of Q
    (⌊d/2⌋ × d Gaussian), K = −Q, S0 (Wishart), with V = I and with V = MᵀM/d random; the closure runs to t = 10⁶
-   (log time) and the rank of the limit is read off the eigenvalues that persist between 10⁵ and 10⁶. Theory:
+   (``solve_covariance``: one implicit error-controlled solve per draw) and the rank of the limit is read off the
+   eigenvalues that persist between 10⁵ and 10⁶. Theory:
    every limit has A_sΣ* = 0, rank ≤ d − rank A = ⌈d/2⌉, with equality for V = I (the exact limit
    P(PᵀΣ0⁻¹P)⁻¹Pᵀ).
 """
@@ -37,7 +39,7 @@ from ..runner import STAT_DIMENSIONS, RunResult
 from .analysis import plots
 
 RANK_TIMES = (50.0, 1e5, 1e6)
-"""The closure's times for the limit ranks: RK4 in t up to the first, in log time after; the ranks compare the last two."""
+"""The closure's save times for the limit ranks (one solve from t = 0); the ranks compare the last two."""
 
 VALUE_KINDS = ("identity", "random")
 """The value matrices of the rank histograms: V = I and V = MᵀM/d."""
@@ -95,7 +97,7 @@ def _moments_save(t, x):
 def _rate_part(config, d, beta):
     m0, S0, Q, K, V = rate_weights(d, config.seed)
     ts = rate_times(config)
-    closure = gc.solve_closure(m0, S0, ts, beta, Q, K, V, dt=min(1e-3, float(config.dt)))
+    closure = gc.solve_closure(m0, S0, ts, beta, Q, K, V)
     scale = np.linalg.norm(closure.cov, axis=(-1, -2))
     sizes = list(config.particle_counts)
     cov_err = np.zeros((len(sizes), config.replicas, ts.size))
@@ -115,7 +117,7 @@ def _rate_part(config, d, beta):
 def _collapse_part(config, d, beta):
     S0, Q, V = collapse_weights(d, config.seed)
     ts = collapse_times(config)
-    closure = gc.solve_closure(np.zeros(d), S0, ts, beta, Q, -Q, V, dt=1e-2)
+    closure = gc.solve_closure(np.zeros(d), S0, ts, beta, Q, -Q, V)
     half = gc.gaussian_sample(np.random.default_rng([config.seed, 4]), max(1, config.n // 2), np.zeros(d), S0)
     x0 = np.concatenate([half, -half])  # symmetric under x → −x: the mean stays 0 (V would make it grow)
     sol = simulate(NoLN(SA(beta, Q, -Q, V)), x0, float(config.collapse_time), ts=ts, solver="rk4",
