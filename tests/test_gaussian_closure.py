@@ -1,5 +1,8 @@
 """The Gaussian closure of attention without layer norm (arXiv 2501.18322 §5): exact solutions, invariants, the
-mean-field velocity of every kind against samples, particles against the closure at the n^{-1/2} rate, limit ranks."""
+mean-field velocity of every kind against samples, particles against the closure at the n^{-1/2} rate, limit ranks;
+the error-controlled solve against DOP853 on the authors' stiff draws, and the errors of solves that cannot be kept."""
+
+from types import SimpleNamespace
 
 import jax.numpy as jnp
 import numpy as np
@@ -279,6 +282,31 @@ def test_failed_draws_raise_or_are_masked_and_are_never_ranked():
         gc.settled_rank(out.cov[:, -2], out.cov[:, -1])
     with pytest.raises(ValueError, match=r"draw 0: the solve used its max_steps = 3 steps and stopped at t = "):
         gc.solve_covariance(S0[[0]], A[[0]], times=times, max_steps=3)
+
+
+def test_the_experiment_counts_failed_solves_apart(monkeypatch):
+    # every solve stopped by max_steps = 2: no rank and no "not settled" for them, 8 failed, and the checks say so
+    from attnflow.experiments.builtin import gaussian_closure as experiment
+    from attnflow.experiments.config import load_config
+
+    solve = gc.solve_covariance
+    monkeypatch.setattr(gc, "solve_covariance", lambda *a, **k: solve(*a, **k, max_steps=2))
+    e = experiment.EXPERIMENT
+    config = load_config({**e.defaults, **e.quick, "rank_dims": [3], "rank_draws": 4})
+    counts, failed, bound, _ = experiment._rank_part(config)
+    assert failed.tolist() == [[4, 4]] and not counts.any()
+
+    def member(a):
+        return np.asarray(a, dtype=float)[None, None, None]
+
+    stats = {"closure_error": member(np.full((len(config.particle_counts), config.replicas, 2), 0.01)),
+             "collapse_particles": member([[0.01, 1.0]]), "collapse_closure": member([[0.01, 1.0]]),
+             "rank_counts": member(counts), "rank_failed": member(failed), "rank_bound": member(bound),
+             "identity_limit_error": member([0.0])}
+    checks = {c.name: c for c in experiment.checks(SimpleNamespace(config=config, stats=stats))}
+    (total,) = [c for name, c in checks.items() if name.startswith("limit ranks: closure solves that failed")]
+    assert total.measured == "8" and not total.passed
+    assert checks["d = 3, V = I: settled limits of rank d − rank A = 2"].measured == "0 of 0 settled (4 draws, 4 failed)"
 
 
 def test_sinkhorn_with_a_rank_one_kernel_is_stepped_implicitly():
