@@ -6,8 +6,9 @@ Three parts, all in attnflow's convention A = β KᵀQ (the paper's A = KᵀQ/�
 
 1. **Closure vs particles.** n tokens drawn from N(m0, Σ0) in R^d move by attnflow's SA without layer norm
    (``NoLN(SA(β, Q, K, V))``, RK4 at step ``dt``); their empirical covariance is compared with the closure
-   Σ̇ = VΣAΣ + (VΣAΣ)ᵀ started from the exact Σ0, for each n of ``particle_counts`` and ``replicas`` samples. The
-   relative error at t1 falls like n^{−1/2} (the fluctuation of n samples). Weights drawn once from ``seed``:
+   Σ̇ = VΣAΣ + (VΣAΣ)ᵀ started from the exact Σ0 (``solve_closure``, error-controlled to rtol = 1e-8), for each
+   n of ``particle_counts`` and ``replicas`` samples. The relative error at t1 falls like n^{−1/2} (the
+   fluctuation of n samples). Weights drawn once from ``seed``:
    Q = 0.35 G, K = −Q + 0.175 G', V = I + G''/2 with G, G', G'' standard Gaussian (generic, not
    symmetric, no blow-up up to t1).
 2. **Collapse of the particles.** With K = −Q (Q of shape 1 × d) and V random positive definite, the covariance of
@@ -15,9 +16,10 @@ Three parts, all in attnflow's convention A = β KᵀQ (the paper's A = KᵀQ/�
    1/t, as the closure does, up to ``collapse_time``.
 3. **Limit ranks** (the paper's histograms of ranks): for each d of ``rank_dims``, ``rank_draws`` draws of Q
    (⌊d/2⌋ × d Gaussian), K = −Q, S0 (Wishart), with V = I and with V = MᵀM/d random; the closure runs to t = 10⁶
-   (log time) and the rank of the limit is read off the eigenvalues that persist between 10⁵ and 10⁶. Theory:
-   every limit has A_sΣ* = 0, rank ≤ d − rank A = ⌈d/2⌉, with equality for V = I (the exact limit
-   P(PᵀΣ0⁻¹P)⁻¹Pᵀ).
+   (``solve_covariance``: one implicit error-controlled solve per draw) and the rank of the limit is read off the
+   eigenvalues that persist between 10⁵ and 10⁶. Theory: every limit has A_sΣ* = 0, rank ≤ d − rank A = ⌈d/2⌉,
+   with equality for V = I (the exact limit P(PᵀΣ0⁻¹P)⁻¹Pᵀ). A draw whose solve fails (``on_failure="mask"``:
+   never the case in the default runs) is counted apart, as failed, never as "not settled".
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from ..run.runner import STAT_DIMENSIONS, RunResult
 from .analysis import plots
 
 RANK_TIMES = (50.0, 1e5, 1e6)
-"""The closure's times for the limit ranks: RK4 in t up to the first, in log time after; the ranks compare the last two."""
+"""The closure's save times for the limit ranks (one solve from t = 0); the ranks compare the last two."""
 
 VALUE_KINDS = ("identity", "random")
 """The value matrices of the rank histograms: V = I and V = MᵀM/d."""
@@ -47,7 +49,8 @@ _DIMS = ["d", "beta", "seed"]
 STAT_DIMENSIONS.update(
     closure_error=_DIMS + ["size", "replica", "time"], closure_mean_error=_DIMS + ["size", "replica", "time"],
     collapse_particles=_DIMS + ["collapse_time", "eigen"], collapse_closure=_DIMS + ["collapse_time", "eigen"],
-    rank_counts=_DIMS + ["rank_dim", "value", "rank_bin"], rank_bound=_DIMS + ["rank_dim"],
+    rank_counts=_DIMS + ["rank_dim", "value", "rank_bin"], rank_failed=_DIMS + ["rank_dim", "value"],
+    rank_bound=_DIMS + ["rank_dim"],
     identity_limit_error=_DIMS + ["rank_dim"])
 
 
@@ -96,7 +99,7 @@ def _moments_save(t, x):
 def _rate_part(config, d, beta):
     m0, S0, Q, K, V = rate_weights(d, config.seed)
     ts = rate_times(config)
-    closure = gc.solve_closure(m0, S0, ts, beta, Q, K, V, dt=min(1e-3, float(config.dt)))
+    closure = gc.solve_closure(m0, S0, ts, beta, Q, K, V)
     scale = np.linalg.norm(closure.cov, axis=(-1, -2))
     sizes = list(config.particle_counts)
     cov_err = np.zeros((len(sizes), config.replicas, ts.size))
@@ -116,7 +119,7 @@ def _rate_part(config, d, beta):
 def _collapse_part(config, d, beta):
     S0, Q, V = collapse_weights(d, config.seed)
     ts = collapse_times(config)
-    closure = gc.solve_closure(np.zeros(d), S0, ts, beta, Q, -Q, V, dt=1e-2)
+    closure = gc.solve_closure(np.zeros(d), S0, ts, beta, Q, -Q, V)
     half = gc.gaussian_sample(np.random.default_rng([config.seed, 4]), max(1, config.n // 2), np.zeros(d), S0)
     x0 = np.concatenate([half, -half])  # symmetric under x → −x: the mean stays 0 (V would make it grow)
     sol = simulate(NoLN(SA(beta, Q, -Q, V)), x0, float(config.collapse_time), ts=ts, solver="rk4",
@@ -129,6 +132,7 @@ def _rank_part(config):
     dims = list(config.rank_dims)
     top = max(dims)
     counts = np.zeros((len(dims), len(VALUE_KINDS), top + 2))  # ranks 0 … max d, then "not settled"
+    failed = np.zeros((len(dims), len(VALUE_KINDS)))  # solves that failed: no limit, counted apart
     bound = np.zeros(len(dims))
     identity_error = np.zeros(len(dims))
     for i, d in enumerate(dims):
@@ -145,15 +149,18 @@ def _rank_part(config):
             raise ConfigError("gaussian-closure: the draws of Q do not all have the same rank")
         bound[i] = kernels[0]
         for j, kind in enumerate(VALUE_KINDS):
-            S = gc.solve_covariance(S0, A, values[kind], times=RANK_TIMES)
+            solved = gc.solve_covariance(S0, A, values[kind], times=RANK_TIMES, on_failure="mask")
+            kept = ~solved.failed
+            S = solved.cov[kept]
             rank, settled = gc.settled_rank(S[:, -2], S[:, -1])
             counts[i, j, : top + 1] = np.bincount(rank[settled], minlength=top + 1)[: top + 1]
             counts[i, j, -1] = np.sum(~settled)
-            if kind == "identity":
-                exact = np.stack([gc.identity_value_limit(s, a) for s, a in zip(S0, A)])
+            failed[i, j] = np.sum(solved.failed)
+            if kind == "identity" and kept.any():
+                exact = np.stack([gc.identity_value_limit(s, a) for s, a in zip(S0[kept], A[kept])])
                 gap = np.abs(S[:, -1] - exact).max(axis=(-1, -2)) / np.abs(exact).max(axis=(-1, -2))
-                identity_error[i] = float(np.max(np.where(settled, gap, 0.0)))
-    return counts, bound, identity_error
+                identity_error[i] = float(np.max(np.where(settled, gap, 0.0), initial=0.0))
+    return counts, failed, bound, identity_error
 
 
 def run(config, *, progress=None) -> RunResult:
@@ -162,14 +169,14 @@ def run(config, *, progress=None) -> RunResult:
     d, beta = int(config.d[0]), float(config.beta[0])
     cov_err, mean_err = _rate_part(config, d, beta)
     particles, closure = _collapse_part(config, d, beta)
-    counts, bound, identity_error = _rank_part(config)
+    counts, failed, bound, identity_error = _rank_part(config)
 
     def member(a):  # statistics carry the (d, β, seed) axes of every run, here of length one
         return np.asarray(a, dtype=float)[None, None, None]
 
     stats = {"closure_error": member(cov_err), "closure_mean_error": member(mean_err),
              "collapse_particles": member(particles), "collapse_closure": member(closure),
-             "rank_counts": member(counts), "rank_bound": member(bound),
+             "rank_counts": member(counts), "rank_failed": member(failed), "rank_bound": member(bound),
              "identity_limit_error": member(identity_error)}
     extra = {"size": (np.asarray(config.particle_counts), ["size"]), "time": (rate_times(config), ["time"]),
              "collapse_time": (collapse_times(config), ["collapse_time"]),
@@ -218,6 +225,7 @@ def figures(result: RunResult) -> dict:
             path=p),
         "limit_ranks": lambda p: plots.limit_rank_histograms(
             np.asarray(c.rank_dims), s["rank_counts"][0, 0, 0], s["rank_bound"][0, 0, 0],
+            failed=s["rank_failed"][0, 0, 0] if "rank_failed" in s else None,
             value_labels=(r"$V = I$", r"$V = M^\top M/d$ random"), path=p),
     }
 
@@ -244,16 +252,24 @@ def checks(result: RunResult) -> list[Check]:
     out.append(Check("collapse: the direction of range A shrinks (closure, smallest/largest eigenvalue)", "≤ 0.05",
                      f"{fall:.4f}", fall <= 0.05))
     counts, bound = s["rank_counts"][0, 0, 0], s["rank_bound"][0, 0, 0]
+    failed = s["rank_failed"][0, 0, 0] if "rank_failed" in s else None  # absent from results stored without it
+    if failed is not None:
+        out.append(Check(f"limit ranks: closure solves that failed (of {failed.size * c.rank_draws}; counted apart, "
+                         "not as unsettled)", "0", f"{int(failed.sum())}", failed.sum() == 0))
+
+    def of(i, j):
+        return "" if failed is None else f", {int(failed[i, j])} failed"
+
     for i, d in enumerate(c.rank_dims):
         b = int(bound[i])
         ident, rand = counts[i, 0], counts[i, 1]
         settled = int(ident[:-1].sum())
         out.append(Check(f"d = {d}, V = I: settled limits of rank d − rank A = {b}", "all, ≥ 90% of the draws settled",
-                         f"{int(ident[b])} of {settled} settled ({c.rank_draws} draws)",
+                         f"{int(ident[b])} of {settled} settled ({c.rank_draws} draws{of(i, 0)})",
                          ident[b] == settled and settled >= 0.9 * c.rank_draws))
         above = int(rand[b + 1:-1].sum())
         out.append(Check(f"d = {d}, V random: settled limits of rank > {b}", "0",
-                         f"{above} ({int(rand[:-1].sum())} of {c.rank_draws} settled)",
+                         f"{above} ({int(rand[:-1].sum())} of {c.rank_draws} settled{of(i, 1)})",
                          above == 0 and rand[:-1].sum() > 0))
     gap = float(np.max(s["identity_limit_error"][0, 0, 0]))
     out.append(Check("V = I: closure at t = 10⁶ against the exact limit P(PᵀΣ0⁻¹P)⁻¹Pᵀ (relative)", "≤ 1e-3",

@@ -112,17 +112,22 @@ def closure_collapse(ts, particles, closure, *, n=None, title=None, path=None) -
     return finish(fig, path)
 
 
-def limit_rank_histograms(dims, counts, bounds, *, value_labels=("V = I", "V random"), title=None,
+def limit_rank_histograms(dims, counts, bounds, *, failed=None, value_labels=("V = I", "V random"), title=None,
                           path=None) -> Figure:
     """One panel per value matrix (rows) and dimension (columns): how many random draws end at each rank, with the
     bound d − rank A (dashed) and the draws whose covariance had not settled by t = 10⁶ (grey bar, "n.s.").
-    ``counts`` (D, rows, max d + 2): ranks 0 … max d, then the unsettled ones."""
+    ``counts`` (D, rows, max d + 2): ranks 0 … max d, then the unsettled ones. ``failed`` (D, rows), if given: the
+    draws whose solve failed (no limit, so in no bar of ``counts``): a red bar "fail", and their total in the title."""
     dims = axis_values("dims", dims, "(D,)").astype(int)
     counts = as_array("counts", counts, "(D, rows, max d + 2)", 3)
     bounds = as_array("bounds", bounds, "(D,)", 1)
     if counts.shape[0] != dims.size or counts.shape[1] != len(value_labels) or bounds.shape != dims.shape:
         raise ValueError(f"counts must be (D, rows, ·) = ({dims.size}, {len(value_labels)}, ·) and bounds (D,); got "
                          f"{counts.shape} and {bounds.shape}")
+    if failed is not None:
+        failed = as_array("failed", failed, "(D, rows)", 2)
+        if failed.shape != counts.shape[:2]:
+            raise ValueError(f"failed must be (D, rows) = {counts.shape[:2]}, got {failed.shape}")
     rows = counts.shape[1]
     fig = new_figure(3.0 * dims.size + 0.6, 2.7 * rows + 0.6)
     axes = fig.subplots(rows, dims.size, squeeze=False)
@@ -132,11 +137,15 @@ def limit_rank_histograms(dims, counts, bounds, *, value_labels=("V = I", "V ran
             ranks = np.arange(d + 1)
             ax.bar(ranks, counts[i, j, : d + 1], width=0.7, color=DATA_COLOR)
             ax.bar([d + 1.2], [counts[i, j, -1]], width=0.7, color="0.65")
+            extra, labels = [d + 1.2], ["n.s."]
+            if failed is not None:
+                ax.bar([d + 2.4], [failed[i, j]], width=0.7, color=THEORY_COLOR)
+                extra, labels = extra + [d + 2.4], labels + ["fail"]
             ax.axvline(bounds[i], color=THEORY_COLOR, linewidth=1.2, linestyle=(0, (4, 3)),
                        label=r"$d - \mathrm{rank}\,A$" if (i, j) == (0, 0) else None)
-            ax.set_xticks(list(ranks) + [d + 1.2], [str(r) for r in ranks] + ["n.s."])
+            ax.set_xticks(list(ranks) + extra, [str(r) for r in ranks] + labels)
             ax.yaxis.set_major_locator(ticker.MaxNLocator(nbins=5, integer=True))
-            top = counts[i, j].max()
+            top = max(counts[i, j].max(), 0 if failed is None else failed[i, j])
             ax.set_ylim(0, 1.15 * top if top > 0 else 1)
             if j == 0:
                 ax.set_title(rf"$d = {d}$")
@@ -146,6 +155,7 @@ def limit_rank_histograms(dims, counts, bounds, *, value_labels=("V = I", "V ran
                 ax.set_ylabel(f"{value_labels[j]}\ndraws")
             despine(ax)
     axes[0, 0].legend(fontsize=LEGEND_SIZE, frameon=False, loc="upper left")
+    note = "" if failed is None else f"; fail: solve failed ({int(failed.sum())} draws)"
     fig.suptitle(title_text("Limit ranks of the Gaussian closure", title) + "\n" +
-                 r"$K = -Q$, $Q$: $\lfloor d/2\rfloor \times d$ Gaussian; n.s.: not settled by $t = 10^6$")
+                 r"$K = -Q$, $Q$: $\lfloor d/2\rfloor \times d$ Gaussian; n.s.: not settled by $t = 10^6$" + note)
     return finish(fig, path)
