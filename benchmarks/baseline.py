@@ -21,8 +21,17 @@ def usa_dt(beta: float, dt: float = DT) -> float:
     return dt / max(np.sqrt(beta) * np.exp(beta - 0.5), 1.0)
 
 
-def sa_euler(x: np.ndarray, beta: float, t1: float, dt: float = DT, *, checkpoints: int = 200,
-             delta: float = 1e-3, model: str = "sa", max_steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def sa_euler(
+    x: np.ndarray,
+    beta: float,
+    t1: float,
+    dt: float = DT,
+    *,
+    checkpoints: int = 200,
+    delta: float = 1e-3,
+    model: str = "sa",
+    max_steps: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Integrate SA (or, with model="usa", USA) with Q = K = V = I for an ensemble x of shape (B, n, d);
     return the final states and the clustered fraction (checkpoints, B) sampled evenly over the run.
     ``max_steps`` stops early (to time a prefix of a very long run)."""
@@ -55,8 +64,18 @@ def phase_diagram(x0: np.ndarray, betas, t1: float = 30.0, dt: float = DT, **kw)
     return np.stack([sa_euler(x0, float(beta), t1, dt, **kw)[1].mean(axis=1) for beta in betas])
 
 
-def weighted_euler(x: np.ndarray, beta: float, t1: float, Q=None, K=None, V=None, dt: float = DT, *,
-                   checkpoints: int = 200, delta: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+def weighted_euler(
+    x: np.ndarray,
+    beta: float,
+    t1: float,
+    Q=None,
+    K=None,
+    V=None,
+    dt: float = DT,
+    *,
+    checkpoints: int = 200,
+    delta: float = 1e-3,
+) -> tuple[np.ndarray, np.ndarray]:
     """SA with per-member random weights ([GLPR] Fig. 5), the authors' way: Euler dt = 0.1, rows renormalized.
 
     x (B, n, d); Q, K (B, k, d) and V (B, d, d), or None for the identity. Like the authors' script

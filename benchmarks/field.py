@@ -23,12 +23,11 @@ import time
 
 import jax
 import jax.numpy as jnp
+import machine as _machine
 import numpy as np
 
 import attnflow as af
 from attnflow.particles import blocked
-
-import machine as _machine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EVALS_PER_UNIT_TIME = 40  # RK4 at dt = 0.1: 4 evaluations per step, 10 steps per unit time
@@ -70,11 +69,13 @@ def roofline(rounds: int = 5) -> dict:
     a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
     e = jax.random.normal(jax.random.key(1), (1 << 24,), jnp.float32)
     x = af.init.uniform(2, n, d, dtype="float32")
-    cases = {"matmul": (jax.jit(lambda a: a @ a), a),
-             # the sum is fused with the exponentials, so nothing is written back: compute-bound
-             "exp": (jax.jit(lambda e: jnp.sum(jnp.exp(e))), e),
-             "default": (field_fn("sa", "auto"), x),
-             "dense": (field_fn("sa", None), x)}
+    cases = {
+        "matmul": (jax.jit(lambda a: a @ a), a),
+        # the sum is fused with the exponentials, so nothing is written back: compute-bound
+        "exp": (jax.jit(lambda e: jnp.sum(jnp.exp(e))), e),
+        "default": (field_fn("sa", "auto"), x),
+        "dense": (field_fn("sa", None), x),
+    }
     best = {}
     for name, (fn, arg) in cases.items():
         jax.block_until_ready(fn(arg))
@@ -93,10 +94,12 @@ def roofline(rounds: int = 5) -> dict:
 
 def field_fn(model: str, block):
     """A jitted drift of one configuration: SA, or USA in the rescaled time."""
+
     def f(x):
         beta = jnp.asarray(1.0, x.dtype)
         field = af.SA(beta, block=block) if model == "sa" else af.USA(beta, time="rescaled", block=block)
         return field(0.0, x)
+
     return jax.jit(f)
 
 
@@ -112,8 +115,11 @@ def memory_bytes(fn, x, dense: bool) -> int:
 
 
 def _row(n, d, path, t, mem) -> dict:
-    print(f"  n = {n:>6}  d = {d:>3}  {path:<7}  {t * 1e3:10.2f} ms   "
-          f"{EVALS_PER_UNIT_TIME * t:9.2f} s/unit time   {mem / 2**20:9.1f} MiB", flush=True)
+    print(
+        f"  n = {n:>6}  d = {d:>3}  {path:<7}  {t * 1e3:10.2f} ms   "
+        f"{EVALS_PER_UNIT_TIME * t:9.2f} s/unit time   {mem / 2**20:9.1f} MiB",
+        flush=True,
+    )
     return dict(n=n, d=d, path=path, s=t, unit_s=EVALS_PER_UNIT_TIME * t, bytes=mem)
 
 
@@ -150,8 +156,11 @@ def large_n(n: int = 100_000, d: int = 3, steps: int = 3) -> dict:
     t = time.perf_counter()
     sol = af.simulate(af.USA(1.0, time="rescaled"), x.astype(jnp.float32), steps * dt, solver="rk4", dt=dt)
     jax.block_until_ready(sol.x_final)
-    out["rk4"] = dict(steps=steps, s=time.perf_counter() - t,
-                      on_sphere=float(jnp.max(jnp.abs(jnp.linalg.norm(sol.x_final, axis=-1) - 1.0))))
+    out["rk4"] = dict(
+        steps=steps,
+        s=time.perf_counter() - t,
+        on_sphere=float(jnp.max(jnp.abs(jnp.linalg.norm(sol.x_final, axis=-1) - 1.0))),
+    )
     return out
 
 
@@ -178,8 +187,9 @@ def rss_check(n: int = 8192) -> dict:
     freed pages can read as a few negative KiB; the caller prints such values as < 1 MiB."""
     out = {}
     for name, block in (("dense", "none"), ("blocked", str(blocked.tile_side(n)))):
-        res = subprocess.run([sys.executable, "-c", _RSS_CODE, str(n), block], capture_output=True, text=True,
-                             check=True)
+        res = subprocess.run(
+            [sys.executable, "-c", _RSS_CODE, str(n), block], capture_output=True, text=True, check=True
+        )
         out[name] = int(res.stdout.split()[-1])
     return out
 
@@ -187,6 +197,7 @@ def rss_check(n: int = 8192) -> dict:
 def plot(rows: list[dict], path: str, big: dict | None = None) -> None:
     """Time and memory per SA evaluation against n: one colour per d, dashed dense, solid blocked."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -219,13 +230,37 @@ def plot(rows: list[dict], path: str, big: dict | None = None) -> None:
         ax.set_xlabel("number of particles n")
         ax.grid(True, which="major", alpha=0.3)
     handles = [Line2D([], [], color=colors[d], lw=2, label=f"d = {d}") for d in ds]
-    handles += [Line2D([], [], color="k", linestyle=style, marker=marker, label=name)
-                for name, (style, marker) in styles.items()]
-    ax_t.legend(handles=handles + [Line2D([], [], color="gray", linestyle=":", label="∝ n²")]
-                + ([Line2D([], [], color=colors[ds[0]], marker="*", markersize=11, linestyle="none",
-                           markerfacecolor="none", label="USA, rescaled time")] if big else []), fontsize=8, loc="upper left")
-    ax_m.legend(handles=handles + [Line2D([], [], color="gray", linestyle=":", label="n × n float64 matrix")],
-                fontsize=8, loc="upper left")
+    handles += [
+        Line2D([], [], color="k", linestyle=style, marker=marker, label=name)
+        for name, (style, marker) in styles.items()
+    ]
+    ax_t.legend(
+        handles=handles
+        + [Line2D([], [], color="gray", linestyle=":", label="∝ n²")]
+        + (
+            [
+                Line2D(
+                    [],
+                    [],
+                    color=colors[ds[0]],
+                    marker="*",
+                    markersize=11,
+                    linestyle="none",
+                    markerfacecolor="none",
+                    label="USA, rescaled time",
+                )
+            ]
+            if big
+            else []
+        ),
+        fontsize=8,
+        loc="upper left",
+    )
+    ax_m.legend(
+        handles=handles + [Line2D([], [], color="gray", linestyle=":", label="n × n float64 matrix")],
+        fontsize=8,
+        loc="upper left",
+    )
     fig.suptitle("attnflow: one SA field evaluation, float64, 2-core CPU — dense vs blocked evaluation")
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -241,8 +276,10 @@ def integrators(n: int = 4096, d: int = 3, beta: float = 4.0, t1: float = 3.0) -
     ref = af.simulate(field, x0, t1, ts=ts, solver="rk4", dt=0.025, dense=True).xs
     rows = []
     for solver, dt in (("rk4", 0.1), ("ab4", 0.1), ("ab4", 0.05)):
-        def once():
+
+        def once(solver=solver, dt=dt):
             return af.simulate(field, x0, t1, ts=ts, solver=solver, dt=dt, dense=True).xs.block_until_ready()
+
         xs = once()
         rows.append(dict(solver=solver, dt=dt, s_per_unit=_timed(once) / t1, error=float(jnp.max(jnp.abs(xs - ref)))))
     return rows
@@ -255,12 +292,16 @@ def run(quick: bool = False) -> None:
     print(f"\nroofline: f32 matmul (4096³) {mm / 1e9:.0f} GFLOP/s, exp (fused sum of exp, f32) {ex / 1e9:.2f} G/s")
     for name in ("default", "dense"):
         r = roof[name]
-        print(f"  SA field, n = 4096, d = 128, f32, {name:<7}: {r['ms']:6.1f} ms = {r['gflops']:5.0f} GFLOP/s "
-              f"= {100 * r['fraction']:3.0f}% of matmul")
+        print(
+            f"  SA field, n = 4096, d = 128, f32, {name:<7}: {r['ms']:6.1f} ms = {r['gflops']:5.0f} GFLOP/s "
+            f"= {100 * r['fraction']:3.0f}% of matmul"
+        )
     print(f"  (the 4096² exponentials alone need {4096**2 / ex * 1e3:.1f} ms at the measured exp rate)")
 
-    print(f"\nscaling: one SA evaluation, float64 (per unit of simulated time: {EVALS_PER_UNIT_TIME} evaluations,"
-          f" RK4 at dt = 0.1)")
+    print(
+        f"\nscaling: one SA evaluation, float64 (per unit of simulated time: {EVALS_PER_UNIT_TIME} evaluations,"
+        f" RK4 at dt = 0.1)"
+    )
     rows = scaling((100, 1000, 10_000), (3, 32, 128), repeat=2 if quick else 3)
     big = None
     if not quick:
@@ -269,23 +310,33 @@ def run(quick: bool = False) -> None:
         print("\nn = 10⁵, d = 3, float64 (blocked; the dense logits would take 80 GB)")
         for model, name in (("sa", "SA"), ("usa", "USA, rescaled time")):
             r = big[model]
-            print(f"  {name:<19}: {r['s']:.2f} s per evaluation (first call, with compilation: {r['first_s']:.2f} s),"
-                  f" {r['bytes'] / 2**20:.1f} MiB, finite: {r['finite']}")
+            print(
+                f"  {name:<19}: {r['s']:.2f} s per evaluation (first call, with compilation: {r['first_s']:.2f} s),"
+                f" {r['bytes'] / 2**20:.1f} MiB, finite: {r['finite']}"
+            )
         r = big["rk4"]
-        print(f"  USA, rescaled time, float32, {r['steps']} RK4 steps of dt = 0.1 through af.simulate: "
-              f"{r['s']:.1f} s with compilation = {r['s'] / (4 * r['steps']):.2f} s per evaluation "
-              f"(max | |x_i| − 1 | = {r['on_sphere']:.1e})")
+        print(
+            f"  USA, rescaled time, float32, {r['steps']} RK4 steps of dt = 0.1 through af.simulate: "
+            f"{r['s']:.1f} s with compilation = {r['s'] / (4 * r['steps']):.2f} s per evaluation "
+            f"(max | |x_i| − 1 | = {r['on_sphere']:.1e})"
+        )
         rows_i = integrators()
         base = rows_i[0]["s_per_unit"]
-        print("\nper unit of simulated time, SA n = 4096, d = 3, β = 4, float64, t ≤ 3 (error: max |x − x_ref| "
-              "at 31 saves, ref RK4 dt = 0.025)")
+        print(
+            "\nper unit of simulated time, SA n = 4096, d = 3, β = 4, float64, t ≤ 3 (error: max |x − x_ref| "
+            "at 31 saves, ref RK4 dt = 0.025)"
+        )
         for r in rows_i:
-            print(f"  {r['solver']} dt = {r['dt']:<5}: {r['s_per_unit']:6.2f} s per unit time "
-                  f"({base / r['s_per_unit']:.1f}× rk4 dt = 0.1), error {r['error']:.1e}")
+            print(
+                f"  {r['solver']} dt = {r['dt']:<5}: {r['s_per_unit']:6.2f} s per unit time "
+                f"({base / r['s_per_unit']:.1f}× rk4 dt = 0.1), error {r['error']:.1e}"
+            )
         rss = rss_check()
         mib = {k: (f"{v / 2**20:.0f} MiB" if v >= 2**20 else "< 1 MiB") for k, v in rss.items()}
-        print(f"\nmeasured peak process memory of one evaluation, n = 8192, d = 3, f64: dense {mib['dense']},"
-              f" blocked {mib['blocked']} (the n² logits: {8192**2 * 8 / 2**20:.0f} MiB)")
+        print(
+            f"\nmeasured peak process memory of one evaluation, n = 8192, d = 3, f64: dense {mib['dense']},"
+            f" blocked {mib['blocked']} (the n² logits: {8192**2 * 8 / 2**20:.0f} MiB)"
+        )
     out = os.path.join(HERE, "scaling.png")
     plot(rows, out, big)
     print(f"\nplot: {out}")

@@ -27,12 +27,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+import baseline  # noqa: E402
+import machine as _machine  # noqa: E402
+
 import attnflow as af  # noqa: E402
 from attnflow.experiments.builtin import EXPERIMENTS  # noqa: E402
 from attnflow.experiments.config import load_config  # noqa: E402
-
-import baseline  # noqa: E402
-import machine as _machine  # noqa: E402
 
 FIG3 = "fig3-phase-diagram"
 SAMPLE_STEPS = 30
@@ -42,8 +42,13 @@ def _attnflow(args: list[str], cache: str, out: str) -> float:
     """Wall time of one ``attnflow`` process (its progress and plots on), from launch to exit."""
     env = dict(os.environ, ATTNFLOW_CACHE_DIR=cache, MPLBACKEND="Agg")
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "attnflow.experiments.commands.cli", *args, "--out", out, "--overwrite"],
-                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnflow.experiments.commands.cli", *args, "--out", out, "--overwrite"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"attnflow {' '.join(args)} failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -60,8 +65,14 @@ def _baseline_per_member(d: int, betas: np.ndarray, config, seeds: int) -> float
     share = SAMPLE_STEPS / total
     start = time.perf_counter()
     for beta in betas:
-        baseline.sa_euler(x0, float(beta), config.t1, checkpoints=max(2, round(200 * share)), delta=config.delta,
-                          max_steps=SAMPLE_STEPS)
+        baseline.sa_euler(
+            x0,
+            float(beta),
+            config.t1,
+            checkpoints=max(2, round(200 * share)),
+            delta=config.delta,
+            max_steps=SAMPLE_STEPS,
+        )
     return (time.perf_counter() - start) / share / (len(betas) * seeds)
 
 
@@ -82,9 +93,12 @@ def rows(seeds: int | None, cache: str, work: str) -> list[dict]:
         base = 0.5 * (before + after) * members
         row = dict(d=d, members=members, cold=cold, warm=warm, baseline=base)
         out.append(row)
-        print(f"  d = {d:4d}: attnflow {cold:6.1f} s cold, {warm:6.1f} s warm; baseline {base:8.0f} s "
-              f"(scaled from {len(sample)} β × {seeds} seeds × {SAMPLE_STEPS} steps) → {base / cold:6.1f}× cold, "
-              f"{base / warm:6.1f}× warm", flush=True)
+        print(
+            f"  d = {d:4d}: attnflow {cold:6.1f} s cold, {warm:6.1f} s warm; baseline {base:8.0f} s "
+            f"(scaled from {len(sample)} β × {seeds} seeds × {SAMPLE_STEPS} steps) → {base / cold:6.1f}× cold, "
+            f"{base / warm:6.1f}× warm",
+            flush=True,
+        )
     return out
 
 
@@ -102,8 +116,11 @@ def whole(cache: str, work: str, baseline_s: float | None) -> dict:
     _attnflow(cell, cache, os.path.join(work, "cell"))  # fills the cache
     loud = _attnflow(cell, cache, os.path.join(work, "cell"))
     quiet = _attnflow(cell + ["--quiet"], cache, os.path.join(work, "cell"))
-    print(f"  d = 2 cell, 2048 seeds × 90 β, warm: {loud:.1f} s with progress, {quiet:.1f} s with --quiet "
-          f"({100 * (loud / quiet - 1):+.0f}%)", flush=True)
+    print(
+        f"  d = 2 cell, 2048 seeds × 90 β, warm: {loud:.1f} s with progress, {quiet:.1f} s with --quiet "
+        f"({100 * (loud / quiet - 1):+.0f}%)",
+        flush=True,
+    )
     return dict(cold=cold, warm=warm, loud=loud, quiet=quiet)
 
 
@@ -122,8 +139,10 @@ def main(argv=None) -> int:
         measured = rows(seeds, cache, work)
         total = sum(r["baseline"] for r in measured)
         ours = sum(r["cold"] for r in measured)
-        print(f"  rows together: attnflow {ours:.0f} s cold; baseline {total:.0f} s → {total / ours:.1f}×; "
-              f"worst row {min(r['baseline'] / r['cold'] for r in measured):.1f}×")
+        print(
+            f"  rows together: attnflow {ours:.0f} s cold; baseline {total:.0f} s → {total / ours:.1f}×; "
+            f"worst row {min(r['baseline'] / r['cold'] for r in measured):.1f}×"
+        )
         if not (args.quick or args.rows_only):
             scale = 1024 / (seeds or 1024)  # the rows' baseline at the figure's own 1024 seeds
             whole(os.path.join(work, "cache-whole"), work, total * scale)

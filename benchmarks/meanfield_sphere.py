@@ -47,8 +47,16 @@ def measure(L: int) -> dict:
     ms.meanfield_sphere(np.asarray(c0[0]), 5.0, 0.5, L=L)
     solve_s = time.perf_counter() - solve_start
     bytes_tables = 3 * grid.P.size * 8
-    return dict(L=L, grid=f"{grid.theta.size}×{grid.phi.size}", tables_mb=bytes_tables / 2**20, tables_s=tables,
-                compile_s=compile_s, temp_mb=temp / 2**20, rhs_ms=per_rhs * 1e3, solve_s=solve_s)
+    return dict(
+        L=L,
+        grid=f"{grid.theta.size}×{grid.phi.size}",
+        tables_mb=bytes_tables / 2**20,
+        tables_s=tables,
+        compile_s=compile_s,
+        temp_mb=temp / 2**20,
+        rhs_ms=per_rhs * 1e3,
+        solve_s=solve_s,
+    )
 
 
 def main() -> None:
@@ -58,11 +66,15 @@ def main() -> None:
     degrees = [L for L in (16, 32, 64, 128, 256) if L <= args.max_degree]
     rows = [measure(L) for L in degrees]
     base = rows[0]
-    print(f"{'L':>4} {'grid':>9} {'tables':>9} {'compile':>8} {'XLA temp':>9} {'rhs/member':>11} {'× L=16':>7} "
-          f"{'solve t≤0.5 (cold)':>19}")
+    print(
+        f"{'L':>4} {'grid':>9} {'tables':>9} {'compile':>8} {'XLA temp':>9} {'rhs/member':>11} {'× L=16':>7} "
+        f"{'solve t≤0.5 (cold)':>19}"
+    )
     for r in rows:
-        print(f"{r['L']:>4} {r['grid']:>9} {r['tables_mb']:>7.1f}MB {r['compile_s']:>7.2f}s {r['temp_mb']:>7.1f}MB "
-              f"{r['rhs_ms']:>9.3f}ms {r['rhs_ms'] / base['rhs_ms']:>6.1f}× {r['solve_s']:>18.2f}s")
+        print(
+            f"{r['L']:>4} {r['grid']:>9} {r['tables_mb']:>7.1f}MB {r['compile_s']:>7.2f}s {r['temp_mb']:>7.1f}MB "
+            f"{r['rhs_ms']:>9.3f}ms {r['rhs_ms'] / base['rhs_ms']:>6.1f}× {r['solve_s']:>18.2f}s"
+        )
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-import attnflow as af  # noqa: E402
-from attnflow.experiments import builtin  # noqa: E402
-from attnflow.experiments.run import runner  # noqa: E402
-from attnflow.experiments.builtin import EXPERIMENTS  # noqa: E402
-from attnflow.experiments.config import load_config  # noqa: E402
-
 import baseline  # noqa: E402
 import machine as _machine  # noqa: E402
+
+import attnflow as af  # noqa: E402
+from attnflow.experiments import builtin  # noqa: E402
+from attnflow.experiments.builtin import EXPERIMENTS  # noqa: E402
+from attnflow.experiments.config import load_config  # noqa: E402
+from attnflow.experiments.run import runner  # noqa: E402
 
 # the USA phase diagram's method: adaptive steps (grouped by stiffness), members stopping at consensus
 USA_METHOD = ("solver=tsit5", "rtol=1e-6", "atol=1e-9", "dtype=float64", "stop_when_clustered=true", "coalesce=1e-10")
@@ -35,9 +35,21 @@ def machine() -> str:
 
 
 def _fig3_config(seeds: int, n_betas: int, n: int, t1: float, extra=()):
-    return load_config(None, [f"n={n}", "d=2", f"beta=0.1:9:{n_betas}", f"seeds={seeds}", f"t1={t1}",
-                              "n_save=200", "progress=false", "save_states=no", *extra],
-                       base=EXPERIMENTS["fig3-phase-diagram"].defaults)
+    return load_config(
+        None,
+        [
+            f"n={n}",
+            "d=2",
+            f"beta=0.1:9:{n_betas}",
+            f"seeds={seeds}",
+            f"t1={t1}",
+            "n_save=200",
+            "progress=false",
+            "save_states=no",
+            *extra,
+        ],
+        base=EXPERIMENTS["fig3-phase-diagram"].defaults,
+    )
 
 
 def _time_run(config) -> tuple[float, float, object]:
@@ -77,10 +89,20 @@ def phase_diagram_cell(seeds: int, n_betas: int, baseline_betas: int, n: int = 3
     small = (min(seeds, 256), min(n_betas, 18))
     full, _, _ = _time_run(_fig3_config(*small, n, t1, ["statistics=pairs,clusters,energy", "dtype=float64"]))
     full_ratio = base_total * (small[0] * small[1]) / (seeds * n_betas) / full
-    return dict(seeds=seeds, betas=n_betas, baseline_s=base_total, baseline_per_beta_s=base_per_beta,
-                baseline_pair_steps=pair_steps, ours_s=ours, compile_s=compile_s,
-                steps=float(np.mean(result.steps)), ratio=base_total / ours, full_s=full, full_ratio=full_ratio,
-                full_members=small)
+    return dict(
+        seeds=seeds,
+        betas=n_betas,
+        baseline_s=base_total,
+        baseline_per_beta_s=base_per_beta,
+        baseline_pair_steps=pair_steps,
+        ours_s=ours,
+        compile_s=compile_s,
+        steps=float(np.mean(result.steps)),
+        ratio=base_total / ours,
+        full_s=full,
+        full_ratio=full_ratio,
+        full_members=small,
+    )
 
 
 def usa_cell(seeds: int, n_betas: int, n: int = 32, t1: float = 30.0, baseline_steps: int = 300) -> dict:
@@ -100,11 +122,19 @@ def usa_cell(seeds: int, n_betas: int, n: int = 32, t1: float = 30.0, baseline_s
     sa, _, _ = _time_run(_fig3_config(seeds, n_betas, n, t1))
     # like for like: SA with USA's method (adaptive, float64, coalesced), the stiffness alone
     sa_same, _, sa_result = _time_run(_fig3_config(seeds, n_betas, n, t1, ["model=sa", *USA_METHOD]))
-    return dict(baseline_s=per_step * total_steps, baseline_steps=total_steps, ours_s=usa, compile_s=compile_s,
-                sa_s=sa, steps=float(np.mean(result.steps)), max_steps=int(np.max(result.steps)),
-                stopped=float(np.mean(np.isfinite(result.t_event))),
-                baseline_sa_steps=n_betas * round(t1 / baseline.DT), sa_same_s=sa_same,
-                sa_same_steps=float(np.mean(sa_result.steps)))
+    return dict(
+        baseline_s=per_step * total_steps,
+        baseline_steps=total_steps,
+        ours_s=usa,
+        compile_s=compile_s,
+        sa_s=sa,
+        steps=float(np.mean(result.steps)),
+        max_steps=int(np.max(result.steps)),
+        stopped=float(np.mean(np.isfinite(result.t_event))),
+        baseline_sa_steps=n_betas * round(t1 / baseline.DT),
+        sa_same_s=sa_same,
+        sa_same_steps=float(np.mean(sa_result.steps)),
+    )
 
 
 def accuracy(n: int = 32, members: int = 64, t1: float = 30.0) -> dict:
@@ -121,14 +151,17 @@ def accuracy(n: int = 32, members: int = 64, t1: float = 30.0) -> dict:
         fig3 = dict(solver="rk4", dt=0.75, dense=True, dtype="float32")
         runs = {
             "fig3 (rk4 dt 0.75 dense f32, angles)": af.from_angles(
-                af.simulate(af.Circle(beta), af.to_angles(x0), t1, ts=ts, **fig3).xs),
+                af.simulate(af.Circle(beta), af.to_angles(x0), t1, ts=ts, **fig3).xs
+            ),
             "the same in the plane": af.simulate(af.SA(beta), x0, t1, ts=ts, **fig3).xs,
             "ab4 dt 0.25 f32, angles": af.from_angles(
-                af.simulate(af.Circle(beta), af.to_angles(x0), t1, ts=ts, solver="ab4", dt=0.25, dtype="float32").xs),
+                af.simulate(af.Circle(beta), af.to_angles(x0), t1, ts=ts, solver="ab4", dt=0.25, dtype="float32").xs
+            ),
             "tsit5 rtol 1e-6": af.simulate(af.SA(beta), x0, t1, ts=ts).xs,
             "Euler dt 0.1 (projected)": af.simulate(af.SA(beta), x0, t1, ts=ts, solver="euler", dt=0.1).xs,
-            "renormalized Euler dt 0.1 (authors)": af.simulate(af.SA(beta), x0, t1, ts=ts, solver="renormalized_euler",
-                                                               dt=0.1).xs,
+            "renormalized Euler dt 0.1 (authors)": af.simulate(
+                af.SA(beta), x0, t1, ts=ts, solver="renormalized_euler", dt=0.1
+            ).xs,
         }
         frac_ref = np.asarray(af.clustered_fraction(ref, 1e-3))
         out[beta] = {}
@@ -148,21 +181,24 @@ def accuracy_usa(n: int = 32, members: int = 8, t1: float = 5.0) -> dict:
     out = {}
     for beta in (1.0, 4.0, 9.0):
         x0 = af.init.uniform(2, n, 2, batch=members)
-        ref = af.simulate(af.USA(beta), x0, t1, ts=ts, solver="tsit5", rtol=1e-10, atol=1e-12,
-                          max_steps=2_000_000).xs
+        ref = af.simulate(af.USA(beta), x0, t1, ts=ts, solver="tsit5", rtol=1e-10, atol=1e-12, max_steps=2_000_000).xs
         runs = {
-            "tsit5 rtol 1e-6, coalesce 1e-10": af.simulate(af.Coalesced(af.USA(beta), 1e-10), x0, t1, ts=ts,
-                                                           solver="tsit5", rtol=1e-6, atol=1e-9).xs,
-            "authors' Euler": af.simulate(af.USA(beta), x0, t1, ts=ts, solver="renormalized_euler",
-                                          dt=baseline.usa_dt(beta)).xs,
-            "projected Euler, their step": af.simulate(af.USA(beta), x0, t1, ts=ts, solver="euler",
-                                                       dt=baseline.usa_dt(beta)).xs,
+            "tsit5 rtol 1e-6, coalesce 1e-10": af.simulate(
+                af.Coalesced(af.USA(beta), 1e-10), x0, t1, ts=ts, solver="tsit5", rtol=1e-6, atol=1e-9
+            ).xs,
+            "authors' Euler": af.simulate(
+                af.USA(beta), x0, t1, ts=ts, solver="renormalized_euler", dt=baseline.usa_dt(beta)
+            ).xs,
+            "projected Euler, their step": af.simulate(
+                af.USA(beta), x0, t1, ts=ts, solver="euler", dt=baseline.usa_dt(beta)
+            ).xs,
         }
-        out[beta] = {k: (float(np.max(e)), float(np.median(e)))
-                     for k, v in runs.items()
-                     for e in [np.max(np.abs(np.asarray(v) - np.asarray(ref)), axis=(1, 2, 3))]}
+        out[beta] = {
+            k: (float(np.max(e)), float(np.median(e)))
+            for k, v in runs.items()
+            for e in [np.max(np.abs(np.asarray(v) - np.asarray(ref)), axis=(1, 2, 3))]
+        }
     return out
-
 
 
 # -- fig5: random weights, d = 128 ------------------------------------------------------------
@@ -233,8 +269,13 @@ def accuracy_fig5(members: int = 16, t1: float = 30.0, betas=(1.0, 4.0, 9.0), ca
                 err = np.where(held[:, :, None, None], 0.0, np.abs(xs - refs[own])).max(axis=(1, 2, 3))
                 frac = np.mean(np.abs(np.asarray(af.clustered_fraction(xs, delta)) - fracs[own]))
                 steps = float(np.mean(sol.steps))
-                row[name] = dict(max=float(np.max(err)), median=float(np.median(err)), fraction=float(frac),
-                                 steps=steps, evals=steps * _EVALS_PER_STEP.get(kw["solver"], np.nan))
+                row[name] = dict(
+                    max=float(np.max(err)),
+                    median=float(np.median(err)),
+                    fraction=float(frac),
+                    steps=steps,
+                    evals=steps * _EVALS_PER_STEP.get(kw["solver"], np.nan),
+                )
             out[(w, beta)] = row
     return out
 
@@ -243,8 +284,10 @@ def fig5_acceptable(table: dict, reference: str = "Euler dt 0.1 f64 (projected)"
     """Per candidate: whether its max and median trajectory errors and its clustered-fraction error are
     no larger than those of Euler at dt = 0.1 in every (ensemble, β) of ``accuracy_fig5``."""
     names = next(iter(table.values())).keys()
-    return {name: all(row[name][k] <= row[reference][k] for row in table.values() for k in ("max", "median", "fraction"))
-            for name in names}
+    return {
+        name: all(row[name][k] <= row[reference][k] for row in table.values() for k in ("max", "median", "fraction"))
+        for name in names
+    }
 
 
 # methods timed through the runner (fig5's defaults with these keys changed), same members, alternated
@@ -253,11 +296,22 @@ FIG5_TIMED = {
     "the same without stopping": ("stop_when_clustered=false",),
     "rk4 dt 0.3 f32, stop": ("dt=0.3",),
     "the same in float64": ("dtype=float64",),
-    "tsit5 rtol 1e-3 f32": ("solver=tsit5", "dense=false", "dt=0", "rtol=1e-3", "atol=1e-6",
-                            "stop_when_clustered=false"),
-    "before: tsit5 rtol 1e-6 f64, every statistic": ("solver=tsit5", "dense=false", "dt=0", "dtype=float64",
-                                                      "stop_when_clustered=false",
-                                                      "statistics=pairs,clusters,energy"),
+    "tsit5 rtol 1e-3 f32": (
+        "solver=tsit5",
+        "dense=false",
+        "dt=0",
+        "rtol=1e-3",
+        "atol=1e-6",
+        "stop_when_clustered=false",
+    ),
+    "before: tsit5 rtol 1e-6 f64, every statistic": (
+        "solver=tsit5",
+        "dense=false",
+        "dt=0",
+        "dtype=float64",
+        "stop_when_clustered=false",
+        "statistics=pairs,clusters,energy",
+    ),
 }
 
 
@@ -267,8 +321,12 @@ def speed_fig5_methods(seeds: int = 32, pairs=(0, 88), reps: int = 2, methods=No
     timed runs after one untimed (compiling) run; and the mean and largest steps per member."""
     methods = FIG5_TIMED if methods is None else methods
     grid = np.linspace(0.1, 9.0, 90)
-    configs = {(m, w, i): _fig5_config(w, seeds, [f"beta=[{float(grid[i])!r},{float(grid[i + 1])!r}]", *extra])
-               for m, extra in methods.items() for w in FIG5_ENSEMBLES for i in pairs}
+    configs = {
+        (m, w, i): _fig5_config(w, seeds, [f"beta=[{float(grid[i])!r},{float(grid[i + 1])!r}]", *extra])
+        for m, extra in methods.items()
+        for w in FIG5_ENSEMBLES
+        for i in pairs
+    }
     times = {k: [] for k in configs}
     steps = {k: builtin.resolve(c.experiment).execute(c).steps for k, c in configs.items()}
     for _ in range(reps):
@@ -279,9 +337,12 @@ def speed_fig5_methods(seeds: int = 32, pairs=(0, 88), reps: int = 2, methods=No
     out = {}
     for m in methods:
         per = {w: float(np.mean([min(times[(m, w, i)]) for i in pairs]) / (2 * seeds) * 1e3) for w in FIG5_ENSEMBLES}
-        out[m] = dict(per_ensemble=per, ms=float(np.mean(list(per.values()))),
-                      steps=float(np.mean([steps[(m, w, i)] for w in FIG5_ENSEMBLES for i in pairs])),
-                      max_steps=int(np.max([steps[(m, w, i)] for w in FIG5_ENSEMBLES for i in pairs])))
+        out[m] = dict(
+            per_ensemble=per,
+            ms=float(np.mean(list(per.values()))),
+            steps=float(np.mean([steps[(m, w, i)] for w in FIG5_ENSEMBLES for i in pairs])),
+            max_steps=int(np.max([steps[(m, w, i)] for w in FIG5_ENSEMBLES for i in pairs])),
+        )
     return out
 
 
@@ -300,7 +361,9 @@ def fig5_cell(seeds: int = 1024, pairs=(0, 30, 58, 88), baseline_seeds: int = 32
     grid = np.linspace(0.1, 9.0, 90)
     d = FIG5.defaults["d"]
     samples = [(w, i) for w in FIG5_ENSEMBLES for i in pairs]
-    configs = {k: _fig5_config(k[0], seeds, [f"beta=[{float(grid[k[1]])!r},{float(grid[k[1] + 1])!r}]"]) for k in samples}
+    configs = {
+        k: _fig5_config(k[0], seeds, [f"beta=[{float(grid[k[1]])!r},{float(grid[k[1] + 1])!r}]"]) for k in samples
+    }
 
     def base(ks):
         spent, count = 0.0, 0
@@ -333,10 +396,21 @@ def fig5_cell(seeds: int = 1024, pairs=(0, 30, 58, 88), baseline_seeds: int = 32
     per = {k: v / (2 * seeds) * 1e3 for k, v in ours.items()}
     ours_ms = float(np.mean(list(per.values())))
     members = len(FIG5_ENSEMBLES) * len(grid) * FIG5.defaults["seeds"]
-    return dict(per_sample=per, steps=steps, ours_ms=ours_ms, baseline_ms=base_ms, ratio=base_ms / ours_ms,
-                compile_s=compile_s, figure_members=members, ours_figure_min=ours_ms * members / 6e4,
-                baseline_figure_h=base_ms * members / 3.6e6, seeds=seeds, pairs=tuple(pairs),
-                betas={i: (float(grid[i]), float(grid[i + 1])) for i in pairs}, baseline_members=n1 + n2)
+    return dict(
+        per_sample=per,
+        steps=steps,
+        ours_ms=ours_ms,
+        baseline_ms=base_ms,
+        ratio=base_ms / ours_ms,
+        compile_s=compile_s,
+        figure_members=members,
+        ours_figure_min=ours_ms * members / 6e4,
+        baseline_figure_h=base_ms * members / 3.6e6,
+        seeds=seeds,
+        pairs=tuple(pairs),
+        betas={i: (float(grid[i]), float(grid[i + 1])) for i in pairs},
+        baseline_members=n1 + n2,
+    )
 
 
 def main(argv=None) -> int:
@@ -344,9 +418,12 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="shrunk cells (256 seeds, 18 β) and short field runs")
     p.add_argument("--seeds", type=int, default=None)
     p.add_argument("--betas", type=int, default=None)
-    p.add_argument("--only", choices=("cell", "usa", "accuracy", "field", "startup", "grouping", "fig5",
-                                      "fig5-accuracy"), action="append",
-                   help="run only these parts (repeatable); fig5 and fig5-accuracy (several minutes each) run only so")
+    p.add_argument(
+        "--only",
+        choices=("cell", "usa", "accuracy", "field", "startup", "grouping", "fig5", "fig5-accuracy"),
+        action="append",
+        help="run only these parts (repeatable); fig5 and fig5-accuracy (several minutes each) run only so",
+    )
     args = p.parse_args(argv)
     seeds = args.seeds or (256 if args.quick else 2048)
     n_betas = args.betas or (18 if args.quick else 90)
@@ -355,92 +432,138 @@ def main(argv=None) -> int:
 
     if "cell" in parts:
         cell = phase_diagram_cell(seeds, n_betas, baseline_betas=4)
-        print(f"\nphase-diagram cell: d = 2, n = 32, {cell['seeds']} seeds × {cell['betas']} β, t ≤ 30, 200 checkpoints")
-        print(f"  baseline (authors' scheme, NumPy f64, Euler dt = 0.1): {cell['baseline_s']:.1f} s "
-              f"({cell['baseline_per_beta_s']:.2f} s per β, {cell['baseline_pair_steps']:.2e} pair-steps/s;"
-              f" the authors' code: 5.4e7 on 2 cores)")
-        print(f"  attnflow fig3 defaults (rk4 dt = 0.75 in angles, dense output, f32, clustered fraction): "
-              f"{cell['ours_s']:.2f} s "
-              f"+ {cell['compile_s']:.1f} s compile, {cell['steps']:.0f} steps per member")
+        print(
+            f"\nphase-diagram cell: d = 2, n = 32, {cell['seeds']} seeds × {cell['betas']} β, t ≤ 30, 200 checkpoints"
+        )
+        print(
+            f"  baseline (authors' scheme, NumPy f64, Euler dt = 0.1): {cell['baseline_s']:.1f} s "
+            f"({cell['baseline_per_beta_s']:.2f} s per β, {cell['baseline_pair_steps']:.2e} pair-steps/s;"
+            f" the authors' code: 5.4e7 on 2 cores)"
+        )
+        print(
+            f"  attnflow fig3 defaults (rk4 dt = 0.75 in angles, dense output, f32, clustered fraction): "
+            f"{cell['ours_s']:.2f} s "
+            f"+ {cell['compile_s']:.1f} s compile, {cell['steps']:.0f} steps per member"
+        )
         print(f"  speed-up over the baseline: {cell['ratio']:.1f}×")
-        print(f"  with every statistic of the summary contract (cluster counts, energies) in float64, "
-              f"{cell['full_members'][0]} seeds × {cell['full_members'][1]} β: {cell['full_s']:.2f} s, "
-              f"{cell['full_ratio']:.1f}× the baseline's time for as many members")
+        print(
+            f"  with every statistic of the summary contract (cluster counts, energies) in float64, "
+            f"{cell['full_members'][0]} seeds × {cell['full_members'][1]} β: {cell['full_s']:.2f} s, "
+            f"{cell['full_ratio']:.1f}× the baseline's time for as many members"
+        )
 
     if "usa" in parts:
         usa_seeds, usa_betas = 32, 18
         usa = usa_cell(usa_seeds, usa_betas)
         print(f"\nUSA phase diagram: d = 2, n = 32, {usa_seeds} seeds × {usa_betas} β, t ≤ 30")
-        print(f"  baseline (authors' step shrinking, {usa['baseline_steps']:,} Euler steps, timed on 300 and scaled): "
-              f"{usa['baseline_s']:.0f} s")
-        print(f"  attnflow ({', '.join(USA_METHOD)}): {usa['ours_s']:.2f} s + {usa['compile_s']:.1f} s compile; "
-              f"steps per member mean {usa['steps']:.0f}, max {usa['max_steps']}; "
-              f"{100 * usa['stopped']:.0f}% stopped at consensus")
-        print(f"  the SA cell of the same size with fig3's defaults: {usa['sa_s']:.2f} s → USA costs "
-              f"{usa['ours_s'] / usa['sa_s']:.1f}× SA; {usa['baseline_s'] / usa['ours_s']:.0f}× faster than the baseline")
-        print(f"  SA with USA's method: {usa['sa_same_s']:.2f} s, {usa['sa_same_steps']:.0f} steps per member → USA "
-              f"costs {usa['ours_s'] / usa['sa_same_s']:.1f}× SA like for like; in the authors' scheme "
-              f"{usa['baseline_steps'] / usa['baseline_sa_steps']:.0f}× (their steps against SA's dt = 0.1)")
+        print(
+            f"  baseline (authors' step shrinking, {usa['baseline_steps']:,} Euler steps, timed on 300 and scaled): "
+            f"{usa['baseline_s']:.0f} s"
+        )
+        print(
+            f"  attnflow ({', '.join(USA_METHOD)}): {usa['ours_s']:.2f} s + {usa['compile_s']:.1f} s compile; "
+            f"steps per member mean {usa['steps']:.0f}, max {usa['max_steps']}; "
+            f"{100 * usa['stopped']:.0f}% stopped at consensus"
+        )
+        print(
+            f"  the SA cell of the same size with fig3's defaults: {usa['sa_s']:.2f} s → USA costs "
+            f"{usa['ours_s'] / usa['sa_s']:.1f}× SA; {usa['baseline_s'] / usa['ours_s']:.0f}× faster than the baseline"
+        )
+        print(
+            f"  SA with USA's method: {usa['sa_same_s']:.2f} s, {usa['sa_same_steps']:.0f} steps per member → USA "
+            f"costs {usa['ours_s'] / usa['sa_same_s']:.1f}× SA like for like; in the authors' scheme "
+            f"{usa['baseline_steps'] / usa['baseline_sa_steps']:.0f}× (their steps against SA's dt = 0.1)"
+        )
         acc = accuracy_usa()
-        print("  accuracy, n = 32, 8 members, t ≤ 5 (max / median over members of max |x − x_ref|; "
-              "ref: tsit5 rtol 1e-10, not coalesced)")
+        print(
+            "  accuracy, n = 32, 8 members, t ≤ 5 (max / median over members of max |x − x_ref|; "
+            "ref: tsit5 rtol 1e-10, not coalesced)"
+        )
         for beta, rows in acc.items():
             print(f"    β = {beta:g}: " + "   ".join(f"{k} {mx:.1e} / {md:.1e}" for k, (mx, md) in rows.items()))
 
     if "accuracy" in parts:
         acc = accuracy()
-        print("\naccuracy, d = 2, n = 32, 64 members, 200 checkpoints over t ≤ 30 (max / median over members of "
-              "max |x − x_ref|; mean |Δ| of the clustered fraction at δ = 1e-3; ref: dopri8, rtol 1e-12)")
+        print(
+            "\naccuracy, d = 2, n = 32, 64 members, 200 checkpoints over t ≤ 30 (max / median over members of "
+            "max |x − x_ref|; mean |Δ| of the clustered fraction at δ = 1e-3; ref: dopri8, rtol 1e-12)"
+        )
         for beta, rows in acc.items():
-            print(f"  β = {beta:g}: " + "   ".join(f"{k} {mx:.1e} / {md:.1e}, fraction {fr:.1e}"
-                                                 for k, (mx, md, fr) in rows.items()))
+            print(
+                f"  β = {beta:g}: "
+                + "   ".join(f"{k} {mx:.1e} / {md:.1e}, fraction {fr:.1e}" for k, (mx, md, fr) in rows.items())
+            )
 
     if "fig5-accuracy" in parts:
         members = 8 if args.quick else 16
         table = accuracy_fig5(members=members)
         ok = fig5_acceptable(table)
-        print(f"\nfig5 accuracy: n = 32, d = 128, {members} members (fig5's seeds, its Q, K, V) per ensemble and β, "
-              "201 saves over t ≤ 30; max / median over members of max_t |x − x_ref|, mean |Δ| of the clustered "
-              "fraction at δ = 1e-3, steps (field evaluations) per member; ref: dopri8 rtol 1e-11 f64")
+        print(
+            f"\nfig5 accuracy: n = 32, d = 128, {members} members (fig5's seeds, its Q, K, V) per ensemble and β, "
+            "201 saves over t ≤ 30; max / median over members of max_t |x − x_ref|, mean |Δ| of the clustered "
+            "fraction at δ = 1e-3, steps (field evaluations) per member; ref: dopri8 rtol 1e-11 f64"
+        )
         for (w, beta), rows in table.items():
             print(f"  {w}, β = {beta:g}")
             for name, r in rows.items():
-                print(f"    {name:38s} {r['max']:.1e} / {r['median']:.1e}   fraction {r['fraction']:.1e}   "
-                      f"{r['steps']:.0f} steps ({r['evals']:.0f} evaluations)")
-        print("  no worse than Euler at dt = 0.1 (projected) everywhere (max, median, fraction): "
-              + ", ".join(f"{name} {'yes' if good else 'no'}" for name, good in ok.items()))
+                print(
+                    f"    {name:38s} {r['max']:.1e} / {r['median']:.1e}   fraction {r['fraction']:.1e}   "
+                    f"{r['steps']:.0f} steps ({r['evals']:.0f} evaluations)"
+                )
+        print(
+            "  no worse than Euler at dt = 0.1 (projected) everywhere (max, median, fraction): "
+            + ", ".join(f"{name} {'yes' if good else 'no'}" for name, good in ok.items())
+        )
         speed = speed_fig5_methods(seeds=16 if args.quick else 32)
-        print("  speed through Experiment.execute, same members (β pairs 0.1/0.2 and 8.9/9.0 of the grid, "
-              f"{16 if args.quick else 32} seeds each; a call stops with its slowest member): ms per member")
+        print(
+            "  speed through Experiment.execute, same members (β pairs 0.1/0.2 and 8.9/9.0 of the grid, "
+            f"{16 if args.quick else 32} seeds each; a call stops with its slowest member): ms per member"
+        )
         for name, r in speed.items():
-            print(f"    {name:46s} {r['ms']:6.2f}  (" + ", ".join(f"{w} {v:.2f}" for w, v in r["per_ensemble"].items())
-                  + f"; steps mean {r['steps']:.0f}, max {r['max_steps']})")
+            print(
+                f"    {name:46s} {r['ms']:6.2f}  ("
+                + ", ".join(f"{w} {v:.2f}" for w, v in r["per_ensemble"].items())
+                + f"; steps mean {r['steps']:.0f}, max {r['max_steps']})"
+            )
 
     if "fig5" in parts:
         cell = fig5_cell(seeds=256 if args.quick else 1024, pairs=(0, 88) if args.quick else (0, 30, 58, 88))
-        print(f"\nfig5-random-matrices: n = 32, d = 128, 201 saves, t ≤ 30; sampled calls of {2 * cell['seeds']} members "
-              f"(β pairs {', '.join(f'{a:.1f}/{b:.1f}' for a, b in cell['betas'].values())}) for each ensemble")
+        print(
+            f"\nfig5-random-matrices: n = 32, d = 128, 201 saves, t ≤ 30; sampled calls of {2 * cell['seeds']} members "
+            f"(β pairs {', '.join(f'{a:.1f}/{b:.1f}' for a, b in cell['betas'].values())}) for each ensemble"
+        )
         for (w, i), ms in cell["per_sample"].items():
             mean, top = cell["steps"][(w, i)]
-            print(f"  {w:13s} β {cell['betas'][i][0]:.1f}/{cell['betas'][i][1]:.1f}: {ms:.2f} ms per member "
-                  f"(steps mean {mean:.0f}, max {top})")
-        print(f"  attnflow, fig5 defaults (rk4 dt 0.25 dense f32, stopped at consensus, clustered fraction): "
-              f"{cell['ours_ms']:.2f} ms per member + {cell['compile_s']:.1f} s compile")
-        print(f"  baseline (authors' scheme, NumPy f64, Euler dt = 0.1, {cell['baseline_members']} of the same members): "
-              f"{cell['baseline_ms']:.1f} ms per member")
-        print(f"  speed-up over the baseline: {cell['ratio']:.1f}×; the whole figure ({cell['figure_members']:,} members): "
-              f"attnflow ≈ {cell['ours_figure_min']:.0f} min, baseline ≈ {cell['baseline_figure_h']:.1f} h")
+            print(
+                f"  {w:13s} β {cell['betas'][i][0]:.1f}/{cell['betas'][i][1]:.1f}: {ms:.2f} ms per member "
+                f"(steps mean {mean:.0f}, max {top})"
+            )
+        print(
+            f"  attnflow, fig5 defaults (rk4 dt 0.25 dense f32, stopped at consensus, clustered fraction): "
+            f"{cell['ours_ms']:.2f} ms per member + {cell['compile_s']:.1f} s compile"
+        )
+        print(
+            f"  baseline (authors' scheme, NumPy f64, Euler dt = 0.1, {cell['baseline_members']} of the same members): "
+            f"{cell['baseline_ms']:.1f} ms per member"
+        )
+        print(
+            f"  speed-up over the baseline: {cell['ratio']:.1f}×; the whole figure ({cell['figure_members']:,} members): "
+            f"attnflow ≈ {cell['ours_figure_min']:.0f} min, baseline ≈ {cell['baseline_figure_h']:.1f} h"
+        )
 
     if "field" in parts:
         import field
+
         print()
         field.run(quick=args.quick)
     if "startup" in parts:
         import startup
+
         print()
         startup.run(quick=args.quick)
     if "grouping" in parts:
         import grouping
+
         print()
         grouping.run(quick=args.quick)
     return 0

@@ -59,13 +59,14 @@ def launch(args: list[str], cache: str, out: str) -> dict:
     """One fresh ``attnflow`` process; its phases in seconds."""
     env = dict(os.environ, ATTNFLOW_CACHE_DIR=cache)
     start, launched = time.perf_counter(), time.time()
-    proc = subprocess.run([sys.executable, "-c", CHILD, repr(launched), *args, "--out", out],
-                          env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, repr(launched), *args, "--out", out], env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - start
     lines = [line for line in proc.stderr.splitlines() if line.startswith("STARTUP ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"attnflow {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    rec = json.loads(lines[-1][len("STARTUP "):])
+    rec = json.loads(lines[-1][len("STARTUP ") :])
     spans = rec["spans"]
 
     def total(kind):
@@ -74,10 +75,17 @@ def launch(args: list[str], cache: str, out: str) -> dict:
     compiles = [s for s in spans if s[0] == "backend_compile_duration"]
     loops = [s for s in compiles if any(loop in s[1] for loop in LOOPS)] or compiles
     stepping = max(end for _, _, _, end in loops) if loops else rec["done"]
-    return dict(wall=wall, before=stepping - launched, imports=rec["imported"] - launched,
-                trace=total("jaxpr_trace_duration"), lower=total("jaxpr_to_mlir_module_duration"),
-                compile=total("backend_compile_duration"), hits=rec["counts"].get("cache_hits", 0),
-                misses=rec["counts"].get("cache_misses", 0), entries=len(os.listdir(cache)) if os.path.isdir(cache) else 0)
+    return dict(
+        wall=wall,
+        before=stepping - launched,
+        imports=rec["imported"] - launched,
+        trace=total("jaxpr_trace_duration"),
+        lower=total("jaxpr_to_mlir_module_duration"),
+        compile=total("backend_compile_duration"),
+        hits=rec["counts"].get("cache_hits", 0),
+        misses=rec["counts"].get("cache_misses", 0),
+        entries=len(os.listdir(cache)) if os.path.isdir(cache) else 0,
+    )
 
 
 def run(quick: bool = False) -> None:
@@ -86,18 +94,24 @@ def run(quick: bool = False) -> None:
     plan = [("first run", []), ("repeated", [])]
     if not quick:
         plan += [("--quiet, first", ["--quiet"]), ("--quiet, repeated", ["--quiet"]), ("--no-cache", ["--no-cache"])]
-    header = (f"{'':<18} {'wall':>6} {'before stepping':>16} {'imports':>8} {'trace':>6} {'lower':>6} "
-              f"{'compile/load':>13} {'cache hits/misses':>18} {'entries':>8}")
+    header = (
+        f"{'':<18} {'wall':>6} {'before stepping':>16} {'imports':>8} {'trace':>6} {'lower':>6} "
+        f"{'compile/load':>13} {'cache hits/misses':>18} {'entries':>8}"
+    )
     print(header)
     with tempfile.TemporaryDirectory() as tmp:
         cache = os.path.join(tmp, "cache")
         for i, (label, extra) in enumerate(plan):
             r = launch(EXPERIMENT + extra, cache, os.path.join(tmp, f"run{i}"))
-            print(f"{label:<18} {r['wall']:5.2f}s {r['before']:15.2f}s {r['imports']:7.2f}s {r['trace']:5.2f}s "
-                  f"{r['lower']:5.2f}s {r['compile']:12.2f}s {r['hits']:>9d}/{r['misses']:<8d} {r['entries']:8d}")
-    print("before stepping: from launching the process to the integration loop's executable being ready;"
-          " imports: to `attnflow.experiments.commands.cli` imported.\nProgress bars (on unless --quiet) call back into"
-          " Python from the loop, and JAX never caches such programs: the loop is compiled again.")
+            print(
+                f"{label:<18} {r['wall']:5.2f}s {r['before']:15.2f}s {r['imports']:7.2f}s {r['trace']:5.2f}s "
+                f"{r['lower']:5.2f}s {r['compile']:12.2f}s {r['hits']:>9d}/{r['misses']:<8d} {r['entries']:8d}"
+            )
+    print(
+        "before stepping: from launching the process to the integration loop's executable being ready;"
+        " imports: to `attnflow.experiments.commands.cli` imported.\nProgress bars (on unless --quiet) call back into"
+        " Python from the loop, and JAX never caches such programs: the loop is compiled again."
+    )
 
 
 def main(argv=None) -> int:

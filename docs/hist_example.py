@@ -30,8 +30,21 @@ states = np.moveaxis(np.asarray(sol.xs), 0, 1).astype(np.float32)  # (layers, pr
 with tempfile.TemporaryDirectory() as tmp:
     path = Path(tmp) / "toy_states.npz"
     np.savez(path, hidden_states=states)
-    main(["hist", str(path), "--simulate-from", "0", "--beta", "1,4", "--layer-time", "0.3", "--quiet",
-          "--out", str(Path(tmp) / "out")])
+    main(
+        [
+            "hist",
+            str(path),
+            "--simulate-from",
+            "0",
+            "--beta",
+            "1,4",
+            "--layer-time",
+            "0.3",
+            "--quiet",
+            "--out",
+            str(Path(tmp) / "out"),
+        ]
+    )
     target = Path(__file__).parent / "img" / "hist_layers.png"
     shutil.copyfile(Path(tmp) / "out" / "histograms.png", target)
     print(target)

@@ -60,8 +60,14 @@ for ax, (title, variants) in zip(axes, panels.items()):
     for i, (label, entry) in enumerate(variants.items()):
         field, kw = entry if isinstance(entry, tuple) else (entry, {})
         # alternate dash patterns so lines that coincide (e.g. no clustering at all) stay visible
-        ax.step(TS[1:], median_clusters(field, **kw)[1:], where="post", label=label, lw=1.8,
-                ls=("-", "--", "-.", ":")[i % 4])
+        ax.step(
+            TS[1:],
+            median_clusters(field, **kw)[1:],
+            where="post",
+            label=label,
+            lw=1.8,
+            ls=("-", "--", "-.", ":")[i % 4],
+        )
     ax.set_xscale("log")
     ax.set_title(title)
     ax.set_xlabel("time $t$")

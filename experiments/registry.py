@@ -11,11 +11,11 @@ built-in experiment is one module of ``builtin/`` that calls :func:`register`; i
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from .run import plan, preflight, runner
 from .config import ConfigError
+from .run import plan, preflight, runner
 from .run.runner import RunResult
 
 __all__ = ["Check", "Experiment", "EXPERIMENTS", "MODEL_KEYS", "register", "get", "changed_model_keys"]
@@ -35,13 +35,13 @@ class Check:
     passed: bool | None
 
     @classmethod
-    def not_applicable(cls, name: str, expected: str, why: str) -> "Check":
+    def not_applicable(cls, name: str, expected: str, why: str) -> Check:
         """A check that does not apply to this run, and why."""
         return cls(name, expected, why, None)
 
     @property
     def mark(self) -> str:
-        """"ok", "FAIL" or "n/a", padded to four characters (the reports' ``[ok  ]``)."""
+        """ "ok", "FAIL" or "n/a", padded to four characters (the reports' ``[ok  ]``)."""
         return {True: "ok  ", False: "FAIL", None: "n/a "}[self.passed]
 
     @property
@@ -85,8 +85,10 @@ class Experiment:
 
     def __post_init__(self) -> None:
         if self.run is not None and (self.keys is None or self.memory is None):
-            raise ValueError(f"experiment {self.name!r} has a runner of its own: it declares the keys it reads "
-                             "(keys=...) and the memory a run holds (memory=...), which preflight checks")
+            raise ValueError(
+                f"experiment {self.name!r} has a runner of its own: it declares the keys it reads "
+                "(keys=...) and the memory a run holds (memory=...), which preflight checks"
+            )
         if self.keys is not None:
             object.__setattr__(self, "keys", tuple(self.keys))
 
@@ -104,8 +106,10 @@ class Experiment:
         """The report's account of what a run of ``config`` computed (before its wall time)."""
         if self.headline is not None:
             return self.headline(config)
-        return (f"{members} member(s), n = {config.n}, d = {list(config.d)}, {len(config.beta)} β value(s), "
-                f"t1 = {config.t1:g}, {config.solver}")
+        return (
+            f"{members} member(s), n = {config.n}, d = {list(config.d)}, {len(config.beta)} β value(s), "
+            f"t1 = {config.t1:g}, {config.solver}"
+        )
 
     def check(self, config) -> None:
         """Refuse (ConfigError) a configuration this experiment does not run as given: a key its run does
@@ -115,8 +119,10 @@ class Experiment:
         negative = [b for b in config.beta if b < 0]
         if negative and not self.negative_beta:
             able = ", ".join(name for name, e in EXPERIMENTS.items() if e.negative_beta)
-            raise ConfigError(f"experiment {self.name!r} compares with a theory of beta ≥ 0 (got beta = "
-                              f"{negative[0]:g}); beta < 0 runs in: simulate{', ' + able if able else ''}")
+            raise ConfigError(
+                f"experiment {self.name!r} compares with a theory of beta ≥ 0 (got beta = "
+                f"{negative[0]:g}); beta < 0 runs in: simulate{', ' + able if able else ''}"
+            )
         if self.requires is not None:
             self.requires(config)
 

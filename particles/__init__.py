@@ -10,6 +10,7 @@ from .attention_stats import (
     stationary_distribution,
 )
 from .circle import Circle, from_angles, to_angles
+from .coalesce import Coalesced
 from .energy import energy, log_energy, normalized_energy
 from .equiangular_ode import equiangular, equiangular_rhs, gamma_curve, hitting_time, wendel_probability
 from .feedforward import FeedForward
@@ -21,7 +22,6 @@ from .linear import LeastSquaresAttention, LinearAttention
 from .modes import fastest_mode, mode_growth_rates
 from .multihead import MultiHead
 from .noise import Noisy
-from .coalesce import Coalesced
 from .observables import (
     Clusters,
     cluster_labels,
@@ -37,7 +37,6 @@ from .observables import (
     plateaus,
 )
 from .sinkhorn import Sinkhorn
-from .weights import ENSEMBLES, sample_weights
 from .sphere import (
     expmap,
     geodesic_distance,
@@ -47,3 +46,4 @@ from .sphere import (
     pairwise_gaps,
     project,
 )
+from .weights import ENSEMBLES, sample_weights

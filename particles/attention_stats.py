@@ -69,7 +69,7 @@ def attention_spectrum(A: Float[Array, "... n n"]) -> Complex[Array, "... n"]:
     return jnp.take_along_axis(lam, order, axis=-1)
 
 
-def second_eigenvalue(A: Float[Array, "... n n"]) -> Float[Array, "..."]:
+def second_eigenvalue(A: Float[Array, "... n n"]) -> Float[Array, ...]:
     """|λ₂|, the second-largest eigenvalue modulus; the spectral gap is 1 − |λ₂| (0 for n = 1).
 
     The walk forgets its start like |λ₂|^k: |λ₂| = 0 at consensus, → 1 as tokens split into

@@ -31,8 +31,17 @@ from jaxtyping import Array, Float
 
 from .checks import check_choice
 
-__all__ = ["DENSE_LIMIT_BYTES", "PARTICLE_AXIS", "TILE", "blocked_attention", "dense_limit_bytes", "fused_attention",
-           "resolve_block", "resolve_kernel", "tile_side"]
+__all__ = [
+    "DENSE_LIMIT_BYTES",
+    "PARTICLE_AXIS",
+    "TILE",
+    "blocked_attention",
+    "dense_limit_bytes",
+    "fused_attention",
+    "resolve_block",
+    "resolve_kernel",
+    "tile_side",
+]
 
 DENSE_LIMIT_BYTES = {"cpu": 16 * 2**20, "accelerator": 2**30}
 """With ``block="auto"``, a field switches to the blocked path when the n×n logits of one member
@@ -99,7 +108,7 @@ def check_kernel(kernel: str) -> str:
 
 
 def resolve_kernel(kernel: str, normalized: bool, dtype) -> str:
-    """"fused" or "xla" for this evaluation, decided at trace time.
+    """ "fused" or "xla" for this evaluation, decided at trace time.
 
     "auto" takes the fused kernel on GPU backends ("gpu", "cuda", "rocm") for softmax attention
     in float32 or narrower, and attnflow's own dense or blocked evaluation everywhere else:
@@ -111,11 +120,15 @@ def resolve_kernel(kernel: str, normalized: bool, dtype) -> str:
         fits = normalized and jnp.dtype(dtype).itemsize <= 4
         return "fused" if fits and jax.default_backend() in ("gpu", "cuda", "rocm") else "xla"
     if kernel == "fused" and not normalized:
-        raise ValueError("kernel='fused' (jax.nn.dot_product_attention) computes softmax attention only; "
-                         "USA needs kernel='auto' or 'xla'")
+        raise ValueError(
+            "kernel='fused' (jax.nn.dot_product_attention) computes softmax attention only; "
+            "USA needs kernel='auto' or 'xla'"
+        )
     if kernel == "fused" and jnp.dtype(dtype).itemsize > 4:
-        raise ValueError("kernel='fused' (jax.nn.dot_product_attention) computes its softmax in float32; "
-                         "float64 runs need kernel='auto' or 'xla'")
+        raise ValueError(
+            "kernel='fused' (jax.nn.dot_product_attention) computes its softmax in float32; "
+            "float64 runs need kernel='auto' or 'xla'"
+        )
     return kernel
 
 
@@ -146,10 +159,12 @@ def blocked_attention(
     """
     devices = _particle_devices()
     if devices > 1:
-        return _rows_over_devices(beta, q, k, v, devices, block=block, normalized=normalized, offset=offset,
-                                  causal=causal, slope=slope)
-    return _tiles(beta, q, k, v, q_block=block, k_block=block, normalized=normalized, offset=offset, causal=causal,
-                  slope=slope)
+        return _rows_over_devices(
+            beta, q, k, v, devices, block=block, normalized=normalized, offset=offset, causal=causal, slope=slope
+        )
+    return _tiles(
+        beta, q, k, v, q_block=block, k_block=block, normalized=normalized, offset=offset, causal=causal, slope=slope
+    )
 
 
 def _particle_devices() -> int:
@@ -160,8 +175,7 @@ def _particle_devices() -> int:
     return int(mesh.shape[PARTICLE_AXIS])
 
 
-def _rows_over_devices(beta, q, k, v, devices: int, *, block: int, normalized: bool, offset, causal: bool,
-                       slope=None):
+def _rows_over_devices(beta, q, k, v, devices: int, *, block: int, normalized: bool, offset, causal: bool, slope=None):
     """``blocked_attention`` with the query rows in ``devices`` equal slices, one per device (``shard_map``).
 
     Keys and values are replicated, so each device sweeps the same key tiles in the same order as
@@ -177,17 +191,31 @@ def _rows_over_devices(beta, q, k, v, devices: int, *, block: int, normalized: b
 
     def rows(beta, q_local, k, v, offset, slope_):
         row0 = jax.lax.axis_index(PARTICLE_AXIS) * local
-        return _tiles(beta, q_local, k, v, q_block=q_block, k_block=block, normalized=normalized, offset=offset,
-                      causal=causal, row0=row0, slope=None if slope is None else slope_)
+        return _tiles(
+            beta,
+            q_local,
+            k,
+            v,
+            q_block=q_block,
+            k_block=block,
+            normalized=normalized,
+            offset=offset,
+            causal=causal,
+            row0=row0,
+            slope=None if slope is None else slope_,
+        )
 
-    out = jax.shard_map(rows, in_specs=(P(), P(PARTICLE_AXIS), P(), P(), P(), P()), out_specs=P(PARTICLE_AXIS),
-                        axis_names={PARTICLE_AXIS}, check_vma=False)(
-        jnp.asarray(beta), q, k, v, jnp.asarray(offset, q.dtype), jnp.asarray(0.0 if slope is None else slope))
+    out = jax.shard_map(
+        rows,
+        in_specs=(P(), P(PARTICLE_AXIS), P(), P(), P(), P()),
+        out_specs=P(PARTICLE_AXIS),
+        axis_names={PARTICLE_AXIS},
+        check_vma=False,
+    )(jnp.asarray(beta), q, k, v, jnp.asarray(offset, q.dtype), jnp.asarray(0.0 if slope is None else slope))
     return out[:n]
 
 
-def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offset, causal: bool, row0=None,
-           slope=None):
+def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offset, causal: bool, row0=None, slope=None):
     """The tiled sweep of ``blocked_attention`` for query rows ``row0``, ``row0`` + 1, ... against all keys.
 
     row0 None: q holds every row and both tile sides are equal (the one-device case).
@@ -242,8 +270,7 @@ def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offse
 
     def query_block(args):
         qi, i = args
-        init = (jnp.full((q_block,), -jnp.inf, dtype), jnp.zeros((q_block,), dtype),
-                jnp.zeros((q_block, e), dtype))
+        init = (jnp.full((q_block,), -jnp.inf, dtype), jnp.zeros((q_block,), dtype), jnp.zeros((q_block, e), dtype))
 
         def step(state, c):
             if not (causal or padded):
@@ -261,8 +288,9 @@ def _tiles(beta, q, k, v, *, q_block: int, k_block: int, normalized: bool, offse
             branch = jnp.where(masked, 1, 0)
             if causal:
                 branch = jnp.where(above, 2, branch)
-            state = jax.lax.switch(branch, [lambda s: tile(s, qi, i, c, False), lambda s: tile(s, qi, i, c, True),
-                                            lambda s: s], state)
+            state = jax.lax.switch(
+                branch, [lambda s: tile(s, qi, i, c, False), lambda s: tile(s, qi, i, c, True), lambda s: s], state
+            )
             return state, None
 
         (m, l, a), _ = jax.lax.scan(step, init, jnp.arange(nb))
@@ -294,6 +322,7 @@ def fused_attention(
         a = a if a.shape[1] == width else jnp.pad(a, ((0, 0), (0, width - a.shape[1])))
         return a[None, :, None, :]  # (batch, tokens, heads, width)
 
-    out = jax.nn.dot_product_attention(head(beta.astype(q.dtype) * q), head(k), head(v), scale=1.0,
-                                       is_causal=causal, implementation=None)
+    out = jax.nn.dot_product_attention(
+        head(beta.astype(q.dtype) * q), head(k), head(v), scale=1.0, is_causal=causal, implementation=None
+    )
     return out[0, :, 0, : v.shape[1]]

@@ -80,8 +80,10 @@ def as_matrix(name: str, value, ndim: int = 2) -> Array | None:
         return value
     arr = np.asarray(value)
     if arr.ndim not in (ndim, ndim + 1) or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{name} must be a {ndim}-D real array (or a stack of them, one per member), "
-                         f"got an array of shape {arr.shape}")
+        raise ValueError(
+            f"{name} must be a {ndim}-D real array (or a stack of them, one per member), "
+            f"got an array of shape {arr.shape}"
+        )
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must have finite entries")
     return jnp.asarray(arr, dtype=jnp.result_type(float))
@@ -143,8 +145,10 @@ def as_beta(value, *, signed: bool = False, field: str = "") -> Array:
     if signed or isinstance(arr, jax.core.Tracer):
         return arr
     if np.any(np.asarray(arr) < 0):
-        raise ValueError(f"beta must be ≥ 0 for {field or 'this field'}, got {np.asarray(arr).tolist()}; "
-                         f"β < 0 runs with SA, USA (time='glpr') and MultiHead of model 'sa' or 'usa'")
+        raise ValueError(
+            f"beta must be ≥ 0 for {field or 'this field'}, got {np.asarray(arr).tolist()}; "
+            f"β < 0 runs with SA, USA (time='glpr') and MultiHead of model 'sa' or 'usa'"
+        )
     return arr
 
 

@@ -24,10 +24,22 @@ __all__ = ["Circle", "to_angles", "from_angles", "sincos", "exp2", "spread"]
 
 
 # minimax coefficients of sin r = r + r³ S(r²) and cos r = 1 − r²/2 + r⁴ C(r²) on |r| ≤ π/4 (fdlibm's)
-_SIN = (-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
-        2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10)
-_COS = (4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
-        -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11)
+_SIN = (
+    -1.66666666666666324348e-01,
+    8.33333333332248946124e-03,
+    -1.98412698298579493134e-04,
+    2.75573137070700676789e-06,
+    -2.50507602534068634195e-08,
+    1.58969099521155010221e-10,
+)
+_COS = (
+    4.16666666666666019037e-02,
+    -1.38888888888741095749e-03,
+    2.48015872894767294178e-05,
+    -2.75573143513906633035e-07,
+    2.08757232129817482790e-09,
+    -1.13596475577881948265e-11,
+)
 
 
 def _horner(z, coefficients):
@@ -49,7 +61,7 @@ def sincos(theta: Array) -> tuple[Array, Array]:
     theta = jnp.asarray(theta)
     k = jnp.round(theta * (2.0 / math.pi))
     if jnp.dtype(theta.dtype).itemsize >= 8:
-        r = (theta - k * 1.57079632673412561417e+00) - k * 6.07710050650619224932e-11
+        r = (theta - k * 1.57079632673412561417e00) - k * 6.07710050650619224932e-11
         n_sin, n_cos = 6, 6
     else:
         r = ((theta - k * 1.5703125) - k * 4.837512969970703125e-4) - k * 7.549789954891882e-8
@@ -107,7 +119,7 @@ def from_angles(theta: Float[Array, "... n 1"]) -> Float[Array, "... n 2"]:
     return jnp.concatenate([cos, sin], axis=-1)
 
 
-def spread(theta: Float[Array, "... n 1"]) -> Float[Array, "..."]:
+def spread(theta: Float[Array, "... n 1"]) -> Float[Array, ...]:
     """max_ij (1 − cos(θ_i − θ_j)), the largest ½‖x_i − x_j‖² of the points, in O(n): exact whenever it is < 1.
 
     With r_i = θ_i − θ_1 wrapped to [−π, π], tokens whose range R = max r − min r is at most π lie
@@ -212,12 +224,15 @@ class Circle(Field):
 
     def check(self, n: int, d: int, dtype) -> None:
         if d != 1:
-            raise ValueError(f"Circle acts on angles of shape (n, 1), got d = {d}; "
-                             f"convert points of the circle with to_angles(x)")
+            raise ValueError(
+                f"Circle acts on angles of shape (n, 1), got d = {d}; convert points of the circle with to_angles(x)"
+            )
         if self.model != "usa" or isinstance(self.beta, jax.core.Tracer):
             return
         beta_max = float(np.max(np.asarray(self.beta)))
         # headroom for the sum over n particles and a few Runge–Kutta stages
         if beta_max > math.log(float(jnp.finfo(dtype).max)) - math.log(n) - 8.0:
-            raise ValueError(f"Circle(model='usa') at beta={beta_max:g} has velocities of order e^beta, which "
-                             f"overflow {jnp.dtype(dtype).name}; use model='usa-rescaled' (time t -> e^-beta t)")
+            raise ValueError(
+                f"Circle(model='usa') at beta={beta_max:g} has velocities of order e^beta, which "
+                f"overflow {jnp.dtype(dtype).name}; use model='usa-rescaled' (time t -> e^-beta t)"
+            )

@@ -79,8 +79,9 @@ class Coalesced(Field):
         if not isinstance(inner, Field):
             raise ValueError(f"Coalesced wraps an attnflow field such as af.USA(beta), got {type(inner).__name__}")
         if inner.geometry != "sphere" and not inner.in_angles:
-            raise ValueError(f"Coalesced needs tokens on the sphere (or Circle's angles); "
-                             f"{type(inner).__name__} lives in R^d")
+            raise ValueError(
+                f"Coalesced needs tokens on the sphere (or Circle's angles); {type(inner).__name__} lives in R^d"
+            )
         self.inner = inner
         self.eps = check_real("eps", eps, 0.0, strict_min=True)
 

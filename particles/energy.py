@@ -32,7 +32,7 @@ def _nan_unless(ok, value):
     return jnp.where(ok, value, jnp.asarray(jnp.nan, jnp.result_type(value)))
 
 
-def normalized_energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
+def normalized_energy(x: Float[Array, "... n d"], beta) -> Float[Array, ...]:
     """(1/n²) Σ_i Σ_j e^{β(⟨x_i,x_j⟩ − 1)} = 2β e^{−β} E_β, a number in (0, 1].
 
     Never overflows (every exponent is ≤ 0). For well-separated tight clusters of sizes
@@ -45,7 +45,7 @@ def normalized_energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
     return _nan_unless(ok, _normalized(x, beta))
 
 
-def energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
+def energy(x: Float[Array, "... n d"], beta) -> Float[Array, ...]:
     """E_β(x) = (1/(2β n²)) Σ_i Σ_j e^{β⟨x_i,x_j⟩}, [GLPR] (3.5), for β > 0.
 
     Computed as e^β · normalized_energy / (2β): exact up to rounding, but the value itself
@@ -60,7 +60,7 @@ def energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
     return _nan_unless(ok, jnp.exp(beta_arr) * _normalized(x, beta) / (2.0 * beta_arr))
 
 
-def log_energy(x: Float[Array, "... n d"], beta) -> Float[Array, "..."]:
+def log_energy(x: Float[Array, "... n d"], beta) -> Float[Array, ...]:
     """log E_β(x), finite for every β > 0 and finite configuration; NaN for one with a NaN or inf entry."""
     x = _check(x, beta, positive=True)
     ok = finite_members(x, "log_energy", "log-energy is NaN")

@@ -309,7 +309,7 @@ def _elementwise(fn, beta, *arrays):
 # Public API
 
 
-def equiangular_rhs(gamma, beta, n: int, model: str = "sa") -> Float[Array, "..."]:
+def equiangular_rhs(gamma, beta, n: int, model: str = "sa") -> Float[Array, ...]:
     """Right-hand side F(γ) of the equiangular ODE γ̇ = F(γ), [GLPR] (6.9)/(6.10).
 
     sa:            2(1−γ)((n−1)γ+1) / (e^{β(1−γ)} + (n−1))     (= (6.9), divided through by e^{βγ})
@@ -351,7 +351,7 @@ def equiangular(beta, n: int, ts, rho0: float = 0.0, model: str = "sa") -> Float
     return _elementwise(lambda b, t: _solve(b, t, *args, single=n == 1), beta, ts)
 
 
-def hitting_time(beta, n: int, delta: float, rho0: float = 0.0, model: str = "sa") -> Float[Array, "..."]:
+def hitting_time(beta, n: int, delta: float, rho0: float = 0.0, model: str = "sa") -> Float[Array, ...]:
     """Time t*(β) at which the equiangular γ_β(t) reaches 1 − δ, [GLPR] (6.9)/(6.10), §6.3.
 
     t* = ∫_{ρ0}^{1−δ} dγ / F(γ), evaluated in closed form with exponential integrals. It is 0

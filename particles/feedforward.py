@@ -51,11 +51,14 @@ class FeedForward(Field):
         self.activation = check_choice("activation", activation, tuple(ACTIVATIONS))
         m, d = self.a.shape[-2:]
         if self.b.shape[-1] != m:
-            raise ValueError(f"b must have shape (m,) = ({m},) to match a of shape (m, d) = {(m, d)}; "
-                             f"got b of shape {self.b.shape}")
+            raise ValueError(
+                f"b must have shape (m,) = ({m},) to match a of shape (m, d) = {(m, d)}; got b of shape {self.b.shape}"
+            )
         if self.w.shape[-2:] != (d, m):
-            raise ValueError(f"w must have shape (d, m) = {(d, m)} to match a of shape (m, d) = {(m, d)}; "
-                             f"got w of shape {self.w.shape}")
+            raise ValueError(
+                f"w must have shape (d, m) = {(d, m)} to match a of shape (m, d) = {(m, d)}; "
+                f"got w of shape {self.w.shape}"
+            )
 
     def drift(self, t, x):
         # weights follow the configuration's precision, so float32 runs stay float32

@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .checks import as_beta, as_matrix, as_parameter, as_weights, check_choice, check_weights
 from .blocked import blocked_attention, check_block, check_kernel, fused_attention, resolve_block, resolve_kernel
+from .checks import as_beta, as_parameter, as_weights, check_choice, check_weights
 from .sphere import normalize, project
 
 _TIMES = ("glpr", "rescaled")
@@ -122,7 +122,9 @@ def span_weights(Q, K, V, U) -> tuple[None, Array | None, Array | None] | None:
             return None
         d = (Q if Q is not None else K).shape[-1]
         if np.shape(U)[-2] != d:
-            raise ValueError(f"the frame U has shape {np.shape(U)} but the weights act on d = {d}: expected (..., {d}, r)")
+            raise ValueError(
+                f"the frame U has shape {np.shape(U)} but the weights act on d = {d}: expected (..., {d}, r)"
+            )
     Vr = None if V is None else scale[..., None, None] * jnp.eye(r, dtype=V.dtype)
     return None, span_kernel(Q, K, U), Vr
 
@@ -159,7 +161,7 @@ class Field(eqx.Module):
         """The tokens' directions on the sphere, on which clusters and inner products are measured."""
         return normalize(x) if self.geometry != "sphere" else x
 
-    def in_span(self, U) -> "Field | None":
+    def in_span(self, U) -> Field | None:
         """This field acting on the coordinates y ∈ R^r of the span of U's columns, or None.
 
         U is an orthonormal frame (d, r), or one per ensemble member (B, d, r), whose span holds the
@@ -172,11 +174,11 @@ class Field(eqx.Module):
         return None
 
     # -- what the field says about itself (solvers and statistics ask, never probe) -------
-    def inner_fields(self) -> tuple["Field", ...]:
+    def inner_fields(self) -> tuple[Field, ...]:
         """The fields this one wraps or adds up: (inner,) for a wrapper, the terms of a ``Sum``, () otherwise."""
         return ()
 
-    def summands(self) -> tuple["Field", ...]:
+    def summands(self) -> tuple[Field, ...]:
         """The terms f_k with drift = Σ_k drift_k: those of a ``Sum``, (self,) for any other field."""
         return (self,)
 
@@ -234,7 +236,7 @@ class Field(eqx.Module):
         """σ of the Brownian part σ P_x ∘ dW; None for a deterministic field (decided by structure alone)."""
         return None
 
-    def deterministic(self) -> "Field":
+    def deterministic(self) -> Field:
         """The field without its Brownian part: its velocity, P_x drift, is unchanged."""
         return self
 
@@ -243,7 +245,7 @@ class Field(eqx.Module):
         """ε: tokens within ½‖x_i − x_j‖² ≤ ε move as one (``Coalesced``); None: every token moves alone."""
         return None
 
-    def settled_field(self) -> "Field":
+    def settled_field(self) -> Field:
         """The field a solver steps states with once merged tokens sit at their representatives: this field itself."""
         return self
 
@@ -252,7 +254,7 @@ class Field(eqx.Module):
         """Whether the states are angles θ (n, 1) of points (cos θ, sin θ) of the circle (``Circle``)."""
         return False
 
-    def __add__(self, other: "Field") -> "Sum":
+    def __add__(self, other: Field) -> Sum:
         if not isinstance(other, Field):
             return NotImplemented
         return Sum(*self.summands(), *other.summands())
@@ -338,8 +340,10 @@ def ensemble_axes(field: Field) -> tuple[Field, int | None]:
             axes.append(0)
             sizes[f"{type(owner).__name__}.{name}"] = np.shape(leaf)[0]
         elif event is not None and nd != event:
-            raise ValueError(f"{type(owner).__name__}.{name} has shape {np.shape(leaf)}: expected {event} "
-                             f"dimensions for one member, or {event + 1} for an ensemble")
+            raise ValueError(
+                f"{type(owner).__name__}.{name} has shape {np.shape(leaf)}: expected {event} "
+                f"dimensions for one member, or {event + 1} for an ensemble"
+            )
         else:
             axes.append(None)
     if len(set(sizes.values())) > 1:
@@ -388,8 +392,19 @@ class Attention(Field):
     alibi_slope: Float[Array, ""] | None = None
     event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 2, "K": 2, "V": 2, "alibi_slope": 0}
 
-    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", block="auto",
-                 kernel: str = "auto", positional: str = "none", alibi_slope=1.0):
+    def __init__(
+        self,
+        beta=1.0,
+        Q=None,
+        K=None,
+        V=None,
+        *,
+        mask: str = "none",
+        block="auto",
+        kernel: str = "auto",
+        positional: str = "none",
+        alibi_slope=1.0,
+    ):
         self.beta = as_beta(beta, signed=self.signed_beta, field=type(self).__name__)
         self.Q, self.K, self.V = as_weights(Q, K, V)
         self.mask = check_choice("mask", mask, MASKS)
@@ -399,13 +414,17 @@ class Attention(Field):
         if self.positional != "none":
             if self.positional not in self.positional_modes:
                 takes = ", ".join(repr(p) for p in self.positional_modes)
-                raise ValueError(f"{type(self).__name__} takes positional = {takes}, not {positional!r} "
-                                 "('alibi': SA and USA; 'decay': USA)")
+                raise ValueError(
+                    f"{type(self).__name__} takes positional = {takes}, not {positional!r} "
+                    "('alibi': SA and USA; 'decay': USA)"
+                )
             if self.mask != "causal":
                 raise ValueError(f"positional={positional!r} weighs earlier tokens: it needs mask='causal'")
             if self.kernel == "fused":
-                raise ValueError(f"positional={positional!r} is evaluated by attnflow's dense or blocked attention: "
-                                 "use kernel='auto' or 'xla', not 'fused'")
+                raise ValueError(
+                    f"positional={positional!r} is evaluated by attnflow's dense or blocked attention: "
+                    "use kernel='auto' or 'xla', not 'fused'"
+                )
             if self.positional == "decay" and isinstance(self.block, int):
                 raise ValueError("positional='decay' is evaluated densely: use block='auto' or None")
             self.alibi_slope = as_parameter("alibi_slope", alibi_slope, "slope")
@@ -431,8 +450,11 @@ class Attention(Field):
             return jnp.where(gap == 0, 0.0, -m * gap)
         # Σ_{g=1}^{i} e^{−m g} = e^{−m} (1 − e^{−m i}) / (1 − e^{−m}), = i at m = 0
         safe = jnp.where(m > 0, m, 1.0)
-        ratio = jnp.where(m > 0, jnp.log(-jnp.expm1(-safe * jnp.maximum(i, 1.0))) - jnp.log(-jnp.expm1(-safe)),
-                          jnp.log(jnp.maximum(i, 1.0)))
+        ratio = jnp.where(
+            m > 0,
+            jnp.log(-jnp.expm1(-safe * jnp.maximum(i, 1.0))) - jnp.log(-jnp.expm1(-safe)),
+            jnp.log(jnp.maximum(i, 1.0)),
+        )
         with_earlier = jnp.where(gap > 1, -m * (gap - 1.0), 0.0) - ratio[:, None]
         return jnp.where(gap > 0, with_earlier, -jnp.inf)
 
@@ -500,14 +522,23 @@ class Attention(Field):
             return None
         q, k = query_key(self.Q, self.K, x)
         slope = self.alibi_slope if self.positional == "alibi" else None
-        return blocked_attention(self.beta, q, k, self.values(x), block=block, normalized=normalized,
-                                 offset=offset, causal=causal, slope=slope)
+        return blocked_attention(
+            self.beta,
+            q,
+            k,
+            self.values(x),
+            block=block,
+            normalized=normalized,
+            offset=offset,
+            causal=causal,
+            slope=slope,
+        )
 
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:
         check_weights(self.Q, self.K, self.V, d)
 
-    def in_span(self, U) -> "Attention | None":
+    def in_span(self, U) -> Attention | None:
         """With V = λI (or None): the same attention on y = x U, with K' = UᵀQᵀK U (r × r), Q' = I, V' = λI_r.
 
         Every velocity Σ_j A_ij λ x_j, projected or not, is a combination of the tokens, whatever Q, K
@@ -551,10 +582,21 @@ class SA(Attention):
         """The projected velocity; on the circle (d = 2, plain weights, no mask, n ≤ ``UNROLLED_N``)
         from ``_circle_velocity``, elsewhere P_x of ``drift``."""
         n, d = x.shape
-        plain = (self.Q is None and self.K is None and self.V is None and self.mask == "none"
-                 and type(self).drift is SA.drift and self.geometry == "sphere")
-        if (plain and d == 2 and n <= UNROLLED_N and resolve_kernel(self.kernel, True, x.dtype) == "xla"
-                and resolve_block(self.block, n, x.dtype) is None):
+        plain = (
+            self.Q is None
+            and self.K is None
+            and self.V is None
+            and self.mask == "none"
+            and type(self).drift is SA.drift
+            and self.geometry == "sphere"
+        )
+        if (
+            plain
+            and d == 2
+            and n <= UNROLLED_N
+            and resolve_kernel(self.kernel, True, x.dtype) == "xla"
+            and resolve_block(self.block, n, x.dtype) is None
+        ):
             return _circle_velocity(self.beta.astype(x.dtype), x)
         return super().__call__(t, x)
 
@@ -585,13 +627,26 @@ class USA(Attention):
 
     time: str = eqx.field(static=True, default="glpr")
 
-    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, mask: str = "none", time: str = "glpr",
-                 block="auto", kernel: str = "auto", positional: str = "none", alibi_slope=1.0):
+    def __init__(
+        self,
+        beta=1.0,
+        Q=None,
+        K=None,
+        V=None,
+        *,
+        mask: str = "none",
+        time: str = "glpr",
+        block="auto",
+        kernel: str = "auto",
+        positional: str = "none",
+        alibi_slope=1.0,
+    ):
         time = check_choice("time", time, _TIMES)
         if time == "rescaled":  # the time e^{β} t is meant for β ≥ 0, where it keeps velocities O(1)
             as_beta(beta, field="USA(time='rescaled')")
-        super().__init__(beta, Q, K, V, mask=mask, block=block, kernel=kernel, positional=positional,
-                         alibi_slope=alibi_slope)
+        super().__init__(
+            beta, Q, K, V, mask=mask, block=block, kernel=kernel, positional=positional, alibi_slope=alibi_slope
+        )
         self.time = time
 
     signed_beta: ClassVar[bool] = True

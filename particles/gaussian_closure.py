@@ -96,10 +96,26 @@ METHODS = ("kvaerno5", "tsit5", "dopri8")
 implicit and L-stable (the default: draws that have not collapsed yet are stiff), and the explicit pairs "tsit5"
 and "dopri8" for runs known to be non-stiff."""
 
-__all__ = ["KINDS", "METHODS", "ClosureSolution", "MaskedCovariances", "psd_tolerance", "attention_kernels",
-           "paper_beta", "affine_velocity", "closure_rhs",
-           "solve_closure", "solve_covariance", "identity_value_covariance", "identity_value_limit", "settled_rank",
-           "kernel_dimension", "empirical_moments", "gaussian_sample", "random_covariance"]
+__all__ = [
+    "KINDS",
+    "METHODS",
+    "ClosureSolution",
+    "MaskedCovariances",
+    "psd_tolerance",
+    "attention_kernels",
+    "paper_beta",
+    "affine_velocity",
+    "closure_rhs",
+    "solve_closure",
+    "solve_covariance",
+    "identity_value_covariance",
+    "identity_value_limit",
+    "settled_rank",
+    "kernel_dimension",
+    "empirical_moments",
+    "gaussian_sample",
+    "random_covariance",
+]
 
 
 class ClosureSolution(NamedTuple):
@@ -280,7 +296,8 @@ class _Stalls(diffrax.AbstractStepSizeController):
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
         keep, next_t0, next_t1, jump, state, result = self.controller.adapt_step_size(
-            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
+            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+        )
         step, scale = next_t1 - next_t0, jnp.maximum(jnp.abs(next_t0), jnp.abs(next_t1))
         stall = ~(step >= 64 * jnp.finfo(jnp.result_type(step)).eps * scale)
         return keep, next_t0, next_t1, jump, state, diffrax.RESULTS.where(stall, diffrax.RESULTS.dt_min_reached, result)
@@ -291,9 +308,21 @@ def _run(m0, W0, t0: float, ts: np.ndarray, A, V, B, *, kind, method, rtol, atol
     every number of save times up to it. Returns numpy arrays."""
     size = 1 << max(2, int(ts.size - 1).bit_length())
     padded = np.concatenate([ts, np.full(size - ts.size, ts[-1])])
-    out = _integrate(None if m0 is None else jnp.asarray(m0), jnp.asarray(W0), jnp.asarray(t0), jnp.asarray(padded),
-                     jnp.asarray(A), jnp.asarray(V), jnp.asarray(B), jnp.asarray(float(rtol)), jnp.asarray(float(atol)),
-                     None if dt is None else jnp.asarray(float(dt)), kind=kind, method=method, max_steps=int(max_steps))
+    out = _integrate(
+        None if m0 is None else jnp.asarray(m0),
+        jnp.asarray(W0),
+        jnp.asarray(t0),
+        jnp.asarray(padded),
+        jnp.asarray(A),
+        jnp.asarray(V),
+        jnp.asarray(B),
+        jnp.asarray(float(rtol)),
+        jnp.asarray(float(atol)),
+        None if dt is None else jnp.asarray(float(dt)),
+        kind=kind,
+        method=method,
+        max_steps=int(max_steps),
+    )
     (mean, W), (m_end, W_end), t_end, status = jax.tree.map(np.asarray, out)
     return None if mean is None else mean[:, : ts.size], W[:, : ts.size], m_end, W_end, t_end, status
 
@@ -316,11 +345,22 @@ def _integrate(m0, W0, t0, ts, A, V, B, rtol, atol, dt, *, kind, method, max_ste
         # steps end at the save times: saves are step ends, not the lower-order dense interpolant
         control = _Stalls(diffrax.ClipStepSizeController(diffrax.PIDController(rtol=rtol, atol=atol), step_ts=ts))
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field), _method(method, rtol, atol), t0, ts[-1], dt, (m0, W0),
+            diffrax.ODETerm(field),
+            _method(method, rtol, atol),
+            t0,
+            ts[-1],
+            dt,
+            (m0, W0),
             saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
-            stepsize_controller=control, max_steps=max_steps, throw=False)
-        status = jnp.where(sol.result == diffrax.RESULTS.successful, 0,
-                           jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2))
+            stepsize_controller=control,
+            max_steps=max_steps,
+            throw=False,
+        )
+        status = jnp.where(
+            sol.result == diffrax.RESULTS.successful,
+            0,
+            jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2),
+        )
         m_end = None if m0 is None else sol.ys[1][0][0]
         return sol.ys[0], (m_end, sol.ys[1][1][0]), sol.ts[1][0], status
 
@@ -336,27 +376,45 @@ def psd_tolerance(d: int) -> float:
 def _checked(ts, t0, m0, W0, mean, W, m_end, W_end, t_end, status, *, max_steps, rtol, atol, what):
     """(mean, cov, why) of the members started from (m0, W0) at t0: cov = WWᵀ at ts; why[i] "" for a kept member, else
     what went wrong, where, and what to change."""
-    m0, W0, mean, W, m_end, W_end = (None if a is None else np.asarray(a, dtype=np.float64)
-                                     for a in (m0, W0, mean, W, m_end, W_end))
+    m0, W0, mean, W, m_end, W_end = (
+        None if a is None else np.asarray(a, dtype=np.float64) for a in (m0, W0, mean, W, m_end, W_end)
+    )
     t_end, status = np.asarray(t_end, dtype=np.float64), np.asarray(status)
     prod = W @ np.swapaxes(W, -1, -2)
     cov = 0.5 * (prod + np.swapaxes(prod, -1, -2))
     why = []
     for i in range(W.shape[0]):
         with np.errstate(over="ignore", invalid="ignore"):  # the norms of a state on its way to overflow
-            why.append(_diagnose(ts, t0, m0 if mean is None else (m0[i], mean[i], m_end[i]), W0[i], cov[i], prod[i],
-                                 W_end[i], t_end[i], status[i], max_steps=max_steps, rtol=rtol, atol=atol,
-                                 where=f"{what}{i}: " if what else ""))
+            why.append(
+                _diagnose(
+                    ts,
+                    t0,
+                    m0 if mean is None else (m0[i], mean[i], m_end[i]),
+                    W0[i],
+                    cov[i],
+                    prod[i],
+                    W_end[i],
+                    t_end[i],
+                    status[i],
+                    max_steps=max_steps,
+                    rtol=rtol,
+                    atol=atol,
+                    where=f"{what}{i}: " if what else "",
+                )
+            )
     return mean, cov, why
 
 
 def _diagnose(ts, t0, means, W0, cov, prod, W_end, t_end, status, *, max_steps, rtol, atol, where) -> str:
-    """"" for a member kept by ``_checked``, else what went wrong, where, and what to change. ``means``: None (no mean)
+    """ "" for a member kept by ``_checked``, else what went wrong, where, and what to change. ``means``: None (no mean)
     or (m0, the saved means, the last mean)."""
     tolerances = f"rtol/atol (now {rtol:g}/{atol:g})"
-    past = ("the closure blows up in finite time there (as when A_s has a positive direction)" if means is None else
-            "the closure blows up there (as when A_s has a positive direction) or overflows (the mean grows like "
-            "e^{Vt} for V ≻ 0)") + " and has no solution past it: keep the times before it"
+    past = (
+        "the closure blows up in finite time there (as when A_s has a positive direction)"
+        if means is None
+        else "the closure blows up there (as when A_s has a positive direction) or overflows (the mean grows like "
+        "e^{Vt} for V ≻ 0)"
+    ) + " and has no solution past it: keep the times before it"
     finite = np.isfinite(cov).all(axis=(-1, -2)) & (True if means is None else np.isfinite(means[1]).all(axis=-1))
     done = ts <= t_end if np.isfinite(t_end) else np.zeros(ts.shape, bool)
     reached = t_end if np.isfinite(t_end) else (ts[finite][-1] if finite.any() else ts[0])
@@ -365,17 +423,21 @@ def _diagnose(ts, t0, means, W0, cov, prod, W_end, t_end, status, *, max_steps, 
     if means is not None and not np.linalg.norm(means[0]) == np.linalg.norm(means[2]) == 0:
         growth.append((np.linalg.norm(means[0]), np.linalg.norm(means[2]), "|m|"))
     grew = any(b > 1e6 * max(a, np.finfo(np.float64).tiny) or not np.isfinite(b) for a, b, _ in growth)
-    at = (f"t = {reached:.6g} of {ts[-1]:g} ({', '.join(f'{n} {a:.3g} → {b:.3g}' for a, b, n in growth)} from "
-          f"t = {t0:g})")
+    at = (
+        f"t = {reached:.6g} of {ts[-1]:g} ({', '.join(f'{n} {a:.3g} → {b:.3g}' for a, b, n in growth)} from t = {t0:g})"
+    )
     if not all(np.isfinite(b) for _, b, _ in growth) or not finite[done].all():
         return f"{where}the state became non-finite at {at}: {past}; if no blow-up is expected, tighten {tolerances}"
     if status == 1:
-        return (f"{where}the solve used its max_steps = {max_steps} steps and stopped at {at}: raise max_steps or "
-                f"loosen {tolerances}")
+        return (
+            f"{where}the solve used its max_steps = {max_steps} steps and stopped at {at}: raise max_steps or "
+            f"loosen {tolerances}"
+        )
     if status != 0 or reached < ts[-1] or not finite.all():
         # near a blow-up the steps shrink to rounding (``_Stalls``) and the implicit stages stop converging
         return f"{where}the solver could not step past {at}: " + (
-            past if grew else f"its implicit stages did not converge; loosen {tolerances}, or try method='dopri8'")
+            past if grew else f"its implicit stages did not converge; loosen {tolerances}, or try method='dopri8'"
+        )
     tol = psd_tolerance(cov.shape[-1])
     asym = np.abs(prod - np.swapaxes(prod, -1, -2)).max(axis=(-1, -2))
     low = np.linalg.eigvalsh(cov).min(axis=-1)
@@ -384,9 +446,11 @@ def _diagnose(ts, t0, means, W0, cov, prod, W_end, t_end, status, *, max_steps, 
     if not bad.any():
         return ""
     k = int(np.argmax(bad))
-    return (f"{where}Σ at t = {ts[k]:.6g} is not symmetric positive semi-definite (smallest eigenvalue "
-            f"{low[k] / norm[k]:.2e} ‖Σ‖, asymmetry {asym[k] / norm[k]:.1e} ‖Σ‖, tolerance {tol:.1e} ‖Σ‖): tighten "
-            f"{tolerances}")
+    return (
+        f"{where}Σ at t = {ts[k]:.6g} is not symmetric positive semi-definite (smallest eigenvalue "
+        f"{low[k] / norm[k]:.2e} ‖Σ‖, asymmetry {asym[k] / norm[k]:.1e} ‖Σ‖, tolerance {tol:.1e} ‖Σ‖): tighten "
+        f"{tolerances}"
+    )
 
 
 def _raise(name: str, why: list[str]) -> None:
@@ -396,9 +460,22 @@ def _raise(name: str, why: list[str]) -> None:
         raise ValueError(f"{name}: {bad[0]}{more}")
 
 
-def solve_closure(m0, S0, ts, beta: float, Q=None, K=None, V=None, *, kind: str = "sa", rtol: float = 1e-8,
-                  atol: float = 1e-11, max_steps: int = 100_000, method: str = "kvaerno5",
-                  dt: float | None = None) -> ClosureSolution:
+def solve_closure(
+    m0,
+    S0,
+    ts,
+    beta: float,
+    Q=None,
+    K=None,
+    V=None,
+    *,
+    kind: str = "sa",
+    rtol: float = 1e-8,
+    atol: float = 1e-11,
+    max_steps: int = 100_000,
+    method: str = "kvaerno5",
+    dt: float | None = None,
+) -> ClosureSolution:
     """The closure's N(m_t, Σ_t) at the increasing times ``ts`` (from ts[0]), with error control in float64.
 
     Q, K (k, d) or (heads, k, d), V (d, d) or (heads, d, d); None is the identity. ``kind``: "sa" (softmax, one or
@@ -418,8 +495,21 @@ def solve_closure(m0, S0, ts, beta: float, Q=None, K=None, V=None, *, kind: str 
     if ts[-1] == ts[0]:  # nothing to integrate
         S = 0.5 * (W0 @ W0.T + (W0 @ W0.T).T)
         return ClosureSolution(ts, np.broadcast_to(m0, (ts.size, d)).copy(), np.broadcast_to(S, (ts.size, d, d)).copy())
-    out = _run(m0[None], W0[None], ts[0], ts, A[None], Vs[None], B[None], kind=kind, method=method, rtol=rtol,
-               atol=atol, max_steps=max_steps, dt=dt)
+    out = _run(
+        m0[None],
+        W0[None],
+        ts[0],
+        ts,
+        A[None],
+        Vs[None],
+        B[None],
+        kind=kind,
+        method=method,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        dt=dt,
+    )
     mean, cov, why = _checked(ts, ts[0], m0[None], W0[None], *out, max_steps=max_steps, rtol=rtol, atol=atol, what="")
     _raise("solve_closure", why)
     return ClosureSolution(ts, mean[0], cov[0])
@@ -443,9 +533,21 @@ def _check_covariances(S0: np.ndarray) -> None:
             raise ValueError(f"S0 must be {name}: member {int(np.argmax(bad))} is not")
 
 
-def solve_covariance(S0, A, V=None, *, B=None, kind: str = "sa", times=(50.0, 1e5, 1e6), rtol: float = 1e-8,
-                     atol: float = 1e-11, max_steps: int = 100_000, method: str = "kvaerno5", dt: float | None = None,
-                     on_failure: str = "raise"):
+def solve_covariance(
+    S0,
+    A,
+    V=None,
+    *,
+    B=None,
+    kind: str = "sa",
+    times=(50.0, 1e5, 1e6),
+    rtol: float = 1e-8,
+    atol: float = 1e-11,
+    max_steps: int = 100_000,
+    method: str = "kvaerno5",
+    dt: float | None = None,
+    on_failure: str = "raise",
+):
     """Σ at the increasing times ``times`` ≥ 0 (T,), from S0 (d, d) at t = 0 or a batch S0 (M, d, d): (T, d, d) or
     (M, T, d, d).
 
@@ -466,8 +568,13 @@ def solve_covariance(S0, A, V=None, *, B=None, kind: str = "sa", times=(50.0, 1e
     members, d = S0.shape[0], S0.shape[-1]
     _check_covariances(S0)
     times = np.asarray(times, dtype=np.float64)
-    if (times.ndim != 1 or times.size == 0 or times[0] < 0 or not np.isfinite(times).all()
-            or np.any(np.diff(times) <= 0)):
+    if (
+        times.ndim != 1
+        or times.size == 0
+        or times[0] < 0
+        or not np.isfinite(times).all()
+        or np.any(np.diff(times) <= 0)
+    ):
         raise ValueError("times must be finite, non-negative and increasing")
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -487,10 +594,12 @@ def solve_covariance(S0, A, V=None, *, B=None, kind: str = "sa", times=(50.0, 1e
     if times[-1] == 0.0:
         out = None, W0[:, None], None, W0, np.zeros(members), np.zeros(members, int)
     else:
-        out = _run(None, W0, 0.0, times, A, V, B, kind=kind, method=method, rtol=rtol, atol=atol,
-                   max_steps=max_steps, dt=dt)
-    _, cov, why = _checked(times, 0.0, None, W0, *out, max_steps=max_steps, rtol=rtol, atol=atol,
-                           what="draw " if batched else "")
+        out = _run(
+            None, W0, 0.0, times, A, V, B, kind=kind, method=method, rtol=rtol, atol=atol, max_steps=max_steps, dt=dt
+        )
+    _, cov, why = _checked(
+        times, 0.0, None, W0, *out, max_steps=max_steps, rtol=rtol, atol=atol, what="draw " if batched else ""
+    )
     if on_failure == "raise":
         _raise("solve_covariance", why)
         return cov if batched else cov[0]
@@ -554,8 +663,9 @@ def settled_rank(S_before, S_after, *, keep: float = 0.99, decay: float = 0.2):
     if not finite.all():
         bad = np.argwhere(~finite)
         who = f" of member {tuple(int(i) for i in bad[0])} ({len(bad)} of {finite.size})" if finite.ndim else ""
-        raise ValueError(f"settled_rank: the covariances{who} are not finite: a failed solve has no limit rank; "
-                         "leave it out")
+        raise ValueError(
+            f"settled_rank: the covariances{who} are not finite: a failed solve has no limit rank; leave it out"
+        )
     wa, wb = np.linalg.eigvalsh(a), np.linalg.eigvalsh(b)
     ratio = wb / np.maximum(np.abs(wa), 1e-300)
     persist = np.abs(ratio - 1.0) <= 1.0 - keep

@@ -102,9 +102,7 @@ def orthogonal(key, n: int, d: int, *, batch: int | None = None, dtype=None) -> 
     return _batched(_haar_frame, key, batch, dtype, static=(d, n))
 
 
-def equiangular(
-    key, n: int, d: int, rho: float, *, batch: int | None = None, dtype=None
-) -> Float[Array, "... n d"]:
+def equiangular(key, n: int, d: int, rho: float, *, batch: int | None = None, dtype=None) -> Float[Array, "... n d"]:
     """n unit vectors with ⟨x_i, x_j⟩ = ρ for all i ≠ j, randomly rotated ([GLPR] Thm 6.8).
 
     Allowed: −1/(n−1) ≤ ρ < 1. The Gram matrix (1−ρ)I + ρ11ᵀ has rank n, so d ≥ n is needed,
@@ -253,7 +251,9 @@ def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:
         raise ValueError(f"initial configuration must have shape (n, d) or (batch, n, d), got {arr.shape}")
     min_d = 2 if unit else 1  # d = 1 holds angles on the circle, or a line in R^1
     if arr.shape[-1] < min_d or arr.shape[-2] < 1 or (arr.ndim == 3 and arr.shape[0] < 1):
-        raise ValueError(f"initial configuration needs n ≥ 1 particles in d ≥ {min_d} dimensions, got shape {arr.shape}")
+        raise ValueError(
+            f"initial configuration needs n ≥ 1 particles in d ≥ {min_d} dimensions, got shape {arr.shape}"
+        )
     if not np.all(np.isfinite(arr)):
         raise ValueError("initial configuration has non-finite entries (nan or inf)")
     norms = np.linalg.norm(arr, axis=-1)

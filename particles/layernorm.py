@@ -54,8 +54,10 @@ def _sublayer(inner) -> Field:
     if not isinstance(inner, Field):
         raise ValueError(f"inner must be an attnflow attention field such as af.SA(beta), got {type(inner).__name__}")
     if inner.geometry != "sphere":
-        raise ValueError(f"inner must be an attention sublayer acting on unit vectors (geometry 'sphere'), "
-                         f"got {type(inner).__name__} with geometry {inner.geometry!r}")
+        raise ValueError(
+            f"inner must be an attention sublayer acting on unit vectors (geometry 'sphere'), "
+            f"got {type(inner).__name__} with geometry {inner.geometry!r}"
+        )
     return inner
 
 
@@ -78,7 +80,7 @@ class _Wrapper(Field):
     def check(self, n: int, d: int, dtype) -> None:
         self.inner.check(n, d, dtype)
 
-    def in_span(self, U) -> "Field | None":
+    def in_span(self, U) -> Field | None:
         """The same scheme around the sublayer's reduction: every scheme feeds the sublayer the tokens
         or their directions and adds a multiple of its output, so the span is invariant when the
         sublayer's is (for the rescaled no-LN form, e^{−tV} = e^{−λt} keeps it too)."""
@@ -205,8 +207,10 @@ class RescaledNoLN(_Wrapper):
 
     def __init__(self, inner: Field):
         if not isinstance(inner, Attention):
-            raise ValueError(f"RescaledNoLN needs a single attention field (SA or USA) whose V defines "
-                             f"z = e^(-tV) x, got {type(inner).__name__}")
+            raise ValueError(
+                f"RescaledNoLN needs a single attention field (SA or USA) whose V defines "
+                f"z = e^(-tV) x, got {type(inner).__name__}"
+            )
         super().__init__(inner)
 
     def drift(self, t, z: Float[Array, "n d"]) -> Float[Array, "n d"]:

@@ -51,8 +51,9 @@ def _with_weights(inner: Attention, Q=None, K=None, V=None) -> Attention:
         return inner
     names = tuple(given)
     # inner's own Q/K/V may be None (the identity): is_leaf lets tree_at replace those nodes too
-    return eqx.tree_at(lambda f: tuple(getattr(f, n) for n in names), inner,
-                       tuple(given[n] for n in names), is_leaf=_is_none)
+    return eqx.tree_at(
+        lambda f: tuple(getattr(f, n) for n in names), inner, tuple(given[n] for n in names), is_leaf=_is_none
+    )
 
 
 class LayerWise(Field):
@@ -78,8 +79,9 @@ class LayerWise(Field):
 
     def __init__(self, inner: Attention, Qs=None, Ks=None, Vs=None, tau: float = 1.0):
         if not isinstance(inner, Attention):
-            raise ValueError(f"LayerWise wraps an attention field such as SA(beta) or USA(beta), "
-                             f"got {type(inner).__name__}")
+            raise ValueError(
+                f"LayerWise wraps an attention field such as SA(beta) or USA(beta), got {type(inner).__name__}"
+            )
         self.inner = inner
         self.Qs = as_matrix("Qs", Qs, ndim=3)
         self.Ks = as_matrix("Ks", Ks, ndim=3)
@@ -94,8 +96,9 @@ class LayerWise(Field):
         q = self.Qs if self.Qs is not None else inner.Q
         k = self.Ks if self.Ks is not None else inner.K
         if q is not None and k is not None and q.shape[-2:] != k.shape[-2:]:
-            raise ValueError(f"queries and keys must have the same shape (k, d); got Q {q.shape[-2:]} "
-                             f"and K {k.shape[-2:]}")
+            raise ValueError(
+                f"queries and keys must have the same shape (k, d); got Q {q.shape[-2:]} and K {k.shape[-2:]}"
+            )
         if self.Vs is not None and self.Vs.shape[-1] != self.Vs.shape[-2]:
             raise ValueError(f"Vs must hold square (d, d) matrices, got shape {self.Vs.shape}")
 
@@ -165,7 +168,7 @@ class LayerWise(Field):
         """Largest ‖QᵀK‖₂ over layers (and members)."""
         return _with_weights(self.inner, self.Qs, self.Ks, self.Vs).kernel_norm()
 
-    def in_span(self, U) -> "LayerWise | None":
+    def in_span(self, U) -> LayerWise | None:
         """The layers' reductions, when every layer's V is a multiple of the identity (Vs, or inner's V).
 
         Layer ℓ becomes the inner attention on y = x U with K'_ℓ = UᵀQ_ℓᵀK_ℓ U and V'_ℓ = λ_ℓ I_r (as
@@ -201,8 +204,18 @@ class LayerWise(Field):
 
     # -- constructors --------------------------------------------------------------------------
     @classmethod
-    def redrawn(cls, inner: Attention, key, ensemble: str, d: int, n_layers: int, tau: float = 1.0, *,
-                members: int | None = None, k: int | None = None) -> "LayerWise":
+    def redrawn(
+        cls,
+        inner: Attention,
+        key,
+        ensemble: str,
+        d: int,
+        n_layers: int,
+        tau: float = 1.0,
+        *,
+        members: int | None = None,
+        k: int | None = None,
+    ) -> LayerWise:
         """Fresh random weights every τ time units: n_layers independent draws of ``sample_weights``.
 
         Layer ℓ is ``sample_weights(fold_in(key, ℓ), d, ensemble)``. With ``members=B`` member m
@@ -210,24 +223,26 @@ class LayerWise(Field):
         ``inner`` must carry no weights of its own (the ensemble decides all of Q, K, V).
         """
         if not isinstance(inner, Attention):
-            raise ValueError(f"LayerWise wraps an attention field such as SA(beta) or USA(beta), "
-                             f"got {type(inner).__name__}")
+            raise ValueError(
+                f"LayerWise wraps an attention field such as SA(beta) or USA(beta), got {type(inner).__name__}"
+            )
         own = [n for n in _NAMES if getattr(inner, n) is not None]
         if own:
-            raise ValueError(f"redrawn draws Q, K and V from the ensemble; the inner field already has "
-                             f"{', '.join(own)}: pass e.g. SA(beta) without weights")
+            raise ValueError(
+                f"redrawn draws Q, K and V from the ensemble; the inner field already has "
+                f"{', '.join(own)}: pass e.g. SA(beta) without weights"
+            )
         n_layers = check_int("n_layers", n_layers, 1)
         if members is None:
             w = sample_weights(key, d, ensemble, members=n_layers, k=k)
         else:
             # member m's stack is a members=L draw from its own key, so member m of a batch equals
             # the unbatched redrawn(fold_in(key, m)); the keys are traced, the shapes static
-            w = jax.vmap(lambda km: sample_weights(km, d, ensemble, members=n_layers, k=k))(
-                member_keys(key, members))
+            w = jax.vmap(lambda km: sample_weights(km, d, ensemble, members=n_layers, k=k))(member_keys(key, members))
         return cls(inner, Qs=w["Q"], Ks=w["K"], Vs=w["V"], tau=tau)
 
     @classmethod
-    def from_npz(cls, inner: Attention, path, tau: float = 1.0) -> "LayerWise":
+    def from_npz(cls, inner: Attention, path, tau: float = 1.0) -> LayerWise:
         """Layer-wise weights from a user's ``.npz`` archive holding Q, K and/or V of shape (L, ·, ·).
 
         Write it with ``np.savez(path, Q=Qs, K=Ks, V=Vs)``: Q and K of shape (L, k, d), V of
@@ -244,34 +259,44 @@ class LayerWise(Field):
         except (OSError, EOFError, zipfile.BadZipFile) as err:
             raise ValueError(f"{path}: cannot be read as an .npz archive ({err})") from None
         if not isinstance(data, np.lib.npyio.NpzFile):
-            raise ValueError(f"{path}: holds a single array; expected an .npz archive with arrays named "
-                             f"Q, K, V, written by np.savez(path, Q=..., K=..., V=...)")
+            raise ValueError(
+                f"{path}: holds a single array; expected an .npz archive with arrays named "
+                f"Q, K, V, written by np.savez(path, Q=..., K=..., V=...)"
+            )
         with data:
             unknown = sorted(set(data.files) - set(_NAMES))
             if unknown:
-                raise ValueError(f"{path}: unexpected arrays {unknown}; expected only Q, K, V (shapes (L, k, d), "
-                                 f"(L, k, d), (L, d, d))")
+                raise ValueError(
+                    f"{path}: unexpected arrays {unknown}; expected only Q, K, V (shapes (L, k, d), "
+                    f"(L, k, d), (L, d, d))"
+                )
             present = [n for n in _NAMES if n in data.files]
             if not present:
-                raise ValueError(f"{path}: none of the arrays Q, K, V is present; the archive holds "
-                                 f"{sorted(data.files) or 'nothing'}")
+                raise ValueError(
+                    f"{path}: none of the arrays Q, K, V is present; the archive holds "
+                    f"{sorted(data.files) or 'nothing'}"
+                )
             arrays = {}
             for name in present:
                 try:
                     arr = data[name]
                 except ValueError:
-                    raise ValueError(f"{path}: array {name} is an object (pickled) array; save plain real "
-                                     f"arrays of shape (L, ·, ·)") from None
+                    raise ValueError(
+                        f"{path}: array {name} is an object (pickled) array; save plain real arrays of shape (L, ·, ·)"
+                    ) from None
                 except MemoryError:  # a header claiming far more data than the archive holds
-                    raise ValueError(f"{path}: array {name} is corrupt (its header claims more data than "
-                                     f"this machine can hold)") from None
-                if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating)
-                                               or np.issubdtype(arr.dtype, np.integer)):
+                    raise ValueError(
+                        f"{path}: array {name} is corrupt (its header claims more data than this machine can hold)"
+                    ) from None
+                if arr.dtype == object or not (
+                    np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+                ):
                     raise ValueError(f"{path}: array {name} has dtype {arr.dtype}; expected real numbers")
                 if arr.ndim != 3:
                     want = "(L, d, d)" if name == "V" else "(L, k, d)"
-                    raise ValueError(f"{path}: array {name} has shape {arr.shape}; expected {want}, "
-                                     f"one matrix per layer")
+                    raise ValueError(
+                        f"{path}: array {name} has shape {arr.shape}; expected {want}, one matrix per layer"
+                    )
                 if not np.all(np.isfinite(arr)):
                     raise ValueError(f"{path}: array {name} has non-finite entries (nan or inf)")
                 arrays[name] = arr
@@ -279,15 +304,17 @@ class LayerWise(Field):
         if len(set(layers.values())) > 1:
             raise ValueError(f"{path}: the arrays disagree on the number of layers L: {layers}")
         if "Q" in arrays and "K" in arrays and arrays["Q"].shape != arrays["K"].shape:
-            raise ValueError(f"{path}: Q has shape {arrays['Q'].shape} but K has {arrays['K'].shape}; "
-                             f"they must match (L, k, d)")
+            raise ValueError(
+                f"{path}: Q has shape {arrays['Q'].shape} but K has {arrays['K'].shape}; they must match (L, k, d)"
+            )
         if "V" in arrays:
             v = arrays["V"]
             if v.shape[1] != v.shape[2]:
                 raise ValueError(f"{path}: V has shape {v.shape}; expected square matrices (L, d, d)")
             for name in ("Q", "K"):
                 if name in arrays and arrays[name].shape[2] != v.shape[1]:
-                    raise ValueError(f"{path}: {name} has shape {arrays[name].shape} but V has {v.shape}: "
-                                     f"the last axis of {name} must be d = {v.shape[1]}")
+                    raise ValueError(
+                        f"{path}: {name} has shape {arrays[name].shape} but V has {v.shape}: "
+                        f"the last axis of {name} must be d = {v.shape[1]}"
+                    )
         return cls(inner, Qs=arrays.get("Q"), Ks=arrays.get("K"), Vs=arrays.get("V"), tau=tau)
-

@@ -80,9 +80,11 @@ class _KeyValue(Field):
     def attention_matrix(self, t, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The weights W of ``attention`` when they are row-stochastic (``stochastic``); ValueError when signed."""
         if not self.stochastic:
-            raise ValueError(f"{type(self).__name__} weights are signed, not a random walk on the tokens "
-                             "(use LinearAttention(normalize='sum', feature='elu') for a stochastic one); "
-                             "field.attention(x) returns the weights themselves")
+            raise ValueError(
+                f"{type(self).__name__} weights are signed, not a random walk on the tokens "
+                "(use LinearAttention(normalize='sum', feature='elu') for a stochastic one); "
+                "field.attention(x) returns the weights themselves"
+            )
         return self.attention(x)
 
 

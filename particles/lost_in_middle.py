@@ -40,8 +40,20 @@ from jaxtyping import Array, Float
 from .checks import check_int
 from .modes import mode_growth_rates
 
-__all__ = ["N_MODES", "mode_rates", "mode_weights", "position_weight", "chain_length", "psi", "profile",
-           "critical_time", "decay_weights", "discrete_profile", "soft_accuracy", "cluster_start"]
+__all__ = [
+    "N_MODES",
+    "mode_rates",
+    "mode_weights",
+    "position_weight",
+    "chain_length",
+    "psi",
+    "profile",
+    "critical_time",
+    "decay_weights",
+    "discrete_profile",
+    "soft_accuracy",
+    "cluster_start",
+]
 
 N_MODES = 20
 """Fourier modes n ≤ 20 of the paper's truncated profile S_t^{[20]}."""
@@ -84,8 +96,9 @@ def psi(c, y) -> np.ndarray:
     c, y = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(y, dtype=float))
     z = 2.0 * np.sqrt(c * y)
     safe = np.where(z > 0, z, 1.0)
-    bessel = np.asarray(jax.scipy.special.i1e(jnp.asarray(safe, dtype=jnp.float64)
-                                              if jax.config.jax_enable_x64 else safe), dtype=float)
+    bessel = np.asarray(
+        jax.scipy.special.i1e(jnp.asarray(safe, dtype=jnp.float64) if jax.config.jax_enable_x64 else safe), dtype=float
+    )
     closed = np.sqrt(np.where(y > 0, c / np.where(y > 0, y, 1.0), 0.0)) * bessel * np.exp(safe)
     # small arguments: the series to second order (relative error ≤ (cy)²/144)
     series = c * (1.0 + c * y / 2.0 + (c * y) ** 2 / 12.0)
@@ -121,8 +134,9 @@ def decay_weights(n: int, lam: float) -> np.ndarray:
     return np.divide(w, total, out=np.zeros_like(w), where=total > 0)
 
 
-def discrete_profile(n: int, t: float, beta: float, lam: float = 1.0, classes: float = 8.0,
-                     n_modes: int = N_MODES) -> np.ndarray:
+def discrete_profile(
+    n: int, t: float, beta: float, lam: float = 1.0, classes: float = 8.0, n_modes: int = N_MODES
+) -> np.ndarray:
     """The linear response at finite n: N Σ_n ω_n [e^{a_n t W} − I]_{N, j} for the sources j = 1 … N − 1.
 
     The chain sum of the module docstring with the exact weights W of n tokens (W is strictly lower
@@ -136,8 +150,9 @@ def discrete_profile(n: int, t: float, beta: float, lam: float = 1.0, classes: f
     return n * total[:-1]
 
 
-def soft_accuracy(theta_t: Float[Array, "... r n"], theta_0: Float[Array, "... r n"], classes: float = 8.0,
-                  n_modes: int = N_MODES) -> tuple[np.ndarray, np.ndarray]:
+def soft_accuracy(
+    theta_t: Float[Array, "... r n"], theta_0: Float[Array, "... r n"], classes: float = 8.0, n_modes: int = N_MODES
+) -> tuple[np.ndarray, np.ndarray]:
     """The particle estimate of the profile and its standard error, for the sources j = 1 … N − 1.
 
     ``theta_t``, ``theta_0``: angles at time t and at 0 of r independent runs (axis −2) of N tokens. Each

@@ -23,8 +23,21 @@ from .sinkhorn import Sinkhorn
 
 __all__ = ["MODELS", "MODEL_KEYS", "Model", "names", "query_key_product"]
 
-MODEL_KEYS = ("heads", "mask", "positional", "alibi_slope", "weights", "value", "layer_tau", "weights_file",
-              "ff_width", "sinkhorn_tol", "alpha", "linear_normalize", "linear_feature")
+MODEL_KEYS = (
+    "heads",
+    "mask",
+    "positional",
+    "alibi_slope",
+    "weights",
+    "value",
+    "layer_tau",
+    "weights_file",
+    "ff_width",
+    "sinkhorn_tol",
+    "alpha",
+    "linear_normalize",
+    "linear_feature",
+)
 """The configuration keys whose meaning depends on the attention model. A model honours those in its
 ``takes``; a configuration that sets another one away from its default is refused, naming the model and
 the keys it takes (``experiments/config/rules.check_model_keys``)."""
@@ -105,23 +118,75 @@ def _least_squares(beta, Q=None, K=None, V=None, *, alpha=1.0):
 
 _SOFTMAX = frozenset(("heads", *_WEIGHTS, *_LAYERS, "ff_width"))
 
-MODELS: dict[str, Model] = {m.name: m for m in (
-    Model("sa", "SA, softmax self-attention ([GLPR] (2.3))", _kernel("sa"), ("mask", "positional", "alibi_slope"),
-          _SOFTMAX, signed_beta=True, circle=True, bilinear=True),
-    Model("usa", "USA, unnormalized self-attention in [GLPR]'s time", _kernel("usa"),
-          ("mask", "positional", "alibi_slope"), _SOFTMAX, signed_beta=True, circle=True, bilinear=True),
-    Model("usa-rescaled", "USA rescaled by e^{−β} (the time of arXiv 2410.06833)", _kernel("usa-rescaled"),
-          ("mask", "positional", "alibi_slope"), _SOFTMAX, circle=True, bilinear=True),
-    Model("sinkhorn", "Sinkhorn (doubly stochastic) attention (arXiv 2110.11773)", _sinkhorn, ("sinkhorn_tol",),
-          frozenset((*_WEIGHTS, *_LAYERS, "ff_width")), dense_only=True, bilinear=True),
-    # non-smooth (Filippov): no feed-forward term; a Field, not an Attention, so no weights per layer
-    Model("hardmax", "hardmax attention without self-interaction, the β → ∞ limit ([GLPR] §9)", _hardmax,
-          takes=frozenset(_WEIGHTS), temperature=False, dense_only=True, bilinear=True),
-    Model("linear", "linear attention, the kernel ⟨φ(Qx_i), φ(Kx_j)⟩", _linear, ("linear_normalize", "linear_feature"),
-          frozenset((*_WEIGHTS, "ff_width")), temperature=False),
-    Model("least_squares", "regularized least-squares attention (arXiv 2305.10203)", _least_squares, ("alpha",),
-          frozenset((*_WEIGHTS, "ff_width")), temperature=False),
-)}
+MODELS: dict[str, Model] = {
+    m.name: m
+    for m in (
+        Model(
+            "sa",
+            "SA, softmax self-attention ([GLPR] (2.3))",
+            _kernel("sa"),
+            ("mask", "positional", "alibi_slope"),
+            _SOFTMAX,
+            signed_beta=True,
+            circle=True,
+            bilinear=True,
+        ),
+        Model(
+            "usa",
+            "USA, unnormalized self-attention in [GLPR]'s time",
+            _kernel("usa"),
+            ("mask", "positional", "alibi_slope"),
+            _SOFTMAX,
+            signed_beta=True,
+            circle=True,
+            bilinear=True,
+        ),
+        Model(
+            "usa-rescaled",
+            "USA rescaled by e^{−β} (the time of arXiv 2410.06833)",
+            _kernel("usa-rescaled"),
+            ("mask", "positional", "alibi_slope"),
+            _SOFTMAX,
+            circle=True,
+            bilinear=True,
+        ),
+        Model(
+            "sinkhorn",
+            "Sinkhorn (doubly stochastic) attention (arXiv 2110.11773)",
+            _sinkhorn,
+            ("sinkhorn_tol",),
+            frozenset((*_WEIGHTS, *_LAYERS, "ff_width")),
+            dense_only=True,
+            bilinear=True,
+        ),
+        # non-smooth (Filippov): no feed-forward term; a Field, not an Attention, so no weights per layer
+        Model(
+            "hardmax",
+            "hardmax attention without self-interaction, the β → ∞ limit ([GLPR] §9)",
+            _hardmax,
+            takes=frozenset(_WEIGHTS),
+            temperature=False,
+            dense_only=True,
+            bilinear=True,
+        ),
+        Model(
+            "linear",
+            "linear attention, the kernel ⟨φ(Qx_i), φ(Kx_j)⟩",
+            _linear,
+            ("linear_normalize", "linear_feature"),
+            frozenset((*_WEIGHTS, "ff_width")),
+            temperature=False,
+        ),
+        Model(
+            "least_squares",
+            "regularized least-squares attention (arXiv 2305.10203)",
+            _least_squares,
+            ("alpha",),
+            frozenset((*_WEIGHTS, "ff_width")),
+            temperature=False,
+        ),
+    )
+}
 """Every attention model by name, in the order the ``model`` choices are listed."""
 
 if tuple(m.name for m in MODELS.values() if m.circle) != KERNEL_MODELS:  # the circle's models are the kernel's

@@ -35,7 +35,6 @@ from .fields import KERNEL_MODELS
 __all__ = ["mode_growth_rates", "fastest_mode", "fastest_rate"]
 
 
-
 def _betas(beta) -> np.ndarray:
     if isinstance(beta, jax.core.Tracer):
         raise ValueError("beta must be concrete here (the number of recurrence steps depends on it), not traced")
@@ -67,7 +66,7 @@ def _log_ratios(beta: np.ndarray, nu0: float, kmax: int) -> np.ndarray:
     return np.log(out)
 
 
-def _log_scaled_base(beta: np.ndarray, nu0: float) -> Float[Array, "..."]:
+def _log_scaled_base(beta: np.ndarray, nu0: float) -> Float[Array, ...]:
     """log(I_{ν0}(β) e^{−β}) for ν0 = d/2 − 1, from I_0 or I_{1/2} and the ratios above them."""
     dtype = jnp.result_type(float)
     b = jnp.asarray(beta, dtype=dtype)
@@ -81,8 +80,9 @@ def _log_scaled_base(beta: np.ndarray, nu0: float) -> Float[Array, "..."]:
     return base
 
 
-def mode_growth_rates(beta, d: int = 2, *, model: str = "sa", kmax: int | None = None
-                      ) -> tuple[Int[Array, " kmax"], Float[Array, "... kmax"]]:
+def mode_growth_rates(
+    beta, d: int = 2, *, model: str = "sa", kmax: int | None = None
+) -> tuple[Int[Array, " kmax"], Float[Array, "... kmax"]]:
     """Growth rates of the degrees ℓ = 1 … kmax at the uniform density (see the module docstring).
 
     Returns (ℓ, rates) with rates of shape beta.shape + (kmax,). ``model``: "sa", "usa" ([GLPR]
@@ -102,13 +102,12 @@ def mode_growth_rates(beta, d: int = 2, *, model: str = "sa", kmax: int | None =
     log_rate = jnp.log(ell * (ell + d - 2.0)) - jnp.log(b) + np.cumsum(_log_ratios(beta, nu0, kmax), axis=-1)
     if model != "sa":
         # Γ(d/2)(2/β)^ν0 I_{ν0}(β) e^{−β}: the mean of e^{β(⟨x,y⟩−1)} over the sphere
-        log_mean = (math.lgamma(d / 2.0) + nu0 * jnp.log(2.0 / b[..., 0])
-                    + _log_scaled_base(beta, nu0))[..., None]
+        log_mean = (math.lgamma(d / 2.0) + nu0 * jnp.log(2.0 / b[..., 0]) + _log_scaled_base(beta, nu0))[..., None]
         log_rate = log_rate + log_mean + (b if model == "usa" else 0.0)
     return ell, jnp.exp(log_rate)
 
 
-def fastest_mode(beta, d: int = 2) -> Int[Array, "..."]:
+def fastest_mode(beta, d: int = 2) -> Int[Array, ...]:
     """ℓ*(β) = argmax_ℓ ℓ(ℓ+d−2) I_{ℓ+d/2−1}(β), the fastest-growing degree at the uniform density.
 
     On the circle k*(β) = argmax_k k² I_k(β), the predicted number of clusters of the first

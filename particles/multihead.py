@@ -23,7 +23,6 @@ from .fields import KERNEL_MODELS, MASKS, Field, identity_scale, span_kernel
 POSITIONAL = ("none", "alibi")
 
 
-
 class MultiHead(Field):
     """Multi-head self-attention with layer norm, [GLPR] (2.7):
 
@@ -54,27 +53,33 @@ class MultiHead(Field):
     alibi_slope: Float[Array, " H"] | None = None
     event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 3, "K": 3, "V": 3, "alibi_slope": 1}
 
-    def __init__(self, beta, Q, K, V, *, mask: str = "none", model: str = "sa", positional: str = "none",
-                 alibi_slope=1.0):
+    def __init__(
+        self, beta, Q, K, V, *, mask: str = "none", model: str = "sa", positional: str = "none", alibi_slope=1.0
+    ):
         # β < 0 where the kernel's row maximum is subtracted: not in the rescaled time, meant for β ≥ 0
         self.beta = as_beta(beta, signed=model in ("sa", "usa"), field=f"MultiHead(model={model!r})")
         for name, value in (("Q", Q), ("K", K), ("V", V)):
             if value is None:
-                raise ValueError(f"MultiHead needs {name} of shape (heads, ...); "
-                                 "use MultiHead.identity(beta, heads, d) for coordinate-block heads")
+                raise ValueError(
+                    f"MultiHead needs {name} of shape (heads, ...); "
+                    "use MultiHead.identity(beta, heads, d) for coordinate-block heads"
+                )
         self.Q = as_matrix("Q", Q, ndim=3)
         self.K = as_matrix("K", K, ndim=3)
         self.V = as_matrix("V", V, ndim=3)
         self.mask = check_choice("mask", mask, MASKS)
         self.model = check_choice("model", model, KERNEL_MODELS)
         if self.Q.shape[-3:] != self.K.shape[-3:]:
-            raise ValueError(f"Q and K must have the same shape (heads, k, d); "
-                             f"got Q {self.Q.shape[-3:]} and K {self.K.shape[-3:]}")
+            raise ValueError(
+                f"Q and K must have the same shape (heads, k, d); got Q {self.Q.shape[-3:]} and K {self.K.shape[-3:]}"
+            )
         if self.V.shape[-1] != self.V.shape[-2]:
             raise ValueError(f"V must be a stack of square matrices (heads, d, d), got shape {self.V.shape[-3:]}")
         if self.V.shape[-3] != self.Q.shape[-3]:
-            raise ValueError(f"Q, K and V must have the same number of heads (leading axis); "
-                             f"got {self.Q.shape[-3]} for Q, K and {self.V.shape[-3]} for V")
+            raise ValueError(
+                f"Q, K and V must have the same number of heads (leading axis); "
+                f"got {self.Q.shape[-3]} for Q, K and {self.V.shape[-3]} for V"
+            )
         if self.V.shape[-1] != self.Q.shape[-1]:
             raise ValueError(f"Q, K act on d = {self.Q.shape[-1]} but V on d = {self.V.shape[-1]}; they must agree")
         self.positional = check_choice("positional", positional, POSITIONAL)
@@ -90,8 +95,17 @@ class MultiHead(Field):
         return 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
 
     @classmethod
-    def identity(cls, beta, heads: int, d: int, *, mask: str = "none", model: str = "sa", positional: str = "none",
-                 alibi_slope=1.0) -> "MultiHead":
+    def identity(
+        cls,
+        beta,
+        heads: int,
+        d: int,
+        *,
+        mask: str = "none",
+        model: str = "sa",
+        positional: str = "none",
+        alibi_slope=1.0,
+    ) -> MultiHead:
         """H heads that split R^d into H coordinate blocks of size k = d/H.
 
         Q_h = K_h = rows h·k … (h+1)·k − 1 of I_d, so head h attends with β⟨x_i, x_j⟩ restricted
@@ -105,8 +119,7 @@ class MultiHead(Field):
         k = d // heads
         blocks = np.eye(d).reshape(heads, k, d)
         values = np.broadcast_to(np.eye(d) / heads, (heads, d, d))
-        return cls(beta, blocks, blocks, values, mask=mask, model=model, positional=positional,
-                   alibi_slope=alibi_slope)
+        return cls(beta, blocks, blocks, values, mask=mask, model=model, positional=positional, alibi_slope=alibi_slope)
 
     @property
     def heads(self) -> int:
@@ -163,7 +176,7 @@ class MultiHead(Field):
         mixed = jnp.einsum("hij,jd->hid", w, x)
         return jnp.einsum("hed,hid->ie", self.V.astype(x.dtype), mixed)
 
-    def in_span(self, U) -> "MultiHead | None":
+    def in_span(self, U) -> MultiHead | None:
         """With every V_h = λ_h I: the same heads on y = x U, Q'_h = I_r, K'_h = UᵀQ_hᵀK_h U, V'_h = λ_h I_r.
 
         Each head's output Σ_j A^h_ij λ_h x_j is a combination of the tokens whatever Q_h, K_h (the
@@ -186,11 +199,9 @@ class MultiHead(Field):
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:
         if self.Q.shape[-1] != d:
-            raise ValueError(f"Q has shape {self.Q.shape} but particles live in d = {d}: "
-                             f"expected (heads, k, {d})")
+            raise ValueError(f"Q has shape {self.Q.shape} but particles live in d = {d}: expected (heads, k, {d})")
         if self.V.shape[-2:] != (d, d):
-            raise ValueError(f"V has shape {self.V.shape} but particles live in d = {d}: "
-                             f"expected (heads, {d}, {d})")
+            raise ValueError(f"V has shape {self.V.shape} but particles live in d = {d}: expected (heads, {d}, {d})")
         if self.model != "usa" or isinstance(self.beta, jax.core.Tracer):
             return
         beta_max = float(np.max(np.abs(np.asarray(self.beta))))  # weights up to e^{|β| ‖QᵀK‖} for either sign
@@ -218,8 +229,10 @@ def _head_slopes(value, heads: int) -> Array:
     if arr.ndim == 0:
         arr = np.full(heads, float(arr))
     if arr.ndim > 2 or arr.shape[-1] != heads:
-        raise ValueError(f"alibi_slope must be a number, one slope per head (shape ({heads},)) or one row of them "
-                         f"per member (shape (members, {heads})); got shape {arr.shape}")
+        raise ValueError(
+            f"alibi_slope must be a number, one slope per head (shape ({heads},)) or one row of them "
+            f"per member (shape (members, {heads})); got shape {arr.shape}"
+        )
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"alibi_slope must be finite and ≥ 0, got {arr.tolist()}")
     return jnp.asarray(arr, dtype=jnp.result_type(float))

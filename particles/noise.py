@@ -55,7 +55,7 @@ class Noisy(Field):
         self.sigma = _as_sigma(sigma)
 
     @classmethod
-    def from_kappa(cls, inner: Field, kappa) -> "Noisy":
+    def from_kappa(cls, inner: Field, kappa) -> Noisy:
         """The noisy field with σ = √(2/κ) (κ > 0; κ = inf means no noise), as in arXiv 2512.01868 §7."""
         if isinstance(kappa, jax.core.Tracer):
             return cls(inner, jnp.sqrt(2.0 / kappa))

@@ -60,8 +60,16 @@ from .checks import check_choice, check_int
 from .fields import KERNEL_MODELS
 from .modes import mode_growth_rates
 
-__all__ = ["critical_beta", "bessel_ratio", "threshold_coupling", "critical_noise", "coupling_to_noise",
-           "noise_to_coupling", "degree_one_rate", "uniform_susceptibility"]
+__all__ = [
+    "critical_beta",
+    "bessel_ratio",
+    "threshold_coupling",
+    "critical_noise",
+    "coupling_to_noise",
+    "noise_to_coupling",
+    "degree_one_rate",
+    "uniform_susceptibility",
+]
 
 
 def _betas(beta) -> np.ndarray:

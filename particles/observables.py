@@ -68,7 +68,7 @@ def _check_delta(delta, name: str = "delta"):
     return np.asarray(arr, dtype=jnp.result_type(float))
 
 
-def finite_members(x: Float[Array, "... n d"], name: str, consequence: str) -> Bool[Array, "..."]:
+def finite_members(x: Float[Array, "... n d"], name: str, consequence: str) -> Bool[Array, ...]:
     """Whether each configuration (the trailing (n, d) block) holds only finite entries.
 
     The one rule of the observables and energies: a configuration with a NaN or inf entry gets
@@ -87,18 +87,19 @@ def finite_members(x: Float[Array, "... n d"], name: str, consequence: str) -> B
                 which = f"{bad} of {ok.size} configurations {'holds' if bad == 1 else 'hold'}"
             its = "its" if bad == 1 else "their"
             # stacklevel 3: the line that called the public function, not the function itself
-            warnings.warn(f"{name}: {which} non-finite entries (NaN or inf); {its} {consequence}",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"{name}: {which} non-finite entries (NaN or inf); {its} {consequence}", RuntimeWarning, stacklevel=3
+            )
     return ok
 
 
-def _nan_unless(ok: Bool[Array, "..."], value: Array) -> Array:
+def _nan_unless(ok: Bool[Array, ...], value: Array) -> Array:
     """``value`` where its configuration is finite, NaN elsewhere (trailing axes of ``value`` beyond ``ok`` broadcast)."""
     ok = jnp.reshape(ok, ok.shape + (1,) * (jnp.ndim(value) - ok.ndim))
     return jnp.where(ok, value, jnp.asarray(jnp.nan, jnp.result_type(value)))
 
 
-def _minus_one_unless(ok: Bool[Array, "..."], count: Array) -> Array:
+def _minus_one_unless(ok: Bool[Array, ...], count: Array) -> Array:
     """``count`` where its configuration is finite, −1 elsewhere (trailing axes of ``count`` beyond ``ok`` broadcast)."""
     ok = jnp.reshape(ok, ok.shape + (1,) * (jnp.ndim(count) - ok.ndim))
     return jnp.where(ok, count, jnp.asarray(-1, jnp.result_type(count)))
@@ -116,7 +117,7 @@ def _first_neighbour(adj: Bool[Array, "... n n"]) -> Int[Array, "... n"]:
     return jnp.argmax(adj, axis=-1).astype(jnp.int32)
 
 
-def _is_clique_union(adj: Bool[Array, "... n n"]) -> Bool[Array, "..."]:
+def _is_clique_union(adj: Bool[Array, "... n n"]) -> Bool[Array, ...]:
     """Whether a reflexive graph is a disjoint union of cliques: adjacent vertices have equal rows.
 
     Rows are compared through exact bit signatures (32 neighbours per uint32 word), one pass
@@ -184,7 +185,7 @@ def _sizes(labels):
     return jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1)
 
 
-def n_clusters(x: Float[Array, "... n d"], delta) -> Int[Array, "..."]:
+def n_clusters(x: Float[Array, "... n d"], delta) -> Int[Array, ...]:
     """Number of clusters: connected components of {⟨x_i, x_j⟩ ≥ 1 − δ} (see ``cluster_labels``).
 
     −1 for a configuration with a NaN or inf entry (a RuntimeWarning when eager).
@@ -223,7 +224,7 @@ def n_clusters_multi(x: Float[Array, "... n d"], deltas) -> Int[Array, "... k"]:
     return _minus_one_unless(ok, _count(_components(adj)))
 
 
-def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, "..."]:
+def clustered_fraction(x: Float[Array, "... n d"], delta) -> Float[Array, ...]:
     """Fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ ≥ 1 − δ ([GLPR] Fig. 3 statistic).
 
     (1/(n(n−1))) #{(i, j) : i ≠ j, 1 − ⟨x_i,x_j⟩ ≤ δ}; 1 exactly when all particles are within
@@ -285,7 +286,7 @@ def _gram_decides(x, delta) -> bool:
     return float(np.min(np.asarray(delta))) >= GRAM_MARGIN * d * eps
 
 
-def clustered_fraction_of_angles(theta: Float[Array, "... n 1"], delta) -> Float[Array, "..."]:
+def clustered_fraction_of_angles(theta: Float[Array, "... n 1"], delta) -> Float[Array, ...]:
     """``clustered_fraction`` of the points (cos θ_i, sin θ_i) of the circle, from their angles.
 
     On the circle 1 − cos(θ_i − θ_j) ≤ δ exactly when θ_i − θ_j is within α = 2 arcsin √(δ/2) of
@@ -338,7 +339,7 @@ def _clustered_fraction(x, adj):
 # Pair statistics and histograms
 
 
-def pair_statistics(x: Float[Array, "... n d"]) -> dict[str, Float[Array, "..."]]:
+def pair_statistics(x: Float[Array, "... n d"]) -> dict[str, Float[Array, ...]]:
     """Mean, min, max and standard deviation of ⟨x_i, x_j⟩ over pairs i ≠ j.
 
     Returns {"mean", "min", "max", "std"}, each of shape (...). By [GLPR] Thm 6.9 all four
@@ -393,8 +394,10 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
     if clusters:
         labels = _components(adj)
         sizes = jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1, dtype=jnp.int32)
-        out.update(n_clusters=_minus_one_unless(ok, _count(labels)),
-                   cluster_level=_nan_unless(ok, jnp.sum(sizes, axis=-1).astype(gaps.dtype) / (n * n)))
+        out.update(
+            n_clusters=_minus_one_unless(ok, _count(labels)),
+            cluster_level=_nan_unless(ok, jnp.sum(sizes, axis=-1).astype(gaps.dtype) / (n * n)),
+        )
     if n == 1:
         one = _nan_unless(ok, jnp.ones(x.shape[:-2], dtype=x.dtype))
         out.update(mean_inner_product=one, min_inner_product=one, max_inner_product=one, clustered_fraction=one)
@@ -455,7 +458,7 @@ def inner_product_histogram(x: Float[Array, "... n d"], bins: int = 64) -> Int[A
     return _minus_one_unless(ok, _histogram(x, bins))
 
 
-def order_parameter(x: Float[Array, "... n d"]) -> Float[Array, "..."]:
+def order_parameter(x: Float[Array, "... n d"]) -> Float[Array, ...]:
     """Kuramoto order parameter R = ‖(1/n) Σ_i x_i‖ ∈ [0, 1]; R = 1 iff all particles coincide.
 
     R² = (1/n²) Σ_i Σ_j ⟨x_i, x_j⟩, so R² = 1/n + (1 − 1/n)·(mean pair inner product).
@@ -508,7 +511,7 @@ def plateaus(ts, series, *, atol: float = 0.0, rtol: float = 0.0, min_duration: 
     return out
 
 
-def staircase_levels(sizes) -> Float[Array, "..."]:
+def staircase_levels(sizes) -> Float[Array, ...]:
     """Normalized-energy level Σ_q m_q² / n² of tight, well-separated clusters of sizes m_q.
 
     ``sizes`` holds the cluster sizes m_q on its last axis (zeros allowed as padding),
@@ -534,7 +537,7 @@ class Clusters(NamedTuple):
     """Clusters of a configuration at threshold δ: per-particle labels, their count, and sizes."""
 
     labels: Int[Array, "... n"]
-    count: Int[Array, "..."]
+    count: Int[Array, ...]
     sizes: Int[Array, "... n"]
 
 
@@ -548,5 +551,8 @@ def clusters(x: Float[Array, "... n d"], delta=1e-3) -> Clusters:
     delta = _check_delta(delta)
     ok = finite_members(x, "clusters", "count, labels and sizes are -1")
     labels = _labels(x, delta)
-    return Clusters(labels=_minus_one_unless(ok, labels), count=_minus_one_unless(ok, _count(labels)),
-                    sizes=_minus_one_unless(ok, _sizes(labels)))
+    return Clusters(
+        labels=_minus_one_unless(ok, labels),
+        count=_minus_one_unless(ok, _count(labels)),
+        sizes=_minus_one_unless(ok, _sizes(labels)),
+    )

@@ -47,10 +47,12 @@ def sinkhorn_potentials(logits: Float[Array, "n n"], tol: float, max_iter: int, 
     tol = max(tol, 8.0 * n**0.5 * float(jnp.finfo(logits.dtype).eps))
 
     if symmetric:
+
         def sweep(f, g):
             a = 0.5 * (f - jax.nn.logsumexp(logits + f[None, :], axis=1))
             return a, a
     else:
+
         def sweep(f, g):
             f = -jax.nn.logsumexp(logits + g[None, :], axis=1)
             return f, -jax.nn.logsumexp(logits + f[:, None], axis=0)
@@ -91,11 +93,14 @@ class Sinkhorn(Attention):
     max_iter: int = eqx.field(static=True, default=1000)
     symmetric: bool = eqx.field(static=True, default=True)
 
-    def __init__(self, beta=1.0, Q=None, K=None, V=None, *, tol: float = 1e-9, max_iter: int = 1000,
-                 mask: str = "none"):
+    def __init__(
+        self, beta=1.0, Q=None, K=None, V=None, *, tol: float = 1e-9, max_iter: int = 1000, mask: str = "none"
+    ):
         if mask == "causal":
-            raise ValueError("Sinkhorn attention does not support mask='causal': a lower-triangular doubly "
-                             "stochastic matrix is the identity, so no token would move; use SA(..., mask='causal')")
+            raise ValueError(
+                "Sinkhorn attention does not support mask='causal': a lower-triangular doubly "
+                "stochastic matrix is the identity, so no token would move; use SA(..., mask='causal')"
+            )
         # the kernel is symmetric when Q and K are the identity or the same matrix: then the fast
         # symmetric iteration applies (decided here, as Q and K are traced once inside jit)
         symmetric = Q is K
@@ -104,7 +109,7 @@ class Sinkhorn(Attention):
         self.tol = check_real("tol", tol, 0.0, strict_min=True)
         self.max_iter = check_int("max_iter", max_iter, 1)
 
-    def in_span(self, U) -> "Sinkhorn | None":
+    def in_span(self, U) -> Sinkhorn | None:
         """As ``Attention.in_span``: S mixes the values λ x_j, so with V = λI the span of the tokens is invariant.
 
         A symmetric kernel's K' = UᵀQᵀQ U is symmetrized, as the symmetric iteration assumes.

@@ -82,8 +82,9 @@ def uniform(key, n: int, d: int, *, batch: int | None = None, dtype=None) -> Flo
     """
     n, d = check_int("n", n, 1), check_int("d", d, 2)
     if d < n:
-        raise ValueError(f"uniform in the span needs d ≥ n (the span of n points of R^d has dimension n), "
-                         f"got n = {n}, d = {d}")
+        raise ValueError(
+            f"uniform in the span needs d ≥ n (the span of n points of R^d has dimension n), got n = {n}, d = {d}"
+        )
     key, batch = _keys_or_key(key, batch)
     return _draw(key, sample=_bartlett_rows, batch=batch, dtype=float_dtype(dtype), shape=(n, d))
 

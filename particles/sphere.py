@@ -9,7 +9,6 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-
 SMALL_D = 8
 """Widths up to which row sums are written out coordinate by coordinate (``row_dot``)."""
 
@@ -27,7 +26,7 @@ def row_dot(x: Float[Array, "... d"], y: Float[Array, "... d"]) -> Float[Array, 
         return jnp.sum(x * y, axis=-1, keepdims=True)
     acc = x[..., 0:1] * y[..., 0:1]
     for k in range(1, d):
-        acc = acc + x[..., k:k + 1] * y[..., k:k + 1]
+        acc = acc + x[..., k : k + 1] * y[..., k : k + 1]
     return acc
 
 
@@ -62,9 +61,7 @@ def expmap(x: Float[Array, "... d"], v: Float[Array, "... d"]) -> Float[Array, "
     return jnp.cos(s) * x + _sinc(s) * v
 
 
-def rotate(
-    y: Float[Array, "... d"], f: Float[Array, "... d"], x: Float[Array, "... d"], h
-) -> Float[Array, "... d"]:
+def rotate(y: Float[Array, "... d"], f: Float[Array, "... d"], x: Float[Array, "... d"], h) -> Float[Array, "... d"]:
     """Apply exp(h A) to x, where A = f yᵀ − y fᵀ is the frozen rotation generator at y.
 
     For unit y and f tangent at y, A is the rank-two skew matrix that rotates y towards f
@@ -123,7 +120,7 @@ def within(x: Float[Array, "n d"], delta) -> Array:
     return jnp.min(x @ x.T) >= 1.0 - delta
 
 
-def geodesic_distance(x: Float[Array, "... d"], y: Float[Array, "... d"]) -> Float[Array, "..."]:
+def geodesic_distance(x: Float[Array, "... d"], y: Float[Array, "... d"]) -> Float[Array, ...]:
     """Great-circle distance arccos⟨x,y⟩, computed as 2 arcsin(‖x − y‖/2) for accuracy."""
     chord = jnp.linalg.norm(x - y, axis=-1)
     return 2.0 * jnp.arcsin(jnp.clip(0.5 * chord, 0.0, 1.0))

@@ -38,7 +38,7 @@ ENSEMBLES: dict[str, str] = {
     "identity": "Q = K = V = I (Q, K, V are None): the plain (SA) of [GLPR]",
     "ginibre": "Q, K (k×d) and V (d×d) independent Ginibre, i.i.d. N(0, 1/d) entries ([GLPR] Fig. 5(a))",
     "wigner-psd": "QᵀK = W a GOE matrix (Q = I, K = W), V = GGᵀ/d ⪰ 0 with G a d×d standard Gaussian "
-                  "([GLPR] Fig. 5(b))",
+    "([GLPR] Fig. 5(b))",
     "ginibre-v-qk": "Q, K Ginibre as in 'ginibre', V = QᵀK ([GLPR] Fig. 5(c))",
     "wigner-v-qk": "QᵀK = W a GOE matrix (Q = I, K = W), V = W: a gradient flow of E_β ([GLPR] Fig. 5(d))",
     "v-minus-qk": "Q, K Ginibre, V = −QᵀK (the repulsive counterpart of 'ginibre-v-qk')",
@@ -74,8 +74,8 @@ def _carve(z, d: int, k: int, ensemble: str) -> dict:
     if ensemble == "repulsive":
         return dict(Q=None, K=None, V=-jnp.eye(d, dtype=f))
     a = z[: k * d].reshape(k, d)
-    b = z[k * d: 2 * k * d].reshape(k, d)
-    c = z[2 * k * d:].reshape(d, d)
+    b = z[k * d : 2 * k * d].reshape(k, d)
+    c = z[2 * k * d :].reshape(d, d)
     if ensemble in ("wigner-psd", "wigner-v-qk"):
         # (B + Bᵀ)/√(2d): off-diagonal variance 2/(2d) = 1/d, diagonal (2B_ii)²/(2d) → 2/d
         w = _symmetric((b + b.T) / jnp.sqrt(2.0 * d))
@@ -131,8 +131,10 @@ def sample_weights(
         k = d
     k = check_int("k", k, 1)
     if k != d and ensemble in _SQUARE_QK:
-        raise ValueError(f"ensemble {ensemble!r} has square Q, K (identity or Q = I, K = W), so k must be "
-                         f"d = {d}; got k = {k}. Rectangular Q, K (k×d) need a Ginibre ensemble")
+        raise ValueError(
+            f"ensemble {ensemble!r} has square Q, K (identity or Q = I, K = W), so k must be "
+            f"d = {d}; got k = {k}. Rectangular Q, K (k×d) need a Ginibre ensemble"
+        )
     dt = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
     if not jnp.issubdtype(dt, jnp.floating):
         raise ValueError(f"dtype must be a floating type such as 'float32' or 'float64', got {dt.name}")

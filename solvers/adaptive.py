@@ -102,7 +102,8 @@ class FiniteSteps(diffrax.AbstractStepSizeController):
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
         state, bad_run = controller_state
         keep, next_t0, next_t1, made_jump, state, result = self.controller.adapt_step_size(
-            t0, t1, y0, y1_candidate, args, y_error, error_order, state)
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state
+        )
         bad = ~jnp.all(jnp.isfinite(y1_candidate))
         bad_run = jnp.where(bad, bad_run + 1, 0)
         if self.adaptive:

@@ -44,10 +44,12 @@ def grouping(group_size, field, axes, x0, t0) -> tuple[int | None, Any]:
     and its estimates hardly spread). On GPUs a batch costs little more than one member: one group.
     """
     members = x0.shape[0]
-    if group_size is not None and (isinstance(group_size, (bool, np.bool_))
-                                   or not isinstance(group_size, (int, np.integer)) or group_size < 0):
-        raise ValueError(f"group_size must be None (automatic), 0 (one group) or a positive integer, "
-                         f"got {group_size!r}")
+    if group_size is not None and (
+        isinstance(group_size, (bool, np.bool_)) or not isinstance(group_size, (int, np.integer)) or group_size < 0
+    ):
+        raise ValueError(
+            f"group_size must be None (automatic), 0 (one group) or a positive integer, got {group_size!r}"
+        )
     if group_size is None:
         if members <= _AUTO_GROUP or jax.default_backend() != "cpu":
             return None, None
@@ -78,9 +80,15 @@ def queue_slots(solver, adaptive, jumps, group_size, members, shard) -> int | No
     It runs ensembles of more than 64 members on one CPU device with an FSAL method (tsit5,
     dopri5), without layer switches, unless ``group_size`` asks for diffrax's grouped solve.
     """
-    if (group_size is None and adaptive and solver in _queue.QUEUE_METHODS and not len(jumps)
-            and members > _AUTO_GROUP and jax.default_backend() == "cpu"
-            and (shard is False or len(jax.local_devices()) == 1)):
+    if (
+        group_size is None
+        and adaptive
+        and solver in _queue.QUEUE_METHODS
+        and not len(jumps)
+        and members > _AUTO_GROUP
+        and jax.default_backend() == "cpu"
+        and (shard is False or len(jax.local_devices()) == 1)
+    ):
         return _queue.SLOTS
     return None
 
@@ -138,8 +146,28 @@ def in_groups(solve, field, axes, x0, size, order, report=None):
 
 
 @eqx.filter_jit
-def run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
-                  adaptive, after_loop: bool, jumps=None, group_size=None, order=None):
+def run_adaptive(
+    *,
+    field,
+    axes,
+    x0,
+    save_fn,
+    delta,
+    progress,
+    method,
+    t0,
+    t1,
+    ts,
+    dt0,
+    rtol,
+    atol,
+    max_steps,
+    adaptive,
+    after_loop: bool,
+    jumps=None,
+    group_size=None,
+    order=None,
+):
     """Adaptive solves of every member: (saves, final states, steps, event times, last finite times, status).
 
     status per member: a ``loop.Status`` (NON_FINITE: ``FiniteSteps`` stopped the solve at its last
@@ -185,15 +213,31 @@ def run_adaptive(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, t
             tol = 100.0 * float(jnp.finfo(x0_m.dtype).eps)
             event = diffrax.Event(gap, root_finder=optx.Newton(rtol=max(tol, 1e-10), atol=max(tol, 1e-12)))
         sol = diffrax.diffeqsolve(
-            term, solver, t0, t1, dt0, x0_m, saveat=saveat, stepsize_controller=controller,
-            max_steps=max_steps, event=event, throw=False,
-            progress_meter=(_progress.StderrMeter(minimum_increase=0.01) if progress and not grouped
-                            else diffrax.NoProgressMeter()),
+            term,
+            solver,
+            t0,
+            t1,
+            dt0,
+            x0_m,
+            saveat=saveat,
+            stepsize_controller=controller,
+            max_steps=max_steps,
+            event=event,
+            throw=False,
+            progress_meter=(
+                _progress.StderrMeter(minimum_increase=0.01) if progress and not grouped else diffrax.NoProgressMeter()
+            ),
         )
         done = (sol.result == diffrax.RESULTS.successful) | (sol.result == diffrax.RESULTS.event_occurred)
-        status = jnp.where(done, loop.Status.DONE,
-                           jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, loop.Status.MAX_STEPS,
-                                     jnp.where(sol.result == NON_FINITE, loop.Status.NON_FINITE, loop.Status.FAILED)))
+        status = jnp.where(
+            done,
+            loop.Status.DONE,
+            jnp.where(
+                sol.result == diffrax.RESULTS.max_steps_reached,
+                loop.Status.MAX_STEPS,
+                jnp.where(sol.result == NON_FINITE, loop.Status.NON_FINITE, loop.Status.FAILED),
+            ),
+        )
         saved, (x_end,) = sol.ys[0], sol.ys[1]
         if not after_loop:
             saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
@@ -224,34 +268,61 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
     """(the loop, its arguments) for ``p`` laid out by the sharding ``plan`` (None: one device)."""
     if not p.adaptive:
         # diffrax's constant steps, plus one more at each layer switch it steps to
-        check_steps(f"solver {p.solver!r} (adaptive=False)", p.t0, p.t1, p.dt,
-                    steps_to_cover(p.t1 - p.t0, p.dt) + len(p.jumps), p.max_steps, p.dtype)
-    args = dict(method=METHODS[p.solver].make(p.rtol, p.atol), t0=p.t0, t1=p.t1,
-                # decided here, not while tracing: a compiled call is cached with its choice
-                after_loop=loop.keeps_states(p.x0, p.ts),
-                # save times a rounding error outside [t0, t1] are clipped: diffrax's own check of them
-                # is compiled without a callback when the command line runs (solvers/compilation_cache.py)
-                ts=jnp.asarray(np.clip(p.ts, p.t0, p.t1), p.dtype), dt0=p.dt, rtol=p.rtol, atol=p.atol,
-                max_steps=int(p.max_steps))
+        check_steps(
+            f"solver {p.solver!r} (adaptive=False)",
+            p.t0,
+            p.t1,
+            p.dt,
+            steps_to_cover(p.t1 - p.t0, p.dt) + len(p.jumps),
+            p.max_steps,
+            p.dtype,
+        )
+    args = dict(
+        method=METHODS[p.solver].make(p.rtol, p.atol),
+        t0=p.t0,
+        t1=p.t1,
+        # decided here, not while tracing: a compiled call is cached with its choice
+        after_loop=loop.keeps_states(p.x0, p.ts),
+        # save times a rounding error outside [t0, t1] are clipped: diffrax's own check of them
+        # is compiled without a callback when the command line runs (solvers/compilation_cache.py)
+        ts=jnp.asarray(np.clip(p.ts, p.t0, p.t1), p.dtype),
+        dt0=p.dt,
+        rtol=p.rtol,
+        atol=p.atol,
+        max_steps=int(p.max_steps),
+    )
     if p.traced:
         # under the caller's trace (jax.grad, jit, vmap): one vmapped diffrax solve, which diffrax
         # differentiates (its checkpointed adjoint); the queue and the groups order members eagerly
         if p.group_size not in (None, 0):
-            raise ValueError(f"group_size={p.group_size} orders the members by a stiffness estimate computed before "
-                             "the solve, which cannot run under jax.grad, jax.jit or jax.vmap: leave group_size=None "
-                             "there (one vmapped adaptive solve, differentiable), or use a fixed-step solver")
-        return solve_diffrax, dict(args, adaptive=p.adaptive, group_size=None, order=None,
-                                   jumps=jnp.asarray(p.jumps, p.dtype) if len(p.jumps) else None)
+            raise ValueError(
+                f"group_size={p.group_size} orders the members by a stiffness estimate computed before "
+                "the solve, which cannot run under jax.grad, jax.jit or jax.vmap: leave group_size=None "
+                "there (one vmapped adaptive solve, differentiable), or use a fixed-step solver"
+            )
+        return solve_diffrax, dict(
+            args,
+            adaptive=p.adaptive,
+            group_size=None,
+            order=None,
+            jumps=jnp.asarray(p.jumps, p.dtype) if len(p.jumps) else None,
+        )
     slots = queue_slots(p.solver, p.adaptive, p.jumps, p.group_size, p.members, p.shard)
     if slots:
         order = jnp.asarray(np.argsort(-np.asarray(hardness(p.field, p.axes, p.x0, p.t0)), kind="stable"))
-        return solve_queue, dict(args, order=_sharding.pad_order(plan, order, p.members) if plan else order,
-                                 slots=slots)
+        return solve_queue, dict(
+            args, order=_sharding.pad_order(plan, order, p.members) if plan else order, slots=slots
+        )
     group, order = grouping(p.group_size, p.field, p.axes, p.x0, p.t0)
     if plan is not None:
         group, order = _sharding.group_size(plan, group), _sharding.pad_order(plan, order, p.members)
-    return solve_diffrax, dict(args, adaptive=p.adaptive, group_size=group, order=order,
-                               jumps=jnp.asarray(p.jumps, p.dtype) if len(p.jumps) else None)
+    return solve_diffrax, dict(
+        args,
+        adaptive=p.adaptive,
+        group_size=group,
+        order=order,
+        jumps=jnp.asarray(p.jumps, p.dtype) if len(p.jumps) else None,
+    )
 
 
 def solve_diffrax(**kwargs):
@@ -278,11 +349,15 @@ def _checked(out, max_steps, t1):
         failed = (status == loop.Status.MAX_STEPS) | (status == loop.Status.FAILED)
         if np.any(failed):
             bad = np.flatnonzero(failed)
-            who = (f"member{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad[:8]))}"
-                   f"{', ...' if len(bad) > 8 else ''} of {status.size}")
+            who = (
+                f"member{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad[:8]))}"
+                f"{', ...' if len(bad) > 8 else ''} of {status.size}"
+            )
             if np.any(status[bad] == loop.Status.MAX_STEPS):
-                why = (f"reached max_steps = {max_steps} before t1 = {t1:g}; raise max_steps, loosen rtol/atol, "
-                       f"or use solver={spoken(names(implicit=True))} for stiff runs")
+                why = (
+                    f"reached max_steps = {max_steps} before t1 = {t1:g}; raise max_steps, loosen rtol/atol, "
+                    f"or use solver={spoken(names(implicit=True))} for stiff runs"
+                )
             else:
                 why = "failed (step size underflow)"
             raise RuntimeError(f"simulate: the adaptive solve of {who} {why}")

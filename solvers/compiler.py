@@ -12,7 +12,7 @@ so those programs keep XLA's defaults. Other backends keep theirs.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -20,8 +20,7 @@ import jax
 from ..particles.sphere import SMALL_D
 
 PRODUCTS_ON_CPU = {
-    "xla_cpu_experimental_ynn_fusion_type":
-        "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE",
+    "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE",
 }
 """The options of CPU programs whose fields form batched matrix products (d > ``SMALL_D``)."""
 

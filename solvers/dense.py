@@ -83,8 +83,9 @@ def grid(t0: float, t1: float, dt: float, ts: np.ndarray) -> tuple[int, float, n
     """
     n_steps = grid_steps(t0, t1, dt)
     if not n_steps <= np.iinfo(np.int64).max:
-        raise ValueError(f"dt = {dt:g} over [{t0:g}, {t1:g}] needs {float(n_steps):.3g} steps, "
-                         "more than a grid can count")
+        raise ValueError(
+            f"dt = {dt:g} over [{t0:g}, {t1:g}] needs {float(n_steps):.3g} steps, more than a grid can count"
+        )
     h = (t1 - t0) / n_steps
     pos = (np.asarray(ts, dtype=float) - t0) / h if h > 0 else np.zeros(len(ts))
     index = np.clip(np.floor(pos).astype(np.int64), 0, n_steps - 1)
@@ -98,25 +99,52 @@ def prepare(p: Problem, plan=None):
     label = f"solver {p.solver!r}" + (" (dense)" if p.solver not in GRID_ONLY else "")
     check_steps(label, p.t0, p.t1, p.dt, grid_steps(p.t0, p.t1, p.dt), p.max_steps, p.dtype)
     if p.solver not in GRID_METHODS:
-        raise ValueError(f"dense=True interpolates {spoken([m.upper() for m in GRID_METHODS], quote='')} steps: use "
-                         f"solver={spoken(GRID_METHODS)} (or an adaptive solver), got solver={p.solver!r}")
+        raise ValueError(
+            f"dense=True interpolates {spoken([m.upper() for m in GRID_METHODS], quote='')} steps: use "
+            f"solver={spoken(GRID_METHODS)} (or an adaptive solver), got solver={p.solver!r}"
+        )
     if p.noisy or len(p.jumps):
-        raise ValueError(f"dense=True and solver={spoken(GRID_ONLY)} need a smooth deterministic path: they do "
-                         f"not apply to noisy fields or to layer-wise weights that switch during the run "
-                         f"(solver={p.solver!r})")
+        raise ValueError(
+            f"dense=True and solver={spoken(GRID_ONLY)} need a smooth deterministic path: they do "
+            f"not apply to noisy fields or to layer-wise weights that switch during the run "
+            f"(solver={p.solver!r})"
+        )
     n_steps, h, index, theta = grid(p.t0, p.t1, p.dt, p.ts)
     return run_dense, dict(
-        method=p.solver, t0=jnp.asarray(p.t0, p.dtype), h=jnp.asarray(h, p.dtype), n_steps=jnp.asarray(n_steps),
-        index=jnp.asarray(index), theta=jnp.asarray(theta, p.dtype), times=jnp.asarray(p.ts, p.dtype),
+        method=p.solver,
+        t0=jnp.asarray(p.t0, p.dtype),
+        h=jnp.asarray(h, p.dtype),
+        n_steps=jnp.asarray(n_steps),
+        index=jnp.asarray(index),
+        theta=jnp.asarray(theta, p.dtype),
+        times=jnp.asarray(p.ts, p.dtype),
         # compiler options apply to a top-level jit only: none under the caller's trace
-        hold_saves=not p.save_reads_time, compiler_options=None if p.traced else loop_options(p.x0.shape[-1]),
+        hold_saves=not p.save_reads_time,
+        compiler_options=None if p.traced else loop_options(p.x0.shape[-1]),
         # under the caller's trace (jax.grad among others): loops of static length, which reverse mode needs
-        bounds=(int(np.max(np.diff(index, prepend=-1))) + 1, int(n_steps)) if p.traced else None)
+        bounds=(int(np.max(np.diff(index, prepend=-1))) + 1, int(n_steps)) if p.traced else None,
+    )
 
 
 @jit_with_options
-def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, index, theta, times, method="rk4",
-              hold_saves=False, bounds=None):
+def run_dense(
+    *,
+    field,
+    axes,
+    x0,
+    save_fn,
+    delta,
+    progress,
+    t0,
+    h,
+    n_steps,
+    index,
+    theta,
+    times,
+    method="rk4",
+    hold_saves=False,
+    bounds=None,
+):
     """Steps of ``method`` ("rk4" or "ab4") of size h from t0, saves at ``times`` (step ``index``,
     fraction ``theta``), vmapped. With ``hold_saves`` (``save_fn`` does not read t), a save of
     states that have not moved since the last one (no member running, the same interval and θ)
@@ -165,8 +193,9 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         # the velocity counts too: the interpolant at the new step end uses it; a stopped member
         # holds its state: zero velocity makes the interpolant constant
         zero = jnp.zeros_like(fn)
-        members, (xn, fn, fb) = loop.step_taken(members, t, t + h, finite(xn, fn), (xn, fn, fb), (xb, zero, zero),
-                                                clustered)
+        members, (xn, fn, fb) = loop.step_taken(
+            members, t, t + h, finite(xn, fn), (xn, fn, fb), (xb, zero, zero), clustered
+        )
         # AB4's velocities f_k−1, f_k−2, f_k−3 for the next step (RK4 carries none)
         history = (fb,) + history[:2] if method == "ab4" else ()
         return j + 1, xb, fb, xn, fn, history, members
@@ -176,6 +205,7 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
 
     def steps_until(state, target, most):
         """Steps while the current interval is before ``target`` and a member runs (at most ``most`` when bounded)."""
+
         def go(s):
             return (s[0] < target) & running(s)
 
@@ -208,8 +238,9 @@ def run_dense(*, field, axes, x0, save_fn, delta, progress, t0, h, n_steps, inde
         loop.report(progress, times[k])
         return (state, out, (state[0], at)), out
 
-    blank = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype),
-                                   jax.eval_shape(values, state, jnp.asarray(1.0, dtype), 0))
+    blank = jax.tree_util.tree_map(
+        lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(values, state, jnp.asarray(1.0, dtype), 0)
+    )
     carry = (state, blank, (state[0], jnp.asarray(-1.0, dtype)))
     (state, _, _), saved = jax.lax.scan(save, carry, jnp.arange(index.shape[0]))
     state = steps_until(state, n_steps - 1, None if bounds is None else bounds[1])

@@ -24,7 +24,8 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 
 import jax
 import jax.numpy as jnp
@@ -49,18 +50,18 @@ class FitResult:
 
     model: str
     heads: int
-    qk: str            # "full", "identity" or "rank-r"
-    v: str             # "full" or "identity"
+    qk: str  # "full", "identity" or "rank-r"
+    v: str  # "full" or "identity"
     causal: bool
     beta: float
-    tau: np.ndarray    # (L − 1,) time of each layer (equal when shared)
-    M: np.ndarray      # (H, d, d) QᵀK per head, ‖M_h‖_F = √d
-    V: np.ndarray      # (H, d, d) values per head, Σ_h ‖V_h‖²_F = d
-    layer_error: np.ndarray     # (L − 1,) mean squared one-layer-ahead error of the fitted model
+    tau: np.ndarray  # (L − 1,) time of each layer (equal when shared)
+    M: np.ndarray  # (H, d, d) QᵀK per head, ‖M_h‖_F = √d
+    V: np.ndarray  # (H, d, d) values per head, Σ_h ‖V_h‖²_F = d
+    layer_error: np.ndarray  # (L − 1,) mean squared one-layer-ahead error of the fitted model
     identity_error: np.ndarray  # (L − 1,) of x_{ℓ+1} = x_ℓ
-    linear_error: np.ndarray    # (L − 1,) of the best linear map per layer
-    rollout_error: np.ndarray   # (L − 1,) the fitted model run freely from layer 0
-    held_out: int               # prompts the errors are measured on (0: in sample)
+    linear_error: np.ndarray  # (L − 1,) of the best linear map per layer
+    rollout_error: np.ndarray  # (L − 1,) the fitted model run freely from layer 0
+    held_out: int  # prompts the errors are measured on (0: in sample)
     loss: np.ndarray = dc_field(default_factory=lambda: np.zeros(0))  # per optimizer step
     wall_time_s: float = 0.0
 
@@ -114,7 +115,7 @@ def _unpack(theta, d: int, heads: int, qk: str, v: str, transitions: int):
         M = jnp.einsum("hdr,her->hde", theta["U"], theta["W"])
     M = M * (math.sqrt(d) / jnp.linalg.norm(M, axis=(-2, -1), keepdims=True))
     V = jnp.broadcast_to(jnp.eye(d), (heads, d, d)) if v == "identity" else theta["V"]
-    V = V * (math.sqrt(d) / jnp.sqrt(jnp.sum(V ** 2)))
+    V = V * (math.sqrt(d) / jnp.sqrt(jnp.sum(V**2)))
     return beta, tau, M, V
 
 
@@ -156,10 +157,24 @@ def _optimize(theta, loss, value_and_grad, adam_steps, lbfgs_steps, learning_rat
     return theta
 
 
-def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v: str = "full",
-        causal: bool = False, shared_tau: bool = False, horizon: int = 1, substeps: int = 8,
-        adam_steps: int = 300, lbfgs_steps: int = 150, learning_rate: float = 0.03, holdout: float = 0.2,
-        seed: int = 0, progress: bool = False) -> FitResult:
+def fit(
+    states,
+    *,
+    model: str = "sa",
+    heads: int = 1,
+    qk: str | int = "full",
+    v: str = "full",
+    causal: bool = False,
+    shared_tau: bool = False,
+    horizon: int = 1,
+    substeps: int = 8,
+    adam_steps: int = 300,
+    lbfgs_steps: int = 150,
+    learning_rate: float = 0.03,
+    holdout: float = 0.2,
+    seed: int = 0,
+    progress: bool = False,
+) -> FitResult:
     """Fit the particle model to ``states`` (layers, tokens, d) or (layers, prompts, tokens, d).
 
     model      "sa" or "usa";  heads: H attention heads;  causal: token i attends to j ≤ i.
@@ -199,8 +214,9 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
     if x.ndim == 3:
         x = x[:, None]
     if x.ndim != 4 or x.shape[0] < 2 or x.shape[2] < 2 or x.shape[3] < 2:
-        raise ValueError(f"states must have shape (layers ≥ 2, tokens, d) or (layers, prompts, tokens, d), got "
-                         f"{np.shape(states)}")
+        raise ValueError(
+            f"states must have shape (layers ≥ 2, tokens, d) or (layers, prompts, tokens, d), got {np.shape(states)}"
+        )
     if not np.all(np.isfinite(x)) or np.any(np.linalg.norm(x, axis=-1) == 0):
         raise ValueError("states must be finite, every token a nonzero vector")
     L, P, n, d = x.shape
@@ -210,7 +226,7 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
         raise ValueError(f"rank {rank} exceeds d = {d}")
     x = _normalize_rows(x)
     test_count = int(round(holdout * P)) if P >= 5 else 0
-    train, test = (x[:, : P - test_count], x[:, P - test_count:]) if test_count else (x, x)
+    train, test = (x[:, : P - test_count], x[:, P - test_count :]) if test_count else (x, x)
     transitions = L - 1
     rng = np.random.default_rng(seed)
 
@@ -221,8 +237,9 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
         theta["U"] = jnp.asarray(np.eye(d, rank)[None].repeat(heads, 0) + 0.1 * rng.normal(size=(heads, d, rank)))
         theta["W"] = jnp.asarray(np.eye(d, rank)[None].repeat(heads, 0) + 0.1 * rng.normal(size=(heads, d, rank)))
     if v == "full":
-        theta["V"] = jnp.asarray(np.eye(d)[None].repeat(heads, 0) / math.sqrt(heads)
-                                 + 0.01 * rng.normal(size=(heads, d, d)))
+        theta["V"] = jnp.asarray(
+            np.eye(d)[None].repeat(heads, 0) / math.sqrt(heads) + 0.01 * rng.normal(size=(heads, d, d))
+        )
 
     def predict(theta, data, steps_ahead: int):
         """Predictions of layers s … L−1 from layers 0 … L−1−s, s = steps_ahead, (L − s, P, n, d)."""
@@ -231,7 +248,7 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
         count = current.shape[0]
         y = current.reshape((-1, n, d))
         for k in range(steps_ahead):
-            taus = jnp.repeat(tau[k:k + count], data.shape[1])
+            taus = jnp.repeat(tau[k : k + count], data.shape[1])
             y = _flow(model, causal, beta, taus, M, V, y, substeps)
         return y.reshape(current.shape)
 
@@ -256,8 +273,9 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
     history = []
     meter = Counter(adam_steps + lbfgs_steps, label="fit", unit="steps") if progress else contextlib.nullcontext()
     with meter:
-        theta = _optimize(theta, loss, value_and_grad, adam_steps, lbfgs_steps, learning_rate, history,
-                          meter if progress else None)
+        theta = _optimize(
+            theta, loss, value_and_grad, adam_steps, lbfgs_steps, learning_rate, history, meter if progress else None
+        )
     beta, tau, M, V = _unpack(theta, d, heads, qk_form, v, transitions)
     data_test = jnp.asarray(test)
     one_ahead = np.asarray(predict(theta, data_test, 1))
@@ -265,10 +283,23 @@ def fit(states, *, model: str = "sa", heads: int = 1, qk: str | int = "full", v:
     rollout = []
     y = data_test[0]
     for k in range(transitions):
-        y = _flow(model, causal, beta, jnp.repeat(tau[k:k + 1], test.shape[1]), M, V, y, substeps)
+        y = _flow(model, causal, beta, jnp.repeat(tau[k : k + 1], test.shape[1]), M, V, y, substeps)
         rollout.append(float(np.mean(np.sum((np.asarray(y) - test[k + 1]) ** 2, axis=-1))))
-    return FitResult(model=model, heads=heads, qk=qk_form, v=v, causal=bool(causal), beta=float(beta),
-                     tau=np.asarray(tau, dtype=float), M=np.asarray(M), V=np.asarray(V), layer_error=layer_error,
-                     identity_error=identity_errors(test), linear_error=linear_errors(train, test),
-                     rollout_error=np.array(rollout), held_out=test_count, loss=np.array(history),
-                     wall_time_s=time.perf_counter() - start)
+    return FitResult(
+        model=model,
+        heads=heads,
+        qk=qk_form,
+        v=v,
+        causal=bool(causal),
+        beta=float(beta),
+        tau=np.asarray(tau, dtype=float),
+        M=np.asarray(M),
+        V=np.asarray(V),
+        layer_error=layer_error,
+        identity_error=identity_errors(test),
+        linear_error=linear_errors(train, test),
+        rollout_error=np.array(rollout),
+        held_out=test_count,
+        loss=np.array(history),
+        wall_time_s=time.perf_counter() - start,
+    )

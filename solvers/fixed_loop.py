@@ -45,8 +45,13 @@ def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
     points, keep, substeps = knots(p.t0, p.t1, p.ts, p.jumps, p.dt)
     check_steps(f"solver {p.solver!r}", p.t0, p.t1, p.dt, float(np.sum(substeps)), p.max_steps, p.dtype)
     method = METHODS[p.solver].make()
-    args = dict(method=method, knots=jnp.asarray(points, p.dtype), substeps=jnp.asarray(substeps.astype(np.int64)),
-                clamp=bool(len(p.jumps)), keep=keep if len(p.jumps) else None)
+    args = dict(
+        method=method,
+        knots=jnp.asarray(points, p.dtype),
+        substeps=jnp.asarray(substeps.astype(np.int64)),
+        clamp=bool(len(p.jumps)),
+        keep=keep if len(p.jumps) else None,
+    )
     if p.traced:  # under the caller's trace (jax.grad among others): loops of static length, which reverse mode needs
         args.update(max_substeps=int(substeps.max()))
     if p.noisy:
@@ -104,8 +109,9 @@ class Clamped(eqx.Module):
 
 
 @jit_with_options
-def run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False,
-              max_substeps=None):
+def run_fixed(
+    *, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False, max_substeps=None
+):
     """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
 
     Between knots the steps are a while loop that ends early once no member runs; with ``max_substeps``
@@ -157,7 +163,8 @@ def run_fixed(*, field, axes, x0, save_fn, delta, progress, method, knots, subst
             _, x, members_, count = jax.lax.while_loop(running, body, (0, x, members_, count))
         else:
             _, x, members_, count = jax.lax.fori_loop(
-                0, max_substeps, lambda _, c: jax.lax.cond(running(c), body, lambda c: c, c), (0, x, members_, count))
+                0, max_substeps, lambda _, c: jax.lax.cond(running(c), body, lambda c: c, c), (0, x, members_, count)
+            )
         loop.report(progress, tb)
         return (x, members_, count), save_all(field, tb, x)
 

@@ -27,8 +27,18 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["SphereGrid", "sphere_grid", "legendre", "legendre_derivative", "synthesis", "analysis",
-           "gradient", "divergence", "evaluate", "degrees"]
+__all__ = [
+    "SphereGrid",
+    "sphere_grid",
+    "legendre",
+    "legendre_derivative",
+    "synthesis",
+    "analysis",
+    "gradient",
+    "divergence",
+    "evaluate",
+    "degrees",
+]
 
 
 def legendre(L: int, x) -> np.ndarray:
@@ -76,11 +86,11 @@ class SphereGrid:
     """The Gauss–Legendre grid of degree L and its tables (see the module docstring)."""
 
     L: int
-    theta: np.ndarray    # (n_θ,) colatitudes
-    phi: np.ndarray      # (n_φ,) longitudes
+    theta: np.ndarray  # (n_θ,) colatitudes
+    phi: np.ndarray  # (n_φ,) longitudes
     weights: np.ndarray  # (n_θ,) Gauss–Legendre weights in cos θ
-    P: jnp.ndarray       # (n_θ, L + 1, L + 1) P̄_ℓm(cos θ_j)
-    dP: jnp.ndarray      # (n_θ, L + 1, L + 1) dP̄_ℓm/dθ
+    P: jnp.ndarray  # (n_θ, L + 1, L + 1) P̄_ℓm(cos θ_j)
+    dP: jnp.ndarray  # (n_θ, L + 1, L + 1) dP̄_ℓm/dθ
     mP_sin: jnp.ndarray  # (n_θ, L + 1, L + 1) m P̄_ℓm / sin θ_j
 
     @property
@@ -95,8 +105,9 @@ class SphereGrid:
     def points(self) -> np.ndarray:
         """(n_θ, n_φ, 3) unit vectors of the grid."""
         st, ct = np.sin(self.theta)[:, None], np.cos(self.theta)[:, None]
-        return np.stack([st * np.cos(self.phi), st * np.sin(self.phi), np.broadcast_to(ct, (self.theta.size,
-                                                                                           self.phi.size))], -1)
+        return np.stack(
+            [st * np.cos(self.phi), st * np.sin(self.phi), np.broadcast_to(ct, (self.theta.size, self.phi.size))], -1
+        )
 
 
 @functools.lru_cache(maxsize=16)
@@ -114,9 +125,15 @@ def sphere_grid(L: int, dealias: bool = True) -> SphereGrid:
     theta = np.arccos(x)
     P = legendre(L, x)
     m = np.arange(L + 1)[None, None, :]
-    return SphereGrid(L=L, theta=theta, phi=2.0 * math.pi * np.arange(n_phi) / n_phi, weights=w,
-                      P=jnp.asarray(P), dP=jnp.asarray(legendre_derivative(L, x)),
-                      mP_sin=jnp.asarray(m * P / np.sqrt(1.0 - x * x)[:, None, None]))
+    return SphereGrid(
+        L=L,
+        theta=theta,
+        phi=2.0 * math.pi * np.arange(n_phi) / n_phi,
+        weights=w,
+        P=jnp.asarray(P),
+        dP=jnp.asarray(legendre_derivative(L, x)),
+        mP_sin=jnp.asarray(m * P / np.sqrt(1.0 - x * x)[:, None, None]),
+    )
 
 
 def _to_longitudes(grid: SphereGrid, F):
@@ -155,8 +172,10 @@ def divergence(grid: SphereGrid, F_theta, F_phi):
     Gt = _from_longitudes(grid, F_theta)
     Gp = _from_longitudes(grid, F_phi)
     w = jnp.asarray(grid.weights)
-    return -(jnp.einsum("j,jlm,...jm->...lm", w, grid.dP.astype(Gt.dtype), Gt)
-             - 1j * jnp.einsum("j,jlm,...jm->...lm", w, grid.mP_sin.astype(Gp.dtype), Gp))
+    return -(
+        jnp.einsum("j,jlm,...jm->...lm", w, grid.dP.astype(Gt.dtype), Gt)
+        - 1j * jnp.einsum("j,jlm,...jm->...lm", w, grid.mP_sin.astype(Gp.dtype), Gp)
+    )
 
 
 def evaluate(c, points) -> np.ndarray:

@@ -20,7 +20,8 @@ only its stepping; what they all do to the members is here, once:
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -150,8 +151,9 @@ def statistics_of(field, axes, save_fn, ts, states):
         return jax.tree_util.tree_map(lambda a: jnp.where(ok, as_float(a), jnp.inf).astype(a.dtype), values)
 
     # one save time of all members per iteration: batches of the size of the members' (cache-sized) arrays
-    by_time = jax.lax.map(lambda k: jax.vmap(statistics, in_axes=(axes, None, 0))(field, ts[k], states[:, k]),
-                          jnp.arange(len(ts)))
+    by_time = jax.lax.map(
+        lambda k: jax.vmap(statistics, in_axes=(axes, None, 0))(field, ts[k], states[:, k]), jnp.arange(len(ts))
+    )
     return jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), by_time)
 
 

@@ -56,8 +56,9 @@ def machine_bytes() -> int | None:
 
 def format_bytes(nbytes: int) -> str:
     """Bytes in GiB, TiB or PiB, for messages."""
-    unit, scale = next((u, s) for u, s in (("GiB", 2**30), ("TiB", 2**40), ("PiB", 2**50))
-                       if nbytes < 1024 * s or u == "PiB")
+    unit, scale = next(
+        (u, s) for u, s in (("GiB", 2**30), ("TiB", 2**40), ("PiB", 2**50)) if nbytes < 1024 * s or u == "PiB"
+    )
     value = nbytes / scale
     return f"{value:.1f} {unit}" if value < 1e6 else f"{value:.2g} {unit}"
 
@@ -66,5 +67,6 @@ def check_memory(need: int, who: str, remedy: str) -> None:
     """Raise one ValueError line when ``need`` bytes exceed :func:`machine_bytes` (nothing when it is unknown)."""
     have = machine_bytes()
     if have is not None and need > have:
-        raise ValueError(f"{who} needs about {format_bytes(need)} of memory, more than this machine's "
-                         f"{format_bytes(have)}: {remedy}")
+        raise ValueError(
+            f"{who} needs about {format_bytes(need)} of memory, more than this machine's {format_bytes(have)}: {remedy}"
+        )

@@ -111,8 +111,9 @@ def growth_rates(k, beta, model: str = "sa", noise=0.0) -> np.ndarray:
     k, β and σ broadcast against each other; the circle's case of ``particles.modes.mode_growth_rates``.
     """
     _check_model(model)
-    k, beta, noise = np.broadcast_arrays(np.asarray(k, dtype=int), np.asarray(beta, dtype=float),
-                                         np.asarray(noise, dtype=float))
+    k, beta, noise = np.broadcast_arrays(
+        np.asarray(k, dtype=int), np.asarray(beta, dtype=float), np.asarray(noise, dtype=float)
+    )
     _, rates = mode_growth_rates(beta.ravel(), 2, model=model, kmax=max(int(k.max()), 1))
     rates = np.concatenate([np.zeros((k.size, 1)), np.asarray(rates)], axis=1)  # the mass (k = 0) does not grow
     return rates[np.arange(k.size), k.ravel()].reshape(k.shape) - 0.5 * noise**2 * k**2
@@ -308,21 +309,42 @@ def _solve(c0, beta, noise, ts, rtol, atol, positivity_tol, *, model: str, max_s
     M = 3 * K + (3 * K) % 2  # ≥ 3N/2 points: the products of degree < N are dealiased below N/2
     f = functools.partial(_rhs, ive=scaled_bessel(beta, K), beta=beta, model=model, M=M)
     linear = -0.5 * noise**2 * jnp.arange(K, dtype=noise.dtype) ** 2 if noisy else None
-    return solve_adaptive(f, functools.partial(_density, N=2 * K), c0, ts, linear=linear, rtol=rtol, atol=atol,
-                          positivity_tol=positivity_tol, max_steps=max_steps)
+    return solve_adaptive(
+        f,
+        functools.partial(_density, N=2 * K),
+        c0,
+        ts,
+        linear=linear,
+        rtol=rtol,
+        atol=atol,
+        positivity_tol=positivity_tol,
+        max_steps=max_steps,
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_steps", "noisy"))
 def _solve_batch(c0, beta, noise, ts, rtol, atol, positivity_tol, *, model: str, max_steps: int, noisy: bool):
     """Members (c0 (B, K), β (B,), σ (B,), ts (B, T)) in one compiled, vmapped call."""
-    one = functools.partial(_solve, rtol=rtol, atol=atol, positivity_tol=positivity_tol, model=model,
-                            max_steps=max_steps, noisy=noisy)
+    one = functools.partial(
+        _solve, rtol=rtol, atol=atol, positivity_tol=positivity_tol, model=model, max_steps=max_steps, noisy=noisy
+    )
     return jax.vmap(one)(c0, beta, noise, ts)
 
 
-def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes: int = 256, noise=0.0,
-                     rtol: float = 1e-8, atol: float = 1e-10, positivity_tol: float = 1e-6,
-                     max_steps: int = 200_000) -> MeanFieldSolution:
+def meanfield_circle(
+    rho0,
+    beta,
+    t1: float,
+    *,
+    model: str = "sa",
+    ts=None,
+    modes: int = 256,
+    noise=0.0,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    positivity_tol: float = 1e-6,
+    max_steps: int = 200_000,
+) -> MeanFieldSolution:
     """Solve ∂_t ρ + ∂_θ(ρ X[ρ]) = (σ²/2) ∂²_θ ρ on the circle for SA or USA from ρ(0) = ρ0 up to t1.
 
     rho0       a function θ ↦ ρ0(θ) (sampled on the grid of 2·modes points), or its samples on the
@@ -345,21 +367,28 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     if callable(rho0):
         if modes < 2:
             raise ValueError(f"modes must be ≥ 2, got {modes}")
-        check_memory(solve_bytes(2 * modes, np.size(beta), 2 if ts is None else np.size(ts)),
-                     f"meanfield_circle with {modes} modes", "fewer modes")
+        check_memory(
+            solve_bytes(2 * modes, np.size(beta), 2 if ts is None else np.size(ts)),
+            f"meanfield_circle with {modes} modes",
+            "fewer modes",
+        )
         rho0 = np.asarray(rho0(theta_grid(modes)), dtype=float)
     rho0 = np.asarray(rho0, dtype=float)
     if rho0.ndim not in (1, 2) or rho0.shape[-1] < 4 or rho0.shape[-1] % 2:
-        raise ValueError(f"rho0 must be samples on a grid of an even number N ≥ 4 of points, shape (N,) or "
-                         f"(members, N); got shape {rho0.shape}")
+        raise ValueError(
+            f"rho0 must be samples on a grid of an even number N ≥ 4 of points, shape (N,) or "
+            f"(members, N); got shape {rho0.shape}"
+        )
     if not np.all(np.isfinite(rho0)):
         raise ValueError("rho0 must be finite")
     beta_arr = np.asarray(beta, dtype=float)
     if beta_arr.ndim > 1 or not np.all(np.isfinite(beta_arr)) or np.any(beta_arr <= 0):
         raise ValueError(f"beta must be a positive number or a 1-D array of them, got {beta_arr.tolist()}")
     if model == "usa" and np.max(beta_arr) > math.log(np.finfo(np.float64).max) - 10:
-        raise ValueError(f"model='usa' at beta={np.max(beta_arr):g} has velocities of order e^beta, which overflow "
-                         "float64; use model='usa-rescaled' (time t -> e^-beta t)")
+        raise ValueError(
+            f"model='usa' at beta={np.max(beta_arr):g} has velocities of order e^beta, which overflow "
+            "float64; use model='usa-rescaled' (time t -> e^-beta t)"
+        )
     noise_arr = np.asarray(noise, dtype=float)
     if noise_arr.ndim > 1 or not np.all(np.isfinite(noise_arr)) or np.any(noise_arr < 0):
         raise ValueError(f"noise must be a number ≥ 0 or a 1-D array of them, got {noise_arr.tolist()}")
@@ -368,17 +397,28 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
         raise ValueError(f"t1 must be a finite number > 0, got {t1}")
     check_horizon(t1, fastest_rate(beta_arr, 2, model=model), "meanfield_circle")
     ts = np.array([0.0, t1]) if ts is None else np.asarray(ts, dtype=float)
-    if (ts.ndim not in (1, 2) or ts.shape[-1] == 0 or np.any(np.diff(ts, axis=-1) <= 0) or np.any(ts < 0)
-            or np.any(ts > t1 * (1 + 1e-12)) or not np.all(np.isfinite(ts))):
+    if (
+        ts.ndim not in (1, 2)
+        or ts.shape[-1] == 0
+        or np.any(np.diff(ts, axis=-1) <= 0)
+        or np.any(ts < 0)
+        or np.any(ts > t1 * (1 + 1e-12))
+        or not np.all(np.isfinite(ts))
+    ):
         raise ValueError("ts must be strictly increasing save times in [0, t1], shape (T,) or (members, T)")
     batched = rho0.ndim == 2 or beta_arr.ndim == 1 or ts.ndim == 2 or noise_arr.ndim == 1
     try:
         members = np.broadcast_shapes(rho0.shape[:-1], beta_arr.shape, ts.shape[:-1], noise_arr.shape)
     except ValueError:
-        raise ValueError(f"the members of rho0 {rho0.shape[:-1]}, beta {beta_arr.shape}, ts {ts.shape[:-1]} and "
-                         f"noise {noise_arr.shape} do not broadcast") from None
-    check_memory(solve_bytes(rho0.shape[-1], int(np.prod(members)), ts.shape[-1]),
-                 f"meanfield_circle on {rho0.shape[-1]} grid points", "fewer modes, save times or members")
+        raise ValueError(
+            f"the members of rho0 {rho0.shape[:-1]}, beta {beta_arr.shape}, ts {ts.shape[:-1]} and "
+            f"noise {noise_arr.shape} do not broadcast"
+        ) from None
+    check_memory(
+        solve_bytes(rho0.shape[-1], int(np.prod(members)), ts.shape[-1]),
+        f"meanfield_circle on {rho0.shape[-1]} grid points",
+        "fewer modes, save times or members",
+    )
     c0 = density_coefficients(rho0)
     mass = c0[..., 0].real
     if np.any(mass <= 0):
@@ -389,12 +429,29 @@ def meanfield_circle(rho0, beta, t1: float, *, model: str = "sa", ts=None, modes
     noises = np.broadcast_to(noise_arr, members).reshape(-1)
     ts_members = np.broadcast_to(ts, members + ts.shape[-1:]).reshape((-1, ts.shape[-1]))
     saves, steps, rejected, t_final, status = _solve_batch(
-        jnp.asarray(c0), jnp.asarray(betas), jnp.asarray(noises), jnp.asarray(ts_members), rtol, atol,
-        positivity_tol, model=model, max_steps=int(max_steps), noisy=bool(np.any(noises > 0)))
+        jnp.asarray(c0),
+        jnp.asarray(betas),
+        jnp.asarray(noises),
+        jnp.asarray(ts_members),
+        rtol,
+        atol,
+        positivity_tol,
+        model=model,
+        max_steps=int(max_steps),
+        noisy=bool(np.any(noises > 0)),
+    )
     saves, status = np.asarray(saves), np.asarray(status)
     unbatch = (lambda a: a) if batched else (lambda a: a[0])
-    sol = MeanFieldSolution(ts=ts, theta=theta_grid(c0.shape[-1]), rho=unbatch(saves), beta=unbatch(betas),
-                            model=model, steps=unbatch(np.asarray(steps)), rejected=unbatch(np.asarray(rejected)),
-                            t_final=unbatch(np.asarray(t_final)), noise=unbatch(noises))
+    sol = MeanFieldSolution(
+        ts=ts,
+        theta=theta_grid(c0.shape[-1]),
+        rho=unbatch(saves),
+        beta=unbatch(betas),
+        model=model,
+        steps=unbatch(np.asarray(steps)),
+        rejected=unbatch(np.asarray(rejected)),
+        t_final=unbatch(np.asarray(t_final)),
+        noise=unbatch(noises),
+    )
     raise_failures("meanfield_circle", status, t_final, betas, ts_members[:, -1], sol, MeanFieldError)
     return sol

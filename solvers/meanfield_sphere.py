@@ -43,9 +43,21 @@ from . import harmonics
 from .machine import check_memory
 from .spectral_steps import check_horizon, raise_failures, solve_adaptive
 
-__all__ = ["SphereMeanFieldError", "SphereMeanField", "meanfield_sphere", "transport", "scaled_kernel",
-           "sphere_growth_rates", "perturbed_uniform_sphere", "sphere_density_energy", "sphere_density_peaks",
-           "sphere_density_maxima", "sample_sphere_density", "empirical_coefficients", "sobolev_distance"]
+__all__ = [
+    "SphereMeanFieldError",
+    "SphereMeanField",
+    "meanfield_sphere",
+    "transport",
+    "scaled_kernel",
+    "sphere_growth_rates",
+    "perturbed_uniform_sphere",
+    "sphere_density_energy",
+    "sphere_density_peaks",
+    "sphere_density_maxima",
+    "sample_sphere_density",
+    "empirical_coefficients",
+    "sobolev_distance",
+]
 
 
 class SphereMeanFieldError(RuntimeError):
@@ -66,7 +78,7 @@ def scaled_kernel(beta, L: int) -> np.ndarray:
     ell = np.arange(1, L + 1)
     b = beta.ravel()[:, None]
     scaled = np.asarray(rates) * b / (ell * (ell + 1.0))  # e^{−β} i_ℓ(β), ℓ ≥ 1
-    zero = -np.expm1(-2.0 * b) / (2.0 * b)                # e^{−β} i_0(β) = (1 − e^{−2β})/2β
+    zero = -np.expm1(-2.0 * b) / (2.0 * b)  # e^{−β} i_0(β) = (1 − e^{−2β})/2β
     return (4.0 * math.pi * np.concatenate([zero, scaled], axis=1)).reshape(beta.shape + (L + 1,))
 
 
@@ -77,7 +89,7 @@ def sphere_growth_rates(ell, beta, model: str = "sa", noise: float = 0.0) -> np.
     _, rates = mode_growth_rates(beta.ravel(), 3, model=model, kmax=max(int(ell.max()), 1))
     rates = np.concatenate([np.zeros((ell.size, 1)), np.asarray(rates)], axis=1)
     out = rates[np.arange(ell.size), ell.ravel()].reshape(ell.shape)
-    return out - 0.5 * noise ** 2 * ell * (ell + 1.0)
+    return out - 0.5 * noise**2 * ell * (ell + 1.0)
 
 
 def _check_model(model: str) -> None:
@@ -93,8 +105,10 @@ def solve_bytes(L: int, members: int, times: int) -> int:
     the members' grids and coefficients at every save time, and the stages of the adaptive steps."""
     n_theta, n_phi = (3 * L + 4) // 2, 3 * L + 4
     coefficients = 2 * (L + 1) ** 2
-    return 8 * (3 * (L + 1) ** 2 * n_theta + members * (times * (n_theta * n_phi + coefficients)
-                                                          + 12 * (coefficients + n_theta * n_phi)))
+    return 8 * (
+        3 * (L + 1) ** 2 * n_theta
+        + members * (times * (n_theta * n_phi + coefficients) + 12 * (coefficients + n_theta * n_phi))
+    )
 
 
 def perturbed_uniform_sphere(seed: int, L: int, eps: float, ell_max: int = 12) -> np.ndarray:
@@ -103,8 +117,9 @@ def perturbed_uniform_sphere(seed: int, L: int, eps: float, ell_max: int = 12) -
     if not 1 <= ell_max <= L:
         raise ValueError(f"ell_max must be in 1 … L = {L}, got {ell_max}")
     if not 0 <= eps * math.sqrt(ell_max) < 0.3:
-        raise ValueError(f"perturbed_uniform_sphere needs 0 ≤ eps·√ell_max < 0.3 (a positive density), got "
-                         f"{eps}·√{ell_max}")
+        raise ValueError(
+            f"perturbed_uniform_sphere needs 0 ≤ eps·√ell_max < 0.3 (a positive density), got {eps}·√{ell_max}"
+        )
     check_memory(16 * (L + 1) ** 2, f"perturbed_uniform_sphere at L = {L}", "a smaller L")
     rng = np.random.default_rng(seed)
     c = np.zeros((L + 1, L + 1), dtype=complex)
@@ -113,7 +128,7 @@ def perturbed_uniform_sphere(seed: int, L: int, eps: float, ell_max: int = 12) -
         scale = eps / (4.0 * math.pi) * math.sqrt(4.0 * math.pi / (2 * ell + 1))
         c[ell, 0] = scale * rng.normal()
         # m > 0 stands for ±m: a real field with Re, Im of variance 1/2 each has Σ_{|m|=m} of variance 1
-        c[ell, 1:ell + 1] = scale * (rng.normal(size=ell) + 1j * rng.normal(size=ell)) / math.sqrt(2.0)
+        c[ell, 1 : ell + 1] = scale * (rng.normal(size=ell) + 1j * rng.normal(size=ell)) / math.sqrt(2.0)
     return c
 
 
@@ -152,8 +167,9 @@ def sphere_density_maxima(rho, level: float | None = None) -> np.ndarray:
     floor = np.full_like(r[..., :1, :], -np.inf)
     above = np.concatenate([floor, r[..., :-1, :]], axis=-2)
     below = np.concatenate([r[..., 1:, :], floor], axis=-2)
-    near = np.max([np.roll(a, k, axis=-1) for a in (above, r, below) for k in (-1, 0, 1)
-                   if not (a is r and k == 0)], axis=0)
+    near = np.max(
+        [np.roll(a, k, axis=-1) for a in (above, r, below) for k in (-1, 0, 1) if not (a is r and k == 0)], axis=0
+    )
     is_max = (r > level) & (r >= near)
     ring = r >= r.max(axis=-1, keepdims=True)
     is_max[..., 0, :] &= ring[..., 0, :]
@@ -175,7 +191,7 @@ def _count_regions(above: np.ndarray) -> int:
             i, j = todo.popleft()
             near = [(i, (j + 1) % n_phi), (i, (j - 1) % n_phi)]
             near += [(i + 1, j)] if i + 1 < n_theta else [(i, k) for k in range(n_phi)]  # the south pole
-            near += [(i - 1, j)] if i > 0 else [(i, k) for k in range(n_phi)]            # the north pole
+            near += [(i - 1, j)] if i > 0 else [(i, k) for k in range(n_phi)]  # the north pole
             for a in near:
                 if above[a] and not seen[a]:
                     seen[a] = True
@@ -291,21 +307,51 @@ def transport(c, kern, beta, grid: harmonics.SphereGrid, model: str):
 
 def _solve(c0, kern, beta, ts, P, dP, mP_sin, *, grid, model, linear, rtol, atol, positivity_tol, max_steps):
     g = dataclasses.replace(grid, P=P, dP=dP, mP_sin=mP_sin)  # the tables as arguments, not constants
-    return solve_adaptive(functools.partial(transport, kern=kern, beta=beta, grid=g, model=model),
-                          functools.partial(harmonics.synthesis, g), c0, ts, linear=linear, rtol=rtol, atol=atol,
-                          positivity_tol=positivity_tol, max_steps=max_steps)
+    return solve_adaptive(
+        functools.partial(transport, kern=kern, beta=beta, grid=g, model=model),
+        functools.partial(harmonics.synthesis, g),
+        c0,
+        ts,
+        linear=linear,
+        rtol=rtol,
+        atol=atol,
+        positivity_tol=positivity_tol,
+        max_steps=max_steps,
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("grid", "model", "max_steps"))
 def _solve_batch(c0, kern, beta, ts, linear, P, dP, mP_sin, rtol, atol, positivity_tol, *, grid, model, max_steps):
-    one = functools.partial(_solve, P=P, dP=dP, mP_sin=mP_sin, grid=grid, model=model, linear=linear, rtol=rtol,
-                            atol=atol, positivity_tol=positivity_tol, max_steps=max_steps)
+    one = functools.partial(
+        _solve,
+        P=P,
+        dP=dP,
+        mP_sin=mP_sin,
+        grid=grid,
+        model=model,
+        linear=linear,
+        rtol=rtol,
+        atol=atol,
+        positivity_tol=positivity_tol,
+        max_steps=max_steps,
+    )
     return jax.vmap(one)(c0, kern, beta, ts)
 
 
-def meanfield_sphere(rho0, beta, t1: float, *, model: str = "sa", ts=None, L: int = 32, noise: float = 0.0,
-                     rtol: float = 1e-7, atol: float = 1e-9, positivity_tol: float = 1e-6,
-                     max_steps: int = 100_000) -> SphereMeanField:
+def meanfield_sphere(
+    rho0,
+    beta,
+    t1: float,
+    *,
+    model: str = "sa",
+    ts=None,
+    L: int = 32,
+    noise: float = 0.0,
+    rtol: float = 1e-7,
+    atol: float = 1e-9,
+    positivity_tol: float = 1e-6,
+    max_steps: int = 100_000,
+) -> SphereMeanField:
     """Solve ∂_t ρ + div(ρ X[ρ]) = (σ²/2)Δρ on S² for SA or USA from ρ(0) = ρ0 up to t1.
 
     rho0       coefficients (L' + 1, L' + 1) or (members, L' + 1, L' + 1) (``perturbed_uniform_sphere``), or
@@ -323,16 +369,23 @@ def meanfield_sphere(rho0, beta, t1: float, *, model: str = "sa", ts=None, L: in
     _check_model(model)
     if not isinstance(L, (int, np.integer)) or L < 2:
         raise ValueError(f"L must be an integer ≥ 2, got {L!r}")
-    check_memory(solve_bytes(int(L), max(np.size(beta), np.shape(rho0)[0] if np.ndim(rho0) == 3 else 1),
-                             2 if ts is None else np.size(ts)), f"meanfield_sphere at L = {L}", "a smaller L")
+    check_memory(
+        solve_bytes(
+            int(L), max(np.size(beta), np.shape(rho0)[0] if np.ndim(rho0) == 3 else 1), 2 if ts is None else np.size(ts)
+        ),
+        f"meanfield_sphere at L = {L}",
+        "a smaller L",
+    )
     grid = harmonics.sphere_grid(int(L))
     if callable(rho0):
         c0 = np.asarray(harmonics.analysis(grid, jnp.asarray(np.asarray(rho0(grid.points()), dtype=float))))
     else:
         c0 = np.asarray(rho0)
         if c0.ndim not in (2, 3) or c0.shape[-1] != c0.shape[-2] or c0.shape[-1] < 2:
-            raise ValueError(f"rho0 must be coefficients of shape (L + 1, L + 1) or (members, L + 1, L + 1), or a "
-                             f"function of unit vectors; got shape {c0.shape}")
+            raise ValueError(
+                f"rho0 must be coefficients of shape (L + 1, L + 1) or (members, L + 1, L + 1), or a "
+                f"function of unit vectors; got shape {c0.shape}"
+            )
         c0 = c0.astype(complex)
         have = c0.shape[-1]
         if have > L + 1:
@@ -345,8 +398,10 @@ def meanfield_sphere(rho0, beta, t1: float, *, model: str = "sa", ts=None, L: in
     if beta_arr.ndim > 1 or not np.all(np.isfinite(beta_arr)) or np.any(beta_arr <= 0):
         raise ValueError(f"beta must be a positive number or a 1-D array of them, got {beta_arr.tolist()}")
     if model == "usa" and np.max(beta_arr) > math.log(np.finfo(np.float64).max) - 10:
-        raise ValueError(f"model='usa' at beta={np.max(beta_arr):g} has velocities of order e^beta, which overflow "
-                         "float64; use model='usa-rescaled' (time t -> e^-beta t)")
+        raise ValueError(
+            f"model='usa' at beta={np.max(beta_arr):g} has velocities of order e^beta, which overflow "
+            "float64; use model='usa-rescaled' (time t -> e^-beta t)"
+        )
     if not (math.isfinite(noise) and noise >= 0):
         raise ValueError(f"noise must be a finite number ≥ 0, got {noise!r}")
     t1 = float(t1)
@@ -354,8 +409,14 @@ def meanfield_sphere(rho0, beta, t1: float, *, model: str = "sa", ts=None, L: in
         raise ValueError(f"t1 must be a finite number > 0, got {t1}")
     check_horizon(t1, fastest_rate(beta_arr, 3, model=model), "meanfield_sphere")
     ts = np.array([0.0, t1]) if ts is None else np.asarray(ts, dtype=float)
-    if (ts.ndim != 1 or ts.size == 0 or np.any(np.diff(ts) <= 0) or np.any(ts < 0) or np.any(ts > t1 * (1 + 1e-12))
-            or not np.all(np.isfinite(ts))):
+    if (
+        ts.ndim != 1
+        or ts.size == 0
+        or np.any(np.diff(ts) <= 0)
+        or np.any(ts < 0)
+        or np.any(ts > t1 * (1 + 1e-12))
+        or not np.all(np.isfinite(ts))
+    ):
         raise ValueError("ts must be strictly increasing save times in [0, t1]")
     mass = c0[..., 0, 0].real * math.sqrt(4.0 * math.pi)
     if np.any(mass <= 0):
@@ -367,15 +428,38 @@ def meanfield_sphere(rho0, beta, t1: float, *, model: str = "sa", ts=None, L: in
     c0 = np.broadcast_to(c0, members + c0.shape[-2:]).reshape((-1,) + c0.shape[-2:])
     betas = np.broadcast_to(beta_arr, members).reshape(-1)
     ell = harmonics.degrees(L)
-    linear = jnp.asarray(-0.5 * noise ** 2 * ell * (ell + 1.0)) if noise > 0 else None
+    linear = jnp.asarray(-0.5 * noise**2 * ell * (ell + 1.0)) if noise > 0 else None
     ts_members = np.broadcast_to(ts, (betas.size, ts.size))
     saves, steps, rejected, t_final, status = _solve_batch(
-        jnp.asarray(c0), jnp.asarray(scaled_kernel(betas, L)), jnp.asarray(betas), jnp.asarray(ts_members), linear,
-        grid.P, grid.dP, grid.mP_sin, rtol, atol, positivity_tol, grid=grid, model=model, max_steps=int(max_steps))
+        jnp.asarray(c0),
+        jnp.asarray(scaled_kernel(betas, L)),
+        jnp.asarray(betas),
+        jnp.asarray(ts_members),
+        linear,
+        grid.P,
+        grid.dP,
+        grid.mP_sin,
+        rtol,
+        atol,
+        positivity_tol,
+        grid=grid,
+        model=model,
+        max_steps=int(max_steps),
+    )
     saves, status = np.asarray(saves), np.asarray(status)
     unbatch = (lambda a: a) if batched else (lambda a: a[0])
-    sol = SphereMeanField(ts=ts, theta=grid.theta, phi=grid.phi, rho=unbatch(saves), beta=unbatch(betas), model=model,
-                          noise=float(noise), L=int(L), steps=unbatch(np.asarray(steps)),
-                          rejected=unbatch(np.asarray(rejected)), t_final=unbatch(np.asarray(t_final)))
+    sol = SphereMeanField(
+        ts=ts,
+        theta=grid.theta,
+        phi=grid.phi,
+        rho=unbatch(saves),
+        beta=unbatch(betas),
+        model=model,
+        noise=float(noise),
+        L=int(L),
+        steps=unbatch(np.asarray(steps)),
+        rejected=unbatch(np.asarray(rejected)),
+        t_final=unbatch(np.asarray(t_final)),
+    )
     raise_failures("meanfield_sphere", status, t_final, betas, np.full(betas.size, ts[-1]), sol, SphereMeanFieldError)
     return sol

@@ -71,23 +71,26 @@ def _fixed(cls: type[FixedStep], state_copies: int, **flags) -> Method:
     return Method(cls.name, cls.order, "fixed", cls, state_copies, **flags)
 
 
-METHODS: dict[str, Method] = {m.name: m for m in (
-    _fixed(Euler, 3),
-    # the authors' scripts: the unprojected velocity, renormalized (docs/numerics.md)
-    _fixed(RenormalizedEuler, 3, angles=False),
-    _fixed(RK4, 7, dense=True),
-    _fixed(LieEuler, 4, rotating=True, angles=False),
-    _fixed(CG3, 7, rotating=True, angles=False),
-    _fixed(LieTrotter, 7),
-    # Adams–Bashforth 4 started by RK4: one evaluation per step, on the uniform grid only
-    Method("ab4", 4, "fixed", None, 8, grid_only=True, dense=True),
-    Method("tsit5", 5, "adaptive", diffrax.Tsit5, 12, queue=True),
-    Method("dopri5", 5, "adaptive", diffrax.Dopri5, 12, queue=True),
-    Method("dopri8", 8, "adaptive", diffrax.Dopri8, 18),
-    # implicit (L-stable ESDIRK): for metastable runs, where tight clusters contract at rate O(1)
-    # while merges take times like e^β, and explicit methods are held to O(1) steps by stability
-    Method("kvaerno5", 5, "adaptive", diffrax.Kvaerno5, 14),
-)}
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        _fixed(Euler, 3),
+        # the authors' scripts: the unprojected velocity, renormalized (docs/numerics.md)
+        _fixed(RenormalizedEuler, 3, angles=False),
+        _fixed(RK4, 7, dense=True),
+        _fixed(LieEuler, 4, rotating=True, angles=False),
+        _fixed(CG3, 7, rotating=True, angles=False),
+        _fixed(LieTrotter, 7),
+        # Adams–Bashforth 4 started by RK4: one evaluation per step, on the uniform grid only
+        Method("ab4", 4, "fixed", None, 8, grid_only=True, dense=True),
+        Method("tsit5", 5, "adaptive", diffrax.Tsit5, 12, queue=True),
+        Method("dopri5", 5, "adaptive", diffrax.Dopri5, 12, queue=True),
+        Method("dopri8", 8, "adaptive", diffrax.Dopri8, 18),
+        # implicit (L-stable ESDIRK): for metastable runs, where tight clusters contract at rate O(1)
+        # while merges take times like e^β, and explicit methods are held to O(1) steps by stability
+        Method("kvaerno5", 5, "adaptive", diffrax.Kvaerno5, 14),
+    )
+}
 """Every integration method by name, in the order the solver choices are listed."""
 
 
@@ -99,12 +102,19 @@ def names(kind: str | None = None, **flags: bool) -> tuple[str, ...]:
     """
     if kind not in (None, "fixed", "adaptive"):
         raise ValueError(f"kind must be 'fixed', 'adaptive' or None, got {kind!r}")
-    unknown = [f for f in flags if not isinstance(getattr(Method, f, None), property)
-               and f not in {field.name for field in dataclasses.fields(Method)}]
+    unknown = [
+        f
+        for f in flags
+        if not isinstance(getattr(Method, f, None), property)
+        and f not in {field.name for field in dataclasses.fields(Method)}
+    ]
     if unknown:
         raise ValueError(f"unknown Method flags: {', '.join(unknown)}")
-    return tuple(m.name for m in METHODS.values()
-                 if (kind is None or m.kind == kind) and all(getattr(m, f) == v for f, v in flags.items()))
+    return tuple(
+        m.name
+        for m in METHODS.values()
+        if (kind is None or m.kind == kind) and all(getattr(m, f) == v for f, v in flags.items())
+    )
 
 
 def spoken(choices, quote: str = "'") -> str:

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..particles.checks import check_choice, check_real, check_int
+from ..particles.checks import check_choice, check_int, check_real
 from ..particles.fields import Field, ensemble_axes
 from ..particles.init import from_array
 from .methods import METHODS, names, spoken
@@ -89,8 +90,28 @@ class Problem:
         return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((self.field, self.x0)))
 
 
-def describe(field, x0, t1, *, ts, t0, solver, dt, rtol, atol, save, adaptive, stop_when_clustered, max_steps,
-             group_size, dtype, key, dense, shard, save_reads_time) -> Problem:
+def describe(
+    field,
+    x0,
+    t1,
+    *,
+    ts,
+    t0,
+    solver,
+    dt,
+    rtol,
+    atol,
+    save,
+    adaptive,
+    stop_when_clustered,
+    max_steps,
+    group_size,
+    dtype,
+    key,
+    dense,
+    shard,
+    save_reads_time,
+) -> Problem:
     """``simulate``'s arguments checked, as a ``Problem`` (see ``simulate`` for their meaning)."""
     check_choice("solver", solver, SOLVERS)
     t0 = check_real("t0", t0)
@@ -104,11 +125,15 @@ def describe(field, x0, t1, *, ts, t0, solver, dt, rtol, atol, save, adaptive, s
     fixed = METHODS[solver].kind == "fixed"
     noisy = field.noise_sigma is not None
     if noisy and solver in GRID_ONLY:
-        raise ValueError(f"{type(field).__name__} is a stochastic field: solver {solver!r} interpolates a smooth "
-                         f"path; integrate it with one of {', '.join(map(repr, ONE_STEP))} and dt")
+        raise ValueError(
+            f"{type(field).__name__} is a stochastic field: solver {solver!r} interpolates a smooth "
+            f"path; integrate it with one of {', '.join(map(repr, ONE_STEP))} and dt"
+        )
     if noisy and not fixed:
-        raise ValueError(f"{type(field).__name__} is a stochastic field: integrate it with a fixed-step solver "
-                         f"({', '.join(map(repr, ONE_STEP))}) and dt, got solver={solver!r}")
+        raise ValueError(
+            f"{type(field).__name__} is a stochastic field: integrate it with a fixed-step solver "
+            f"({', '.join(map(repr, ONE_STEP))}) and dt, got solver={solver!r}"
+        )
     if dt is None and fixed:
         raise ValueError(f"dt is required for the fixed-step solver {solver!r} (e.g. dt=0.01)")
     if dt is None and not adaptive:
@@ -123,19 +148,25 @@ def describe(field, x0, t1, *, ts, t0, solver, dt, rtol, atol, save, adaptive, s
     # in angles the methods that can step them, in R^d those that do not only rotate
     usable = names(angles=True) if field.in_angles else names(rotating=False)
     if not sphere and METHODS[solver].rotating:
-        raise ValueError(f"solver {solver!r} moves particles by rotations of the sphere; the field "
-                         f"{type(field).__name__} lives in R^d: use {spoken(usable, quote='')}")
+        raise ValueError(
+            f"solver {solver!r} moves particles by rotations of the sphere; the field "
+            f"{type(field).__name__} lives in R^d: use {spoken(usable, quote='')}"
+        )
     if field.in_angles and not METHODS[solver].angles:
-        raise ValueError(f"solver {solver!r} steps points of the sphere with their unprojected velocity, which the "
-                         f"angles of {type(field).__name__} do not carry: give points (af.from_angles) to SA/USA, "
-                         f"or use {spoken(usable, quote='')}")
+        raise ValueError(
+            f"solver {solver!r} steps points of the sphere with their unprojected velocity, which the "
+            f"angles of {type(field).__name__} do not carry: give points (af.from_angles) to SA/USA, "
+            f"or use {spoken(usable, quote='')}"
+        )
     x0 = from_array(x0, dtype=dtype, unit=sphere)
     n, d = x0.shape[-2:]
     axes, batch_f = ensemble_axes(field)
     batch_x = x0.shape[0] if x0.ndim == 3 else None
     if batch_x is not None and batch_f is not None and batch_x != batch_f:
-        raise ValueError(f"x0 has a batch of {batch_x} configurations but the field has {batch_f} members "
-                         "(e.g. beta values); they must match")
+        raise ValueError(
+            f"x0 has a batch of {batch_x} configurations but the field has {batch_f} members "
+            "(e.g. beta values); they must match"
+        )
     members = batch_x or batch_f or 1
     field.check(n, d, dtype)
     ts = _save_times(ts, t0, t1)
@@ -143,14 +174,31 @@ def describe(field, x0, t1, *, ts, t0, solver, dt, rtol, atol, save, adaptive, s
     max_steps = check_int("max_steps", max_steps, 1)
     field = jax.tree_util.tree_map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, field)
     return Problem(
-        field=field, axes=axes, x0=jnp.broadcast_to(x0, (members, n, d)), t0=t0, t1=t1, ts=ts, solver=solver, dt=dt,
-        rtol=rtol, atol=atol, adaptive=bool(adaptive),
+        field=field,
+        axes=axes,
+        x0=jnp.broadcast_to(x0, (members, n, d)),
+        t0=t0,
+        t1=t1,
+        ts=ts,
+        solver=solver,
+        dt=dt,
+        rtol=rtol,
+        atol=atol,
+        adaptive=bool(adaptive),
         # adaptive solvers save from their dense output anyway
         dense=(bool(dense) and fixed) or solver in GRID_ONLY,
-        delta=stop_when_clustered, max_steps=max_steps, jumps=jumps, dtype=dtype,
+        delta=stop_when_clustered,
+        max_steps=max_steps,
+        jumps=jumps,
+        dtype=dtype,
         batched=batch_x is not None or batch_f is not None,
-        save_fn=_identity if save is None else _with_field(save), states=save is None, key=key,
-        group_size=group_size, shard=shard, save_reads_time=bool(save_reads_time))
+        save_fn=_identity if save is None else _with_field(save),
+        states=save is None,
+        key=key,
+        group_size=group_size,
+        shard=shard,
+        save_reads_time=bool(save_reads_time),
+    )
 
 
 def _run_dtype(x0, dtype):
@@ -184,8 +232,9 @@ def _jump_times(field, t0: float, t1: float) -> np.ndarray:
     return np.unique(found[(found > t0) & (found < t1)])
 
 
-def check_steps(label: str, t0: float, t1: float, dt: float, steps, max_steps: int, dtype, *,
-                at_least: bool = False) -> None:
+def check_steps(
+    label: str, t0: float, t1: float, dt: float, steps, max_steps: int, dtype, *, at_least: bool = False
+) -> None:
     """Refuse, in one ValueError line, a run of constant step ``dt`` over [t0, t1] whose step vanishes
     against t0 or t1 in ``dtype`` (t + dt == t), or which needs more than ``max_steps`` steps per member.
 
@@ -204,14 +253,21 @@ def check_steps(label: str, t0: float, t1: float, dt: float, steps, max_steps: i
             remedy = "raise dt" if h == dt else "integrate over a longer interval"
             if name != "float64":
                 remedy += " or use dtype float64"
-            raise ValueError(f"{what} is below the resolution of {name} at t = {t:g} (added to t, it leaves t "
-                             f"unchanged; the spacing of {name} there is {float(np.spacing(real(t))):.3g}): "
-                             f"{remedy}")
+            raise ValueError(
+                f"{what} is below the resolution of {name} at t = {t:g} (added to t, it leaves t "
+                f"unchanged; the spacing of {name} there is {float(np.spacing(real(t))):.3g}): "
+                f"{remedy}"
+            )
     limit = min(max_steps, MAX_COUNTED_STEPS)
     if steps <= limit:
         return
-    count = (f"{int(steps)}" if steps <= 10 * limit
-             else f"{float(steps):.3g}" if math.isfinite(steps) else "more than 1.8e+308")
+    count = (
+        f"{int(steps)}"
+        if steps <= 10 * limit
+        else f"{float(steps):.3g}"
+        if math.isfinite(steps)
+        else "more than 1.8e+308"
+    )
     span = f"{label} with dt = {dt:g} over [{t0:g}, {t1:g}] needs {'at least ' if at_least else ''}{count} steps"
     if max_steps <= MAX_COUNTED_STEPS:
         raise ValueError(f"{span}, more than max_steps = {max_steps}: raise dt, or pass a larger max_steps")
@@ -232,8 +288,11 @@ def _with_field(save):
     except (KeyError, TypeError):
         pass
     try:
-        params = [p for p in inspect.signature(save).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p
+            for p in inspect.signature(save).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         takes_field = len(params) >= 3
     except (TypeError, ValueError):
         takes_field = False

@@ -24,8 +24,9 @@ _active: Progress | None = None
 class Progress:
     """Context manager that prints simulated time against t1, at most every ``interval`` seconds."""
 
-    def __init__(self, t0: float, t1: float, members: int, *, label: str = "simulate", interval: float = 0.5,
-                 stream=None):
+    def __init__(
+        self, t0: float, t1: float, members: int, *, label: str = "simulate", interval: float = 0.5, stream=None
+    ):
         self.t0, self.t1 = float(t0), float(t1)
         self.label = label
         self.interval = interval
@@ -110,8 +111,10 @@ class Counter:
         bar = "#" * int(round(24 * frac))
         elapsed = time.perf_counter() - self.start
         eta = f", {elapsed / frac - elapsed:5.0f} s left" if 0 < frac < 1 else ""
-        self.stream.write(f"\r{self.label}: [{bar:<24}] {self.done} / {self.total} {self.unit} ({100 * frac:3.0f}%)  "
-                          f"{elapsed:6.1f} s{eta}   ")
+        self.stream.write(
+            f"\r{self.label}: [{bar:<24}] {self.done} / {self.total} {self.unit} ({100 * frac:3.0f}%)  "
+            f"{elapsed:6.1f} s{eta}   "
+        )
         self.stream.flush()
 
 

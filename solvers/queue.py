@@ -71,7 +71,7 @@ _PER_PASS = 4  # saves written per pass of the saves' loop
 
 def _tableau(method):
     """(a, b, b_error, c, order) of a diffrax solver instance of ``QUEUE_METHODS``."""
-    (cls, order), = [v for v in QUEUE_METHODS.values() if type(method) is v[0]]
+    ((cls, order),) = [v for v in QUEUE_METHODS.values() if type(method) is v[0]]
     tab = cls.tableau
     a = [[float(v) for v in row] for row in tab.a_lower]
     b = [float(v) for v in tab.b_sol]
@@ -83,8 +83,9 @@ def _tableau(method):
 def _written(t, tree):
     """``tree`` written to memory before whatever reads it (``fusion.materialized``, for any pytree;
     ``t`` must be traced, or the conditional folds away)."""
-    return jax.lax.cond(jnp.isfinite(t), lambda v: v,
-                        lambda v: jax.tree_util.tree_map(lambda a: a * jnp.ones((), a.dtype), v), tree)
+    return jax.lax.cond(
+        jnp.isfinite(t), lambda v: v, lambda v: jax.tree_util.tree_map(lambda a: a * jnp.ones((), a.dtype), v), tree
+    )
 
 
 def _interpolant(method, stages: int) -> np.ndarray:
@@ -99,8 +100,9 @@ def _interpolant(method, stages: int) -> np.ndarray:
     with jax.ensure_compile_time_eval():
         a, b, e, c, p = _tableau(method)
         k = jnp.eye(stages, dtype=jnp.float64)  # attnflow enables float64 on import
-        poly = type(method).interpolation_cls(t0=0.0, t1=1.0, y0=jnp.zeros(stages, k.dtype),
-                                              y1=jnp.asarray(b, k.dtype), k=k)
+        poly = type(method).interpolation_cls(
+            t0=0.0, t1=1.0, y0=jnp.zeros(stages, k.dtype), y1=jnp.asarray(b, k.dtype), k=k
+        )
         theta = np.linspace(0.0, 1.0, 6)
         weights = np.stack([np.asarray(poly.evaluate(float(u))) for u in theta])  # (6, stages)
     vander = np.vander(theta, 6, increasing=True)
@@ -109,7 +111,7 @@ def _interpolant(method, stages: int) -> np.ndarray:
         raise AssertionError(f"{type(method).__name__}'s interpolant does not start at y0")
     coeffs[np.abs(coeffs) < 1e-9] = 0.0  # the fit's rounding where diffrax's weight has no such term
     last = max(m for m in range(1, 6) if np.max(np.abs(coeffs[m])) > 0.0)
-    return coeffs[1:last + 1]
+    return coeffs[1 : last + 1]
 
 
 def _combine(y, h, coefficients, ks):
@@ -191,8 +193,9 @@ def _try_step(q: _Queue, s: dict, field, h) -> _Step:
         # written to memory first: fused into the gathers below (and into the saves' interpolant,
         # read in a loop) the n² search ran once per element, 20× slower in angles
         rep = _written(t[0], jax.vmap(lambda x: _coalesce.representatives(q.field.directions(x), q.eps_merge))(y1))
-        y1, f1 = _written(t[0], (jnp.take_along_axis(y1, rep[..., None], axis=1),
-                               jnp.take_along_axis(f1, rep[..., None], axis=1)))
+        y1, f1 = _written(
+            t[0], (jnp.take_along_axis(y1, rep[..., None], axis=1), jnp.take_along_axis(f1, rep[..., None], axis=1))
+        )
     return _Step(y1, f1, ks, coefficients, error, finite)
 
 
@@ -229,8 +232,18 @@ def _control(q: _Queue, s: dict, step: _Step, h, live):
     gave_up = live & ~step.finite & ((bad >= _GIVE_UP) | (h <= q.tiny * span) | fresh)
     underflow = live & step.finite & ~ok & (h_next <= q.tiny * span)
     exhausted = live & ~reach & ~gave_up & ~underflow & (tries >= q.max_steps)
-    return dict(ok=ok, reach=reach, t_new=t_new, tries=tries, steps=steps, h_next=h_next, bad=bad,
-                gave_up=gave_up, underflow=underflow, exhausted=exhausted)
+    return dict(
+        ok=ok,
+        reach=reach,
+        t_new=t_new,
+        tries=tries,
+        steps=steps,
+        h_next=h_next,
+        bad=bad,
+        gave_up=gave_up,
+        underflow=underflow,
+        exhausted=exhausted,
+    )
 
 
 def _consensus(q: _Queue, s: dict, step: _Step, h, ok, t_new):
@@ -262,13 +275,19 @@ def _consensus(q: _Queue, s: dict, step: _Step, h, ok, t_new):
             inside = g >= 0.0
             g_lo = jnp.where(~inside, g, jnp.where(side > 0, 0.5 * g_lo, g_lo))
             g_hi = jnp.where(inside, g, jnp.where(side < 0, 0.5 * g_hi, g_hi))
-            return (jnp.where(inside, lo, theta), jnp.where(inside, theta, hi), g_lo, g_hi,
-                    jnp.where(inside, 1, -1).astype(side.dtype))
+            return (
+                jnp.where(inside, lo, theta),
+                jnp.where(inside, theta, hi),
+                g_lo,
+                g_hi,
+                jnp.where(inside, 1, -1).astype(side.dtype),
+            )
 
         zero, one = jnp.zeros_like(t), jnp.ones_like(t)
         g0 = at(zero)
-        _, hi, _, _, _ = jax.lax.fori_loop(0, _REFINEMENTS, refine,
-                                           (zero, one, jnp.minimum(g0, -1e-300), gap(step.y1), jnp.zeros_like(s["ids"])))
+        _, hi, _, _, _ = jax.lax.fori_loop(
+            0, _REFINEMENTS, refine, (zero, one, jnp.minimum(g0, -1e-300), gap(step.y1), jnp.zeros_like(s["ids"]))
+        )
         return jnp.where(fresh | (h <= 0), 0.0, hi)
 
     frac = jax.lax.cond(jnp.any(hit), locate, lambda _: jnp.ones_like(t), None)
@@ -290,16 +309,18 @@ def _save_passed(q: _Queue, s: dict, field, step: _Step, h, t_lim, live):
         cols = ks_[:, None] + lanes
         at = q.ts[jnp.minimum(cols, n_save - 1)]
         want = live[:, None] & (cols < n_save) & (at <= t_lim[:, None])
-        theta = jnp.clip(jnp.where(h[:, None] > 0, (at - t[:, None]) / jnp.where(h > 0, h, 1.0)[:, None], 1.0),
-                         0.0, 1.0)
+        theta = jnp.clip(
+            jnp.where(h[:, None] > 0, (at - t[:, None]) / jnp.where(h > 0, h, 1.0)[:, None], 1.0), 0.0, 1.0
+        )
         value = _dense(q, y, step.coefficients, theta)
         rows = jnp.where(want, ids[:, None], q.members)
         cols = jnp.minimum(cols, n_save - 1)
         if q.after_loop:
             out = out.at[rows, cols].set(value, mode="drop")
         else:
-            out = jax.tree_util.tree_map(lambda o, v: o.at[rows, cols].set(v.astype(o.dtype), mode="drop"),
-                                         out, q.saves(field, at, value))
+            out = jax.tree_util.tree_map(
+                lambda o, v: o.at[rows, cols].set(v.astype(o.dtype), mode="drop"), out, q.saves(field, at, value)
+            )
         return ks_ + jnp.sum(want, axis=1, dtype=jnp.int32), out
 
     return jax.lax.while_loop(lambda st: jnp.any(pending(st[0])), save_more, (s["ks"], s["saves"]))
@@ -308,9 +329,13 @@ def _save_passed(q: _Queue, s: dict, field, step: _Step, h, t_lim, live):
 def _retire(q: _Queue, s: dict, done, x_end, t_end, steps, hit, t_hit, stop) -> dict:
     """The results of the members that finished, written to their rows (their status from ``stop``)."""
     row = jnp.where(done, s["ids"], q.members)
-    status = jnp.where(stop["gave_up"], loop.Status.NON_FINITE,
-                       jnp.where(stop["exhausted"], loop.Status.MAX_STEPS,
-                                 jnp.where(stop["underflow"], loop.Status.FAILED, loop.Status.DONE))).astype(jnp.int8)
+    status = jnp.where(
+        stop["gave_up"],
+        loop.Status.NON_FINITE,
+        jnp.where(
+            stop["exhausted"], loop.Status.MAX_STEPS, jnp.where(stop["underflow"], loop.Status.FAILED, loop.Status.DONE)
+        ),
+    ).astype(jnp.int8)
     return dict(
         x_final=s["x_final"].at[row].set(x_end, mode="drop"),
         t_end=s["t_end"].at[row].set(t_end, mode="drop"),
@@ -322,8 +347,26 @@ def _retire(q: _Queue, s: dict, done, x_end, t_end, steps, hit, t_hit, stop) -> 
 
 
 @eqx.filter_jit
-def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, dt0, rtol, atol, max_steps,
-              order, slots, after_loop):
+def run_queue(
+    *,
+    field,
+    axes,
+    x0,
+    save_fn,
+    delta,
+    progress,
+    method,
+    t0,
+    t1,
+    ts,
+    dt0,
+    rtol,
+    atol,
+    max_steps,
+    order,
+    slots,
+    after_loop,
+):
     """Adaptive solves of every member through ``slots`` slots: (saves, final states, steps, event
     times, last finite times, status), as ``adaptive_loop.run_adaptive`` returns them.
 
@@ -348,16 +391,29 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     q = _Queue(
-        members=members, slots=slots, method=tableau,
+        members=members,
+        slots=slots,
+        method=tableau,
         dense_rows=[tuple(float(v) for v in row) for row in _interpolant(method, len(tableau[1]))],
-        ts=ts, t0=t0, t1=t1, tiny=8.0 * jnp.finfo(dtype).eps, rtol=rtol, atol=atol, dt0=dt0,
-        max_steps=max_steps, delta=delta,
+        ts=ts,
+        t0=t0,
+        t1=t1,
+        tiny=8.0 * jnp.finfo(dtype).eps,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        max_steps=max_steps,
+        delta=delta,
         # consensus of angles from their range (``circle.spread``), exact for thresholds δ < 1
         fast_spread=field.in_angles and isinstance(delta, (int, float)) and delta < 1.0,
         finish=normalize if sphere else (lambda y: y),
         vfield=jax.vmap(lambda f, t, x: f(t, x), in_axes=(inner_axes, 0, 0)),
-        directions=jax.vmap(lambda x: field.directions(x)), saves=saves, after_loop=after_loop, field=field,
-        eps_merge=field.coalesce_eps)
+        directions=jax.vmap(lambda x: field.directions(x)),
+        saves=saves,
+        after_loop=after_loop,
+        field=field,
+        eps_merge=field.coalesce_eps,
+    )
     order = jnp.asarray(order, jnp.int32)
 
     # the field's per-member leaves, in the queue's order
@@ -372,22 +428,35 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     if after_loop:
         out_saves = jnp.zeros((members, n_save, n, d), dtype)
     else:
-        spec = jax.eval_shape(saves, slot_field([take(p, jnp.arange(slots)) if p is not None else None
-                                                 for p in queued]),
-                              jnp.zeros((slots, 1), dtype), jnp.zeros((slots, 1, n, d), dtype))
+        spec = jax.eval_shape(
+            saves,
+            slot_field([take(p, jnp.arange(slots)) if p is not None else None for p in queued]),
+            jnp.zeros((slots, 1), dtype),
+            jnp.zeros((slots, 1, n, d), dtype),
+        )
         out_saves = jax.tree_util.tree_map(lambda s: jnp.zeros((members, n_save) + s.shape[2:], s.dtype), spec)
 
     ids0 = jnp.arange(slots, dtype=jnp.int32)
     carry = dict(
-        ids=ids0, t=jnp.full((slots,), t0), h=jnp.zeros((slots,), dtype), fresh=jnp.ones((slots,), bool),
-        y=settle(take(x_queue, ids0)), k1=jnp.zeros((slots, n, d), dtype),
+        ids=ids0,
+        t=jnp.full((slots,), t0),
+        h=jnp.zeros((slots,), dtype),
+        fresh=jnp.ones((slots,), bool),
+        y=settle(take(x_queue, ids0)),
+        k1=jnp.zeros((slots, n, d), dtype),
         parts=[take(p, ids0) if p is not None else None for p in queued],
-        steps=jnp.zeros((slots,), jnp.int32), tries=jnp.zeros((slots,), jnp.int32),
-        bad=jnp.zeros((slots,), jnp.int32), ks=jnp.zeros((slots,), jnp.int32),
-        next=jnp.asarray(slots, jnp.int32), finished=jnp.asarray(0, jnp.int32),
-        saves=out_saves, x_final=jnp.zeros((members, n, d), dtype), t_end=jnp.full((members,), t1),
+        steps=jnp.zeros((slots,), jnp.int32),
+        tries=jnp.zeros((slots,), jnp.int32),
+        bad=jnp.zeros((slots,), jnp.int32),
+        ks=jnp.zeros((slots,), jnp.int32),
+        next=jnp.asarray(slots, jnp.int32),
+        finished=jnp.asarray(0, jnp.int32),
+        saves=out_saves,
+        x_final=jnp.zeros((members, n, d), dtype),
+        t_end=jnp.full((members,), t1),
         n_steps=jnp.zeros((members,), jnp.int32),
-        t_event=jnp.full((members,), jnp.inf, dtype), t_fail=jnp.full((members,), jnp.inf, dtype),
+        t_event=jnp.full((members,), jnp.inf, dtype),
+        t_fail=jnp.full((members,), jnp.inf, dtype),
         status=jnp.zeros((members,), jnp.int8),
     )
 
@@ -418,8 +487,10 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
         def refill(operands):
             y_, parts_ = operands
             y_ = jnp.where(sel, settle(take(x_queue, new_ids)), y_)
-            return y_, [jnp.where(done.reshape((-1,) + (1,) * (p.ndim - 1)), take(p, new_ids), old)
-                        if p is not None else None for p, old in zip(queued, parts_)]
+            return y_, [
+                jnp.where(done.reshape((-1,) + (1,) * (p.ndim - 1)), take(p, new_ids), old) if p is not None else None
+                for p, old in zip(queued, parts_)
+            ]
 
         # most iterations finish no member
         y_next, parts = jax.lax.cond(count > 0, refill, lambda operands: operands, (y_next, s["parts"]))
@@ -427,11 +498,21 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
         if progress:
             jax.lax.cond(count > 0, lambda: loop.report(True, t0 + (t1 - t0) * finished / members), lambda: None)
         return dict(
-            ids=new_ids, t=jnp.where(done, t0, t_new), h=jnp.where(done, 0.0, stop["h_next"]), fresh=done,
-            y=y_next, k1=jnp.where(sel, 0.0, jnp.where(ok[:, None, None], step.f1, s["k1"])), parts=parts,
-            steps=jnp.where(done, 0, stop["steps"]), tries=jnp.where(done, 0, stop["tries"]),
-            bad=jnp.where(done, 0, stop["bad"]), ks=jnp.where(done, 0, ks_new), next=s["next"] + count,
-            finished=finished, saves=out, **results,
+            ids=new_ids,
+            t=jnp.where(done, t0, t_new),
+            h=jnp.where(done, 0.0, stop["h_next"]),
+            fresh=done,
+            y=y_next,
+            k1=jnp.where(sel, 0.0, jnp.where(ok[:, None, None], step.f1, s["k1"])),
+            parts=parts,
+            steps=jnp.where(done, 0, stop["steps"]),
+            tries=jnp.where(done, 0, stop["tries"]),
+            bad=jnp.where(done, 0, stop["bad"]),
+            ks=jnp.where(done, 0, ks_new),
+            next=s["next"] + count,
+            finished=finished,
+            saves=out,
+            **results,
         )
 
     s = jax.lax.while_loop(lambda s: jnp.any(s["ids"] < members), body, carry)
@@ -439,11 +520,14 @@ def run_queue(*, field, axes, x0, save_fn, delta, progress, method, t0, t1, ts, 
     if after_loop:
         held = s["x_final"]
     else:
-        held = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, 0, 0))(slot_field(queued), s["t_end"],
-                                                                              s["x_final"])
+        held = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, 0, 0))(
+            slot_field(queued), s["t_end"], s["x_final"]
+        )
     s["saves"] = loop.hold_after(ts, s["t_end"], s["saves"], held)
     # back to the members' own order
     position = jnp.argsort(order)
-    out = tuple(jax.tree_util.tree_map(lambda v: v[position], s[k])
-                for k in ("saves", "x_final", "n_steps", "t_event", "t_fail", "status"))
+    out = tuple(
+        jax.tree_util.tree_map(lambda v: v[position], s[k])
+        for k in ("saves", "x_final", "n_steps", "t_event", "t_fail", "status")
+    )
     return out

@@ -33,8 +33,19 @@ from ..particles.blocked import PARTICLE_AXIS
 MEMBERS = "members"
 """Name of the mesh axis over which ensemble members are split."""
 
-__all__ = ["MEMBERS", "PARTICLE_AXIS", "Plan", "constrain_members", "cut", "group_size", "local_mesh", "pad_order",
-           "place", "plan", "uses_blocked"]
+__all__ = [
+    "MEMBERS",
+    "PARTICLE_AXIS",
+    "Plan",
+    "constrain_members",
+    "cut",
+    "group_size",
+    "local_mesh",
+    "pad_order",
+    "place",
+    "plan",
+    "uses_blocked",
+]
 
 
 @dataclass(frozen=True)
@@ -99,9 +110,14 @@ def place(p: Plan, x0, field, axes):
     if p.axis == MEMBERS:
         split = NamedSharding(p.mesh, P(MEMBERS))
         x0 = jax.device_put(_pad(x0, p.members), split)
-        leaves = [jax.device_put(_pad(a, p.members), split) if b == 0
-                  else jax.device_put(a, replicated) if eqx.is_array(a) else a
-                  for a, b in zip(leaves, batched)]
+        leaves = [
+            jax.device_put(_pad(a, p.members), split)
+            if b == 0
+            else jax.device_put(a, replicated)
+            if eqx.is_array(a)
+            else a
+            for a, b in zip(leaves, batched)
+        ]
     else:
         rows = x0.shape[1] % p.devices == 0
         x0 = jax.device_put(x0, NamedSharding(p.mesh, P(None, PARTICLE_AXIS)) if rows else replicated)

@@ -10,7 +10,7 @@ a member blew up.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -22,8 +22,18 @@ from . import sharding as _sharding
 from .problem import GRID_ONLY, MAX_COUNTED_STEPS, ONE_STEP, SOLVERS, Problem, check_steps, describe
 from .solution import NonFiniteError, Solution, finish, non_finite_error
 
-__all__ = ["simulate", "Solution", "NonFiniteError", "SOLVERS", "LOOPS", "loop_for", "check_steps",
-           "MAX_COUNTED_STEPS", "GRID_ONLY", "ONE_STEP"]
+__all__ = [
+    "simulate",
+    "Solution",
+    "NonFiniteError",
+    "SOLVERS",
+    "LOOPS",
+    "loop_for",
+    "check_steps",
+    "MAX_COUNTED_STEPS",
+    "GRID_ONLY",
+    "ONE_STEP",
+]
 
 LOOPS = {"dense": dense.prepare, "fixed": fixed_loop.prepare, "adaptive": adaptive_loop.prepare}
 """The time loops by name: each maps a ``Problem`` (and a sharding plan) to (its compiled call, arguments)."""
@@ -145,25 +155,53 @@ def simulate(
     Under an outer ``jax.jit`` nothing can be raised: the failing member's later saves then hold
     its last finite state.
     """
-    p = describe(field, x0, t1, ts=ts, t0=t0, solver=solver, dt=dt, rtol=rtol, atol=atol, save=save,
-                 adaptive=adaptive, stop_when_clustered=stop_when_clustered, max_steps=max_steps,
-                 group_size=group_size, dtype=dtype, key=key, dense=dense, shard=shard,
-                 save_reads_time=save_reads_time)
+    p = describe(
+        field,
+        x0,
+        t1,
+        ts=ts,
+        t0=t0,
+        solver=solver,
+        dt=dt,
+        rtol=rtol,
+        atol=atol,
+        save=save,
+        adaptive=adaptive,
+        stop_when_clustered=stop_when_clustered,
+        max_steps=max_steps,
+        group_size=group_size,
+        dtype=dtype,
+        key=key,
+        dense=dense,
+        shard=shard,
+        save_reads_time=save_reads_time,
+    )
     # under an outer trace the caller's jit decides the layout
     plan = None if p.traced else _sharding.plan(p.shard, p.field, p.x0.shape[1], p.members, p.dtype)
     run, args = LOOPS[loop_for(p)](p, plan)
     x0_run, field_run = (p.x0, p.field) if plan is None else _sharding.place(plan, p.x0, p.field, p.axes)
     label = progress if isinstance(progress, str) else "simulate"
-    with (_progress.Progress(p.t0, p.t1, p.members, label=label) if progress else contextlib.nullcontext()), \
-            (jax.set_mesh(plan.mesh) if plan is not None else contextlib.nullcontext()):
-        out = run(field=field_run, axes=p.axes, x0=x0_run, save_fn=p.save_fn, delta=p.delta, progress=bool(progress),
-                  **args)
+    with (
+        _progress.Progress(p.t0, p.t1, p.members, label=label) if progress else contextlib.nullcontext(),
+        jax.set_mesh(plan.mesh) if plan is not None else contextlib.nullcontext(),
+    ):
+        out = run(
+            field=field_run, axes=p.axes, x0=x0_run, save_fn=p.save_fn, delta=p.delta, progress=bool(progress), **args
+        )
     if plan is not None:
         out = _sharding.cut(plan, out, p.members)
     saved, x_final, steps, t_event, t_fail = out
-    solution = Solution(ts=jnp.asarray(p.ts, p.dtype), xs=saved, stats=None, x_final=x_final, steps=steps,
-                        t_event=t_event, solver=solver)
+    solution = Solution(
+        ts=jnp.asarray(p.ts, p.dtype),
+        xs=saved,
+        stats=None,
+        x_final=x_final,
+        steps=steps,
+        t_event=t_event,
+        solver=solver,
+    )
     if not isinstance(t_fail, jax.core.Tracer) and not np.all(np.isinf(np.asarray(t_fail))):
-        raise non_finite_error(solution, np.asarray(t_fail), p.field, p.batched, p.states,
-                               p.fixed or not p.adaptive, p.dt, p.dtype)
+        raise non_finite_error(
+            solution, np.asarray(t_fail), p.field, p.batched, p.states, p.fixed or not p.adaptive, p.dt, p.dtype
+        )
     return finish(solution, p.batched, p.states)

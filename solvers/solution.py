@@ -27,8 +27,8 @@ class Solution(eqx.Module):
     xs: Float[Array, "... T n d"] | None
     stats: Any
     x_final: Float[Array, "... n d"]
-    steps: Int[Array, "..."]
-    t_event: Float[Array, "..."]
+    steps: Int[Array, ...]
+    t_event: Float[Array, ...]
     solver: str = eqx.field(static=True)
 
 
@@ -47,8 +47,9 @@ class NonFiniteError(FloatingPointError):
               failing member's last finite time); None from ``simulate``
     """
 
-    def __init__(self, message: str, *, member, t: float, members=(), times=(), cause: str = "", solution=None,
-                 result=None):
+    def __init__(
+        self, message: str, *, member, t: float, members=(), times=(), cause: str = "", solution=None, result=None
+    ):
         super().__init__(message)
         self.member = member
         self.t = t
@@ -64,12 +65,20 @@ def finish(solution: Solution, batched: bool, states: bool) -> Solution:
     saved, x_final, steps, t_event = solution.xs, solution.x_final, solution.steps, solution.t_event
     if not batched:
         saved, x_final, steps, t_event = jax.tree_util.tree_map(lambda a: a[0], (saved, x_final, steps, t_event))
-    return Solution(ts=solution.ts, xs=saved if states else None, stats=None if states else saved,
-                    x_final=x_final, steps=steps, t_event=t_event, solver=solution.solver)
+    return Solution(
+        ts=solution.ts,
+        xs=saved if states else None,
+        stats=None if states else saved,
+        x_final=x_final,
+        steps=steps,
+        t_event=t_event,
+        solver=solution.solver,
+    )
 
 
-def non_finite_error(solution: Solution, t_fail: np.ndarray, field, batched: bool, states: bool, constant: bool,
-                dt, dtype) -> NonFiniteError:
+def non_finite_error(
+    solution: Solution, t_fail: np.ndarray, field, batched: bool, states: bool, constant: bool, dt, dtype
+) -> NonFiniteError:
     """The NonFiniteError of a run whose members ``t_fail < inf`` became non-finite after those times."""
     bad = np.flatnonzero(np.isfinite(t_fail))
     ts = np.asarray(solution.ts)
@@ -80,17 +89,33 @@ def non_finite_error(solution: Solution, t_fail: np.ndarray, field, batched: boo
         a[np.broadcast_to(late.reshape(late.shape + (1,) * (a.ndim - 2)), a.shape)] = np.nan
         return jnp.asarray(a)
 
-    blanked = Solution(ts=solution.ts, xs=jax.tree_util.tree_map(blank, solution.xs), stats=None,
-                       x_final=solution.x_final, steps=solution.steps, t_event=solution.t_event, solver=solution.solver)
+    blanked = Solution(
+        ts=solution.ts,
+        xs=jax.tree_util.tree_map(blank, solution.xs),
+        stats=None,
+        x_final=solution.x_final,
+        steps=solution.steps,
+        t_event=solution.t_event,
+        solver=solution.solver,
+    )
     partial = finish(blanked, batched, states)
     first, t = int(bad[0]), float(t_fail[bad[0]])
     members = t_fail.shape[0]
     others = f" (and {len(bad) - 1} other member{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
     cause = _likely_cause(field, first, constant, dt, dtype)
-    message = (f"simulate: member {first} of {members}{others} became non-finite after t = {t:.6g} (its last "
-               f"finite state); {cause}")
-    return NonFiniteError(message, member=first, t=t, members=[int(m) for m in bad],
-                          times=[float(t_fail[m]) for m in bad], cause=cause, solution=partial)
+    message = (
+        f"simulate: member {first} of {members}{others} became non-finite after t = {t:.6g} (its last "
+        f"finite state); {cause}"
+    )
+    return NonFiniteError(
+        message,
+        member=first,
+        t=t,
+        members=[int(m) for m in bad],
+        times=[float(t_fail[m]) for m in bad],
+        cause=cause,
+        solution=partial,
+    )
 
 
 def _member_beta(field, member: int) -> float | None:
@@ -114,11 +139,12 @@ def _likely_cause(field, member: int, constant: bool, dt, dtype) -> str:
         # velocities of order e^{β‖QᵀK‖}: once their square no longer fits, a step off the sphere overflows
         scale = beta * growth
         if scale > 0.5 * np.log(float(jnp.finfo(dtype).max)):
-            remedy = ('use dtype=float64 (or time="rescaled" for USA)' if jnp.dtype(dtype).itemsize < 8
-                      else 'use time="rescaled" for USA, whose velocities stay of order one')
-            return (f"β = {beta:g} is too large for {jnp.dtype(dtype).name} (USA velocities grow like e^β): "
-                    f"{remedy}")
+            remedy = (
+                'use dtype=float64 (or time="rescaled" for USA)'
+                if jnp.dtype(dtype).itemsize < 8
+                else 'use time="rescaled" for USA, whose velocities stay of order one'
+            )
+            return f"β = {beta:g} is too large for {jnp.dtype(dtype).name} (USA velocities grow like e^β): {remedy}"
     if constant:
         return f"the step dt = {dt:g} is likely too large{at_beta}: lower dt or use an adaptive solver"
-    return (f"the field is non-finite there{at_beta}, whatever the step: check its parameters and the "
-            "initial condition")
+    return f"the field is non-finite there{at_beta}, whatever the step: check its parameters and the initial condition"

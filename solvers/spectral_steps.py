@@ -16,14 +16,24 @@ seeding spurious growth. Steps land on every save time; the loop is a ``jax.lax.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["RUNNING", "DONE", "TOO_SMALL", "MAX_STEPS", "NON_FINITE", "CAUSES", "MIN_STEP", "check_horizon",
-           "solve_adaptive", "raise_failures"]
+__all__ = [
+    "RUNNING",
+    "DONE",
+    "TOO_SMALL",
+    "MAX_STEPS",
+    "NON_FINITE",
+    "CAUSES",
+    "MIN_STEP",
+    "check_horizon",
+    "solve_adaptive",
+    "raise_failures",
+]
 
 # Dormand–Prince 5(4): stages, 5th-order weights (= the last stage, FSAL) and error weights
 _A = (
@@ -44,7 +54,7 @@ MIN_STEP = 1e-12
 RUNNING, DONE, TOO_SMALL, MAX_STEPS, NON_FINITE = 0, 1, 2, 3, 4
 CAUSES = {
     TOO_SMALL: "the step size fell below its minimum while keeping the density non-negative: the density "
-               "has peaks narrower than the grid resolves; use more modes (a larger degree) or an earlier t1",
+    "has peaks narrower than the grid resolves; use more modes (a larger degree) or an earlier t1",
     MAX_STEPS: "max_steps accepted steps were not enough; raise max_steps",
     NON_FINITE: "the density became non-finite",
 }
@@ -56,13 +66,25 @@ def check_horizon(t1: float, rate: float, who: str) -> None:
     (the run would stop at once, its peaks unresolved)."""
     limit = 0.01 / (MIN_STEP * rate) if rate > 0 else np.inf
     if t1 > limit:
-        raise ValueError(f"{who}: t1 = {t1:g} is beyond what the adaptive steps resolve: the smallest step "
-                         f"{MIN_STEP:g}·t1 exceeds 1/100 of the e-folding time {1 / rate:.3g} of the fastest mode; "
-                         f"use t1 ≤ {limit:.3g} (the density concentrates into clusters long before)")
+        raise ValueError(
+            f"{who}: t1 = {t1:g} is beyond what the adaptive steps resolve: the smallest step "
+            f"{MIN_STEP:g}·t1 exceeds 1/100 of the e-folding time {1 / rate:.3g} of the fastest mode; "
+            f"use t1 ≤ {limit:.3g} (the density concentrates into clusters long before)"
+        )
 
 
-def solve_adaptive(nonlinear: Callable, to_grid: Callable, c0, ts, *, linear=None, rtol: float, atol: float,
-                   positivity_tol: float, max_steps: int):
+def solve_adaptive(
+    nonlinear: Callable,
+    to_grid: Callable,
+    c0,
+    ts,
+    *,
+    linear=None,
+    rtol: float,
+    atol: float,
+    positivity_tol: float,
+    max_steps: int,
+):
     """Integrate ċ = linear·c + nonlinear(c) from c0 at t = 0, saving ``to_grid(c)`` at the times ``ts``.
 
     ``linear``: None or an array broadcasting against c (the diagonal of L, ≤ 0 for diffusion).
@@ -98,13 +120,14 @@ def solve_adaptive(nonlinear: Callable, to_grid: Callable, c0, ts, *, linear=Non
         ks = [k1]
         for row, node in zip(_A[1:], _NODES[1:]):
             y = propagate(c, node * h_eff) + h_eff * sum(
-                aj * propagate(kj, (node - nj) * h_eff) for aj, kj, nj in zip(row, ks, _NODES) if aj != 0.0)
+                aj * propagate(kj, (node - nj) * h_eff) for aj, kj, nj in zip(row, ks, _NODES) if aj != 0.0
+            )
             ks.append(nonlinear(y))
         # the last stage (node 1, the 5th-order weights) is the new state
         c_new = propagate(c, h_eff) + h_eff * sum(
-            aj * propagate(kj, (1.0 - nj) * h_eff) for aj, kj, nj in zip(_A[-1], ks[:-1], _NODES) if aj != 0.0)
-        err_c = h_eff * sum(ej * propagate(kj, (1.0 - nj) * h_eff) for ej, kj, nj in zip(_E, ks, _NODES)
-                            if ej != 0.0)
+            aj * propagate(kj, (1.0 - nj) * h_eff) for aj, kj, nj in zip(_A[-1], ks[:-1], _NODES) if aj != 0.0
+        )
+        err_c = h_eff * sum(ej * propagate(kj, (1.0 - nj) * h_eff) for ej, kj, nj in zip(_E, ks, _NODES) if ej != 0.0)
         rho_new = to_grid(c_new)
         peak = jnp.maximum(jnp.max(jnp.abs(rho_new)), jnp.max(jnp.abs(to_grid(c))))
         err = jnp.max(jnp.abs(to_grid(err_c))) / (atol + rtol * peak)
@@ -123,16 +146,38 @@ def solve_adaptive(nonlinear: Callable, to_grid: Callable, c0, ts, *, linear=Non
         saves = jnp.where(saved, s["saves"].at[i].set(rho_new), s["saves"])
         i_new = i + saved
         steps = s["steps"] + accept
-        status = jnp.where(i_new >= T, DONE,
-                           jnp.where(steps >= max_steps, MAX_STEPS,
-                                     jnp.where(h_new < h_min, jnp.where(finite, TOO_SMALL, NON_FINITE),
-                                               RUNNING))).astype(jnp.int32)
-        return dict(t=t_new, c=jnp.where(accept, c_new, c), k1=jnp.where(accept, ks[-1], k1), h=h_new, i=i_new,
-                    saves=saves, steps=steps, rejected=s["rejected"] + (~accept), status=status)
+        status = jnp.where(
+            i_new >= T,
+            DONE,
+            jnp.where(
+                steps >= max_steps,
+                MAX_STEPS,
+                jnp.where(h_new < h_min, jnp.where(finite, TOO_SMALL, NON_FINITE), RUNNING),
+            ),
+        ).astype(jnp.int32)
+        return dict(
+            t=t_new,
+            c=jnp.where(accept, c_new, c),
+            k1=jnp.where(accept, ks[-1], k1),
+            h=h_new,
+            i=i_new,
+            saves=saves,
+            steps=steps,
+            rejected=s["rejected"] + (~accept),
+            status=status,
+        )
 
-    state = dict(t=jnp.asarray(0.0, dtype=rho0.dtype), c=c0, k1=f0, h=h0, i=i0, saves=saves,
-                 steps=jnp.asarray(0), rejected=jnp.asarray(0),
-                 status=jnp.where(i0 >= T, DONE, RUNNING).astype(jnp.int32))
+    state = dict(
+        t=jnp.asarray(0.0, dtype=rho0.dtype),
+        c=c0,
+        k1=f0,
+        h=h0,
+        i=i0,
+        saves=saves,
+        steps=jnp.asarray(0),
+        rejected=jnp.asarray(0),
+        status=jnp.where(i0 >= T, DONE, RUNNING).astype(jnp.int32),
+    )
     out = jax.lax.while_loop(cond, body, state)
     return out["saves"], out["steps"], out["rejected"], out["t"], out["status"]
 
@@ -147,5 +192,10 @@ def raise_failures(solver: str, status, t_final, betas, t_ends, solution, error:
     m = int(failed[0])
     t = float(np.asarray(t_final)[m])
     others = f" (and {failed.size - 1} other members)" if failed.size > 1 else ""
-    raise error(f"{solver}: member {m} (β = {betas[m]:g}){others} stopped at t = {t:.6g} < {float(t_ends[m]):g}: "
-                f"{CAUSES[int(status[m])]}", solution=solution, member=m, t=t)
+    raise error(
+        f"{solver}: member {m} (β = {betas[m]:g}){others} stopped at t = {t:.6g} < {float(t_ends[m]):g}: "
+        f"{CAUSES[int(status[m])]}",
+        solution=solution,
+        member=m,
+        t=t,
+    )

@@ -105,7 +105,8 @@ class _Imports(ast.NodeVisitor):
     def visit_If(self, node: ast.If) -> None:
         test = node.test
         if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
             for child in node.orelse:
                 self.visit(child)
             return
@@ -242,10 +243,17 @@ def test_no_import_cycles():
 
 
 def test_no_private_names_across_modules():
-    found = sorted({(name, used, line) for name, scan in SCANS.items() for used, line in scan.private
-                    if (name, used) not in ALLOWED_PRIVATE_USES})
+    found = sorted(
+        {
+            (name, used, line)
+            for name, scan in SCANS.items()
+            for used, line in scan.private
+            if (name, used) not in ALLOWED_PRIVATE_USES
+        }
+    )
     assert not found, "private names used across modules:\n" + "\n".join(
-        f"{name} (line {line}) uses {used}" for name, used, line in found)
+        f"{name} (line {line}) uses {used}" for name, used, line in found
+    )
 
 
 def test_modules_are_small():
@@ -255,12 +263,14 @@ def test_modules_are_small():
 
 
 def test_simulate_only_checks_picks_a_loop_and_wraps():
-    """``simulate`` delegates: its code (docstring aside) stays well under 100 lines, and every time loop
-    is reached through ``simulation.LOOPS``, each loop module building its call with ``prepare``."""
+    """``simulate`` delegates: its code (docstring aside) is a dozen statements, however the formatter lays them
+    out, and every time loop is reached through ``simulation.LOOPS``, each loop module building its call with
+    ``prepare``."""
     tree = ast.parse(MODULES[f"{PACKAGE}.solvers.simulation"].read_text(encoding="utf-8"))
     (fn,) = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "simulate"]
     body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) else fn.body
-    assert body[-1].end_lineno - body[0].lineno + 1 < 50
+    statements = sum(isinstance(node, ast.stmt) for top in body for node in ast.walk(top))
+    assert statements <= 16, statements
     from attnflow.solvers import adaptive_loop, dense, fixed_loop, simulation
 
     assert set(simulation.LOOPS.values()) == {dense.prepare, fixed_loop.prepare, adaptive_loop.prepare}
@@ -271,7 +281,7 @@ def test_every_module_has_a_room_in_the_architecture_page():
     import re
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
-    rooms = text[text.index("## Rooms"):text.index("`import attnflow` imports only JAX")]
+    rooms = text[text.index("## Rooms") : text.index("`import attnflow` imports only JAX")]
     named = set(re.findall(r"`((?:particles|solvers|experiments)/[A-Za-z0-9_/]*(?:\.py|/))`", rooms))
     missing = []
     for name, path in MODULES.items():

@@ -34,8 +34,19 @@ DOCS = ROOT / "docs"
 
 # the experiments' side of the API (attnflow.experiments has no namespace of its own)
 EXPERIMENTS_API = {
-    "attnflow.experiments.config": ["Config", "load_config", "ConfigError", "Key", "KEYS", "validate",
-                                    "parse_override", "parse_grid", "expand_grid", "to_toml", "describe_keys"],
+    "attnflow.experiments.config": [
+        "Config",
+        "load_config",
+        "ConfigError",
+        "Key",
+        "KEYS",
+        "validate",
+        "parse_override",
+        "parse_grid",
+        "expand_grid",
+        "to_toml",
+        "describe_keys",
+    ],
     "attnflow.experiments.registry": ["Experiment", "Check", "EXPERIMENTS", "register", "get"],
     "attnflow.experiments.builtin": ["resolve"],
     "attnflow.experiments.run.preflight": ["check"],
@@ -44,16 +55,27 @@ EXPERIMENTS_API = {
     "attnflow.experiments.results.dataset": ["load"],
     "attnflow.experiments.commands.cli": ["build_parser", "main"],
 }
-GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "eps": "ε", "epsilon": "ε", "theta": "θ",
-         "rho": "ρ", "sigma": "σ", "tau": "τ"}
+GREEK = {
+    "alpha": "α",
+    "beta": "β",
+    "gamma": "γ",
+    "delta": "δ",
+    "eps": "ε",
+    "epsilon": "ε",
+    "theta": "θ",
+    "rho": "ρ",
+    "sigma": "σ",
+    "tau": "τ",
+}
 DATA = (dict, tuple, list, str, int, float, frozenset)
 
 
 def _subpackage_names(sub: str) -> list[str]:
     """The names ``attnflow.<sub>/__init__.py`` imports: its public namespace."""
     tree = ast.parse((ROOT / sub / "__init__.py").read_text(encoding="utf-8"))
-    names = [alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
-             for alias in node.names]
+    names = [
+        alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    ]
     return [name for name in names if not name.startswith("_")]
 
 
@@ -89,9 +111,13 @@ def test_public_name_is_documented(module, name):
     first = doc.strip().split("\n\n")[0]
     assert len(first.split()) >= 3, f"{module}.{name}: the docstring's first paragraph is not a sentence: {first!r}"
     if inspect.isroutine(obj):
-        required = [p.name for p in inspect.signature(obj).parameters.values()
-                    if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                    and p.name not in ("self", "cls")]
+        required = [
+            p.name
+            for p in inspect.signature(obj).parameters.values()
+            if p.default is p.empty
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            and p.name not in ("self", "cls")
+        ]
         missing = [p for p in required if not _mentioned(p, doc)]
         assert not missing, f"{module}.{name}: the docstring does not mention the parameter(s) {missing}"
 
@@ -165,8 +191,11 @@ class _Links(html.parser.HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         for key, value in attrs:
-            if value and ((tag == "a" and key == "href") or (tag in ("img", "script", "source") and key == "src")
-                          or (tag == "link" and key == "href")):
+            if value and (
+                (tag == "a" and key == "href")
+                or (tag in ("img", "script", "source") and key == "src")
+                or (tag == "link" and key == "href")
+            ):
                 self.links.append((tag, value))
 
 
@@ -179,8 +208,14 @@ def test_site_builds_strict_and_every_internal_link_resolves(tmp_path):
         pytest.skip("the gallery is generated: run python docs/scripts/gallery.py before building the site")
     site = tmp_path / "site"
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)], cwd=ROOT,
-                           capture_output=True, text=True, env=env, timeout=600)
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stderr[-4000:]
     broken = []
     for page in site.rglob("*.html"):

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from attnflow.experiments import builtin
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "docs" / "scripts" / "gallery.py"
 CHEAP = "negative-beta"  # the fastest quick run (≈ 2 s of simulation, ≈ 6 s end to end on 2 cores)
@@ -34,8 +35,13 @@ def test_every_experiment_has_a_text():
 def test_page_of_one_experiment_lists_its_checks_and_figures(tmp_path):
     md = _gallery().md
     out, runs = tmp_path / "gallery", tmp_path / "runs"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--only", CHEAP, "--out", str(out), "--runs", str(runs)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--only", CHEAP, "--out", str(out), "--runs", str(runs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     page = out / f"{CHEAP}.md"
     assert page.is_file()

@@ -62,11 +62,31 @@ VOCAB = 256  # byte-level tokens: every byte value is a token, nothing is out of
 
 # The default run: a few minutes on 2 CPU cores. --quick overrides some of these (QUICK) so the whole
 # script, `attnflow hist` included, runs in well under a minute; any flag given explicitly wins.
-DEFAULTS = {"d_model": 64, "layers": 4, "heads": 4, "context": 128, "batch": 32, "steps": 1500, "lr": 3e-3,
-            "warmup": 100, "weight_decay": 0.1, "corpus_mb": 4.0, "prompts": 16, "eval_every": 250,
-            "eval_batches": 8}
-QUICK = {"context": 64, "batch": 16, "steps": 300, "warmup": 20, "corpus_mb": 0.5, "prompts": 4, "eval_every": 100,
-         "eval_batches": 4}
+DEFAULTS = {
+    "d_model": 64,
+    "layers": 4,
+    "heads": 4,
+    "context": 128,
+    "batch": 32,
+    "steps": 1500,
+    "lr": 3e-3,
+    "warmup": 100,
+    "weight_decay": 0.1,
+    "corpus_mb": 4.0,
+    "prompts": 16,
+    "eval_every": 250,
+    "eval_batches": 8,
+}
+QUICK = {
+    "context": 64,
+    "batch": 16,
+    "steps": 300,
+    "warmup": 20,
+    "corpus_mb": 0.5,
+    "prompts": 4,
+    "eval_every": 100,
+    "eval_batches": 4,
+}
 
 
 def positive_int(text: str) -> int:
@@ -93,13 +113,16 @@ def nonnegative_float(text: str) -> float:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Train a small byte-level transformer on the Python standard library's sources, "
-                    "export the hidden states of held-out prompts and run `attnflow hist` on them.",
+        "export the hidden states of held-out prompts and run `attnflow hist` on them.",
         epilog="Outputs in --out: states.npz, weights.npz, model.eqx, settings.json and hist/.",
     )
     p.add_argument("--out", default="runs/small-transformer", help="output directory [%(default)s]")
     p.add_argument("--seed", type=int, default=0, help="seed of the initialization and of the batches [%(default)s]")
-    p.add_argument("--quick", action="store_true",
-                   help=f"a run of under a minute (CI): {', '.join(f'{k}={v}' for k, v in QUICK.items())}")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a run of under a minute (CI): {', '.join(f'{k}={v}' for k, v in QUICK.items())}",
+    )
     g = p.add_argument_group("model")
     g.add_argument("--d-model", type=positive_int, help=f"width of the residual stream [{DEFAULTS['d_model']}]")
     g.add_argument("--layers", type=positive_int, help=f"transformer blocks [{DEFAULTS['layers']}]")
@@ -110,13 +133,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--batch", type=positive_int, help=f"sequences per step [{DEFAULTS['batch']}]")
     g.add_argument("--lr", type=positive_float, help=f"peak learning rate [{DEFAULTS['lr']}]")
     g.add_argument("--warmup", type=int, help=f"linear warm-up steps, then cosine decay [{DEFAULTS['warmup']}]")
-    g.add_argument("--weight-decay", type=nonnegative_float,
-                   help=f"AdamW weight decay of the matrices [{DEFAULTS['weight_decay']}]")
-    g.add_argument("--corpus-mb", type=positive_float,
-                   help=f"megabytes of standard-library source to read [{DEFAULTS['corpus_mb']}]")
+    g.add_argument(
+        "--weight-decay",
+        type=nonnegative_float,
+        help=f"AdamW weight decay of the matrices [{DEFAULTS['weight_decay']}]",
+    )
+    g.add_argument(
+        "--corpus-mb",
+        type=positive_float,
+        help=f"megabytes of standard-library source to read [{DEFAULTS['corpus_mb']}]",
+    )
     g.add_argument("--eval-every", type=positive_int, help=f"steps between loss reports [{DEFAULTS['eval_every']}]")
-    g.add_argument("--eval-batches", type=positive_int,
-                   help=f"held-out batches per loss report [{DEFAULTS['eval_batches']}]")
+    g.add_argument(
+        "--eval-batches", type=positive_int, help=f"held-out batches per loss report [{DEFAULTS['eval_batches']}]"
+    )
     g = p.add_argument_group("export")
     g.add_argument("--prompts", type=positive_int, help=f"held-out prompts to export [{DEFAULTS['prompts']}]")
     g.add_argument("--no-hist", action="store_true", help="do not run `attnflow hist` on the states")
@@ -162,9 +192,16 @@ def read_corpus(megabytes: float) -> tuple[np.ndarray, np.ndarray, dict]:
             break
     train_tokens = np.frombuffer(b"".join(train), dtype=np.uint8)
     held_tokens = np.frombuffer(b"".join(held), dtype=np.uint8)
-    info = {"stdlib": str(root), "python": sys.version.split()[0], "files": len(used), "first": used[0],
-            "last": used[-1], "train_bytes": int(train_tokens.size), "heldout_bytes": int(held_tokens.size),
-            "sha256": hashlib.sha256(b"".join(train) + b"".join(held)).hexdigest()[:16]}
+    info = {
+        "stdlib": str(root),
+        "python": sys.version.split()[0],
+        "files": len(used),
+        "first": used[0],
+        "last": used[-1],
+        "train_bytes": int(train_tokens.size),
+        "heldout_bytes": int(held_tokens.size),
+        "sha256": hashlib.sha256(b"".join(train) + b"".join(held)).hexdigest()[:16],
+    }
     return train_tokens, held_tokens, info
 
 
@@ -289,9 +326,12 @@ def head_matrices(model: Transformer) -> dict[str, np.ndarray]:
         scale = 1 / math.sqrt(a.wq.shape[1])
         qk.append(jnp.einsum("hed,hef->hdf", a.wq, a.wk) * scale)
         ov.append(jnp.einsum("hde,hef->hdf", a.wo, a.wv))
-    return {"qk": np.asarray(jnp.stack(qk), np.float32), "ov": np.asarray(jnp.stack(ov), np.float32),
-            "ln1_gain": np.stack([np.asarray(b.ln1.weight, np.float32) for b in model.blocks]),
-            "ln2_gain": np.stack([np.asarray(b.ln2.weight, np.float32) for b in model.blocks])}
+    return {
+        "qk": np.asarray(jnp.stack(qk), np.float32),
+        "ov": np.asarray(jnp.stack(ov), np.float32),
+        "ln1_gain": np.stack([np.asarray(b.ln1.weight, np.float32) for b in model.blocks]),
+        "ln2_gain": np.stack([np.asarray(b.ln2.weight, np.float32) for b in model.blocks]),
+    }
 
 
 # -- training ---------------------------------------------------------------------------------------
@@ -305,11 +345,15 @@ def mean_loss_nats(model, batch):
 
 def make_optimizer(args):
     schedule = optax.warmup_cosine_decay_schedule(0.0, args.lr, args.warmup, args.steps, end_value=args.lr / 10)
+
     # Weight decay on the matrices only, not on the layer norms' gains and biases.
     def decay_mask(params):
         return jax.tree_util.tree_map(lambda p: p.ndim >= 2, params)
-    return optax.chain(optax.clip_by_global_norm(1.0),
-                       optax.adamw(schedule, b1=0.9, b2=0.99, weight_decay=args.weight_decay, mask=decay_mask))
+
+    return optax.chain(
+        optax.clip_by_global_norm(1.0),
+        optax.adamw(schedule, b1=0.9, b2=0.99, weight_decay=args.weight_decay, mask=decay_mask),
+    )
 
 
 def train(args, train_tokens, held_tokens, entropy):
@@ -332,14 +376,18 @@ def train(args, train_tokens, held_tokens, entropy):
     span = args.context + 1
     if train_tokens.size <= span or held_tokens.size <= span:
         sys.exit(f"error: the corpus is too small for --context {args.context}; raise --corpus-mb")
-    held_batches = [windows(held_tokens, rng.integers(0, held_tokens.size - span, args.batch), span)
-                    for _ in range(args.eval_batches)]
+    held_batches = [
+        windows(held_tokens, rng.integers(0, held_tokens.size - span, args.batch), span)
+        for _ in range(args.eval_batches)
+    ]
 
     def held_out_bits(model):
         return float(np.mean([evaluate(model, b) for b in held_batches])) / math.log(2)
 
-    print(f"model: {n_params:,} parameters (d_model={args.d_model}, {args.layers} blocks × {args.heads} heads, "
-          f"context {args.context}); unigram entropy of the training bytes {entropy:.3f} bits/byte")
+    print(
+        f"model: {n_params:,} parameters (d_model={args.d_model}, {args.layers} blocks × {args.heads} heads, "
+        f"context {args.context}); unigram entropy of the training bytes {entropy:.3f} bits/byte"
+    )
     history, running, t0 = [], [], time.perf_counter()
     for i in range(1, args.steps + 1):
         batch = windows(train_tokens, rng.integers(0, train_tokens.size - span, args.batch), span)
@@ -349,10 +397,14 @@ def train(args, train_tokens, held_tokens, entropy):
             train_bits = float(np.mean(running)) / math.log(2)
             held_bits = held_out_bits(model)
             running = []
-            history.append({"step": i, "train_bits_per_byte": round(train_bits, 4),
-                            "heldout_bits_per_byte": round(held_bits, 4)})
-            print(f"step {i:5d}/{args.steps}  train {train_bits:.3f}  held-out {held_bits:.3f} bits/byte  "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+            history.append(
+                {"step": i, "train_bits_per_byte": round(train_bits, 4), "heldout_bits_per_byte": round(held_bits, 4)}
+            )
+            print(
+                f"step {i:5d}/{args.steps}  train {train_bits:.3f}  held-out {held_bits:.3f} bits/byte  "
+                f"({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
     return model, n_params, history, time.perf_counter() - t0
 
 
@@ -363,15 +415,24 @@ def prompt_batch(held_tokens: np.ndarray, prompts: int, length: int) -> np.ndarr
     """``prompts`` windows of held-out text, evenly spaced, each starting at the beginning of a line."""
     starts = []
     for s in np.linspace(0, held_tokens.size - 2 * length, prompts).astype(int):
-        newline = np.flatnonzero(held_tokens[s: s + length] == ord("\n"))
+        newline = np.flatnonzero(held_tokens[s : s + length] == ord("\n"))
         starts.append(s + int(newline[0]) + 1 if newline.size else s)
     return windows(held_tokens, np.array(starts), length)
 
 
 def run_hist(states_path: Path, out: Path) -> int:
     """``attnflow hist STATES --out OUT``, in a fresh interpreter (the same one that runs this script)."""
-    command = [sys.executable, "-m", "attnflow.experiments.commands.cli", "hist", str(states_path), "--out", str(out),
-               "--overwrite", "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "attnflow.experiments.commands.cli",
+        "hist",
+        str(states_path),
+        "--out",
+        str(out),
+        "--overwrite",
+        "--quiet",
+    ]
     print("$ attnflow hist", states_path, "--out", out, "--overwrite --quiet", flush=True)
     return subprocess.run(command, check=False).returncode
 
@@ -382,8 +443,18 @@ def run_fit(states_path: Path, out: Path, quick: bool) -> int:
     # about 0.3 s a step on 2 cores for 16 prompts of 128 tokens at d = 64: two to three minutes
     steps = ["--steps", "40", "--lbfgs-steps", "20"] if quick else ["--steps", "150", "--lbfgs-steps", "40"]
     steps += ["--substeps", "4"]
-    command = [sys.executable, "-m", "attnflow.experiments.commands.cli", "fit", str(states_path), "--causal", "--out", str(out),
-               "--overwrite", *steps]
+    command = [
+        sys.executable,
+        "-m",
+        "attnflow.experiments.commands.cli",
+        "fit",
+        str(states_path),
+        "--causal",
+        "--out",
+        str(out),
+        "--overwrite",
+        *steps,
+    ]
     print("$ attnflow fit", states_path, "--causal --out", out, "--overwrite", *steps, flush=True)
     return subprocess.run(command, check=False).returncode
 
@@ -402,8 +473,9 @@ def check_output_directory(out: Path) -> None:
     others = sorted(p.name for p in out.iterdir() if p.name not in OUTPUTS)
     if others or (any(out.iterdir()) and not ours):
         what = ", ".join(others) if others else "and no settings.json of an earlier run"
-        raise SystemExit(f"error: --out {out} holds files this script did not write ({what}); choose an empty "
-                         "or new directory")
+        raise SystemExit(
+            f"error: --out {out} holds files this script did not write ({what}); choose an empty or new directory"
+        )
 
 
 def main(argv=None) -> int:
@@ -415,14 +487,18 @@ def main(argv=None) -> int:
 
     train_tokens, held_tokens, corpus = read_corpus(args.corpus_mb)
     entropy = unigram_entropy_bits(train_tokens)
-    print(f"corpus: {corpus['files']} files of {corpus['stdlib']} ({corpus['first']} … {corpus['last']}), "
-          f"{corpus['train_bytes']:,} bytes to train on, {corpus['heldout_bytes']:,} held out")
+    print(
+        f"corpus: {corpus['files']} files of {corpus['stdlib']} ({corpus['first']} … {corpus['last']}), "
+        f"{corpus['train_bytes']:,} bytes to train on, {corpus['heldout_bytes']:,} held out"
+    )
 
     model, n_params, history, train_seconds = train(args, train_tokens, held_tokens, entropy)
     final = history[-1]
-    print(f"final loss: held-out {final['heldout_bits_per_byte']:.3f} bits/byte "
-          f"(train {final['train_bits_per_byte']:.3f}) vs unigram entropy {entropy:.3f} bits/byte; "
-          f"trained in {train_seconds:.0f} s")
+    print(
+        f"final loss: held-out {final['heldout_bits_per_byte']:.3f} bits/byte "
+        f"(train {final['train_bits_per_byte']:.3f}) vs unigram entropy {entropy:.3f} bits/byte; "
+        f"trained in {train_seconds:.0f} s"
+    )
 
     # The hidden states of held-out prompts, (layers = blocks + 1, prompts, tokens, d) in float32.
     prompts = prompt_batch(held_tokens, args.prompts, args.context)
@@ -434,15 +510,24 @@ def main(argv=None) -> int:
     eqx.tree_serialise_leaves(out / "model.eqx", model)
 
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "no_hist", "no_fit")}
-    summary = {"settings": settings, "corpus": corpus, "parameters": int(n_params),
-               "unigram_entropy_bits_per_byte": round(entropy, 4), "history": history,
-               "final_heldout_bits_per_byte": final["heldout_bits_per_byte"],
-               "final_train_bits_per_byte": final["train_bits_per_byte"],
-               "train_seconds": round(train_seconds, 1), "jax": jax.__version__, "backend": jax.default_backend(),
-               "states_shape": list(states.shape)}
+    summary = {
+        "settings": settings,
+        "corpus": corpus,
+        "parameters": int(n_params),
+        "unigram_entropy_bits_per_byte": round(entropy, 4),
+        "history": history,
+        "final_heldout_bits_per_byte": final["heldout_bits_per_byte"],
+        "final_train_bits_per_byte": final["train_bits_per_byte"],
+        "train_seconds": round(train_seconds, 1),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "states_shape": list(states.shape),
+    }
     (out / "settings.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"saved {out}/: states.npz {states.shape}, weights.npz (qk, ov: "
-          f"{(args.layers, args.heads, args.d_model, args.d_model)}), model.eqx, prompts.npz, settings.json")
+    print(
+        f"saved {out}/: states.npz {states.shape}, weights.npz (qk, ov: "
+        f"{(args.layers, args.heads, args.d_model, args.d_model)}), model.eqx, prompts.npz, settings.json"
+    )
 
     if not args.no_hist:
         rc = run_hist(out / "states.npz", out / "hist")

@@ -39,6 +39,7 @@ _INCLUDE = re.compile(r"^<!--\s*include\s+(\S+)\s*-->\s*$", re.M)
 _LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(\s*<?([^)\s>]+)>?(\s+\"[^\"]*\")?\s*\)")
 _FENCE = re.compile(r"^(\s*)(```|~~~)", re.M)
 
+
 def _package_on_path() -> None:
     """Let mkdocstrings (griffe) find the package's source as ``attnflow``.
 
@@ -58,7 +59,6 @@ def _package_on_path() -> None:
     (folder / "attnflow").symlink_to(root, target_is_directory=True)
     atexit.register(shutil.rmtree, folder, True)
     sys.path.insert(0, str(folder))
-
 
 
 # -- paths ------------------------------------------------------------------------------------------
@@ -238,15 +238,13 @@ def _expand_nav(items, pages: list[str]):
     if isinstance(items, dict):
         return {title: _expand_nav(value, pages) for title, value in items.items()}
     if isinstance(items, str) and items.endswith("/") and "://" not in items:
-        inside = sorted(p for p in pages if p.startswith(items) and "/" not in p[len(items):])
+        inside = sorted(p for p in pages if p.startswith(items) and "/" not in p[len(items) :])
         index = [p for p in inside if p.endswith("/index.md")]
         return index + [p for p in inside if p not in index]
     return items
 
 
 # -- MkDocs events ----------------------------------------------------------------------------------
-
-
 
 
 @event_priority(100)  # before mkdocstrings' on_config, which sets up the Python handler's search paths

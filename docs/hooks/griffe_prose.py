@@ -28,7 +28,7 @@ _CODE = re.compile(r"(``?)(?:(?!\1).)+?\1")
 def _escape_stars(text: str) -> str:
     out, last = [], 0
     for m in _CODE.finditer(text):
-        out.append(re.sub(r"(?<!\\)\*", r"\\*", text[last:m.start()]))
+        out.append(re.sub(r"(?<!\\)\*", r"\\*", text[last : m.start()]))
         out.append(m.group(0))
         last = m.end()
     out.append(re.sub(r"(?<!\\)\*", r"\\*", text[last:]))

@@ -78,8 +78,9 @@ def _parse_check(text: str) -> dict | None:
 
 def _run_seconds(run_dir: Path) -> float | None:
     """The run's own wall time from its summary (a run made of several: their sum)."""
-    summaries = [run_dir / "summary.json"] if (run_dir / "summary.json").is_file() else \
-        sorted(run_dir.glob("*/summary.json"))
+    summaries = (
+        [run_dir / "summary.json"] if (run_dir / "summary.json").is_file() else sorted(run_dir.glob("*/summary.json"))
+    )
     total, found = 0.0, False
     for path in summaries:
         try:
@@ -99,8 +100,17 @@ def run_experiment(name: str, run_dir: Path, timeout: float) -> dict:
             raise SystemExit(f"gallery: {run_dir} exists and is not an attnflow run; refusing to replace it")
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "attnflow.experiments.commands.cli", "run", name, "--quick", "--quiet",
-               "--out", str(run_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "attnflow.experiments.commands.cli",
+        "run",
+        name,
+        "--quick",
+        "--quiet",
+        "--out",
+        str(run_dir),
+    ]
     start = time.perf_counter()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=REPO)
@@ -129,8 +139,15 @@ def run_experiment(name: str, run_dir: Path, timeout: float) -> dict:
         tail = [line for line in (stderr or "").strip().splitlines() if line.strip()][-6:]
         error = f"exit status {rc}" if rc is not None else "timed out"
         error += (":\n" + "\n".join(tail)) if tail else ""
-    return {"name": name, "seconds": seconds, "run_seconds": _run_seconds(run_dir), "checks": checks,
-            "skipped": skipped, "figures": figures, "error": error}
+    return {
+        "name": name,
+        "seconds": seconds,
+        "run_seconds": _run_seconds(run_dir),
+        "checks": checks,
+        "skipped": skipped,
+        "figures": figures,
+        "error": error,
+    }
 
 
 # -- writing the pages -----------------------------------------------------------------------------
@@ -204,30 +221,46 @@ def environment() -> str:
     from attnflow import _version
 
     version = getattr(_version, "__version__", getattr(_version, "version", "?"))
-    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, JAX {jax.__version__} "
-            f"({jax.default_backend()}), attnflow {version}, Python {platform.python_version()}, "
-            f"{datetime.date.today().isoformat()}")
+    return (
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, JAX {jax.__version__} "
+        f"({jax.default_backend()}), attnflow {version}, Python {platform.python_version()}, "
+        f"{datetime.date.today().isoformat()}"
+    )
 
 
 def write_page(out: Path, experiment, record: dict, env: str) -> Path:
     name = experiment.name
-    lines = [f"{MARKER}: edit docs/gallery/text/{name}.md or the script instead -->", "",
-             f"# {name}", "",
-             f"**Reproduces:** {md(experiment.reference)} — {md(experiment.description)}.", ""]
+    lines = [
+        f"{MARKER}: edit docs/gallery/text/{name}.md or the script instead -->",
+        "",
+        f"# {name}",
+        "",
+        f"**Reproduces:** {md(experiment.reference)} — {md(experiment.description)}.",
+        "",
+    ]
     text = read_text(name)
     lines += ["## What it shows", ""]
     lines += [text if text else f"!!! note\n    No description yet: add `docs/gallery/text/{name}.md`.", ""]
     full = experiment.runtime
-    lines += ["## Run it", "", "```bash",
-              f"attnflow run {name} --quick    # the run on this page",
-              f"attnflow run {name}            # full size",
-              "```", "",
-              f"`--quick` sets {quick_overrides(experiment)}; every other key is the full run's "
-              f"(`attnflow list --keys` describes every key). "
-              f"The experiment is defined in `{source_file(experiment)}`.", ""]
+    lines += [
+        "## Run it",
+        "",
+        "```bash",
+        f"attnflow run {name} --quick    # the run on this page",
+        f"attnflow run {name}            # full size",
+        "```",
+        "",
+        f"`--quick` sets {quick_overrides(experiment)}; every other key is the full run's "
+        f"(`attnflow list --keys` describes every key). "
+        f"The experiment is defined in `{source_file(experiment)}`.",
+        "",
+    ]
     if record["error"]:
-        lines += ["!!! failure \"The quick run failed when this page was built\"", "",
-                  "    ```text"] + [f"    {line}" for line in record["error"].splitlines()] + ["    ```", ""]
+        lines += (
+            ['!!! failure "The quick run failed when this page was built"', "", "    ```text"]
+            + [f"    {line}" for line in record["error"].splitlines()]
+            + ["    ```", ""]
+        )
     lines += ["## Figures", ""]
     if record["figures"]:
         lines += [f"From `attnflow run {name} --quick`, made when this page was built.", ""]
@@ -242,16 +275,21 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
     elif checks:
         passed = sum(c["passed"] is True for c in checks)
         applicable = sum(c["passed"] is not None for c in checks)
-        lines += [f"What `attnflow run {name} --quick` printed when this page was built: "
-                  f"{passed} of {applicable} passed.", "",
-                  "| | check | expected | measured |", "|---|---|---|---|"]
+        lines += [
+            f"What `attnflow run {name} --quick` printed when this page was built: {passed} of {applicable} passed.",
+            "",
+            "| | check | expected | measured |",
+            "|---|---|---|---|",
+        ]
         for c in checks:
             mark = {True: "✅", False: "❌ FAIL", None: "n/a"}[c["passed"]]
             lines.append(f"| {mark} | {md(c['name'])} | {md(c['expected'])} | {md(c['measured'])} |")
         lines.append("")
     else:
-        lines += ["This experiment prints no theory checks." if not record["error"]
-                  else "No checks: the run failed.", ""]
+        lines += [
+            "This experiment prints no theory checks." if not record["error"] else "No checks: the run failed.",
+            "",
+        ]
     lines += ["## Runtime", "", "| run | wall time | |", "|---|---|---|"]
     detail = "the whole command: start-up, compilation, run, figures"
     if record["run_seconds"] is not None:
@@ -265,12 +303,19 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
 
 
 def write_index(out: Path, experiments, records: dict, env: str) -> Path:
-    lines = [f"{MARKER} -->", "", "# Gallery", "",
-             "Every built-in experiment, run with `--quick` when this site was built: the figures and the "
-             "values of the theory checks on these pages are that run's, never copied from an earlier one. "
-             "`attnflow list` lists the experiments; `attnflow run NAME --quick` reproduces a page, "
-             "`attnflow run NAME` the full-size figure.", "",
-             '<div class="grid cards" markdown>', ""]
+    lines = [
+        f"{MARKER} -->",
+        "",
+        "# Gallery",
+        "",
+        "Every built-in experiment, run with `--quick` when this site was built: the figures and the "
+        "values of the theory checks on these pages are that run's, never copied from an earlier one. "
+        "`attnflow list` lists the experiments; `attnflow run NAME --quick` reproduces a page, "
+        "`attnflow run NAME` the full-size figure.",
+        "",
+        '<div class="grid cards" markdown>',
+        "",
+    ]
     built = [e for e in experiments if e.name in records]
     for e in built:
         r = records[e.name]
@@ -281,14 +326,20 @@ def write_index(out: Path, experiments, records: dict, env: str) -> Path:
             lines += [f"    [![{md(figure_alt(e.name, first))}](img/{e.name}/{first})]({e.name}.md)", ""]
         lines += [f"    {md(e.description)}", ""]
         lines += [f"    {_status(r)} · quick run {seconds_text(r['seconds'])}", ""]
-    lines += ["</div>", "", "## At a glance", "",
-              "| experiment | reproduces | theory checks | `--quick` (measured) | full size |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "</div>",
+        "",
+        "## At a glance",
+        "",
+        "| experiment | reproduces | theory checks | `--quick` (measured) | full size |",
+        "|---|---|---|---|---|",
+    ]
     for e in built:
         r = records[e.name]
         full = e.runtime or "—"
-        lines.append(f"| [{e.name}]({e.name}.md) | {md(e.reference)} | {_status(r)} | {seconds_text(r['seconds'])} "
-                     f"| {full} |")
+        lines.append(
+            f"| [{e.name}]({e.name}.md) | {md(e.reference)} | {_status(r)} | {seconds_text(r['seconds'])} | {full} |"
+        )
     total = sum(records[e.name]["seconds"] for e in built)
     lines += ["", f"The {len(built)} quick runs took {seconds_text(total)} in all, on {md(env)}.", ""]
     page = out / "index.md"
@@ -322,21 +373,34 @@ def copy_figures(out: Path, name: str, run_dir: Path, figures: list[str]) -> Non
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", action="append", default=[], metavar="NAME",
-                        help="build this experiment's page only (repeatable); the default is every experiment")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="where the pages and img/ go (default: docs/gallery)")
-    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS,
-                        help="where the runs go (default: build/gallery-runs)")
-    parser.add_argument("--timeout", type=float, default=1800.0,
-                        help="seconds one quick run may take before it counts as failed (default 1800)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="build this experiment's page only (repeatable); the default is every experiment",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="where the pages and img/ go (default: docs/gallery)"
+    )
+    parser.add_argument(
+        "--runs", type=Path, default=DEFAULT_RUNS, help="where the runs go (default: build/gallery-runs)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="seconds one quick run may take before it counts as failed (default 1800)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit status 1 when a theory check fails, too")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
     from attnflow.experiments import builtin
+
     experiments = list(builtin.EXPERIMENTS.values())
     names = [e.name for e in experiments]
     unknown = [n for n in args.only if n not in names]
@@ -354,8 +418,11 @@ def main(argv=None) -> int:
         copy_figures(out, e.name, runs / e.name, record["figures"])
         write_page(out, e, record, env)
         (runs / f"{e.name}.gallery.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
-        print(f"{seconds_text(record['seconds'])}, {_status(record)}, {len(record['figures'])} figure(s)"
-              + (f"\n    {record['error'].splitlines()[-1].strip()}" if record["error"] else ""), flush=True)
+        print(
+            f"{seconds_text(record['seconds'])}, {_status(record)}, {len(record['figures'])} figure(s)"
+            + (f"\n    {record['error'].splitlines()[-1].strip()}" if record["error"] else ""),
+            flush=True,
+        )
 
     # the index: every experiment whose page was built (now or by an earlier call into the same --out/--runs)
     records = {}
@@ -366,8 +433,11 @@ def main(argv=None) -> int:
     write_index(out, experiments, records, env)
     if not args.only:  # pages of experiments that no longer exist
         for page in out.glob("*.md"):
-            if page.stem not in names and page.name != "index.md" and \
-                    page.read_text(encoding="utf-8").startswith(MARKER):
+            if (
+                page.stem not in names
+                and page.name != "index.md"
+                and page.read_text(encoding="utf-8").startswith(MARKER)
+            ):
                 page.unlink()
                 shutil.rmtree(out / "img" / page.stem, ignore_errors=True)
                 print(f"removed the stale page {page.name}")
@@ -376,9 +446,13 @@ def main(argv=None) -> int:
     failed_runs = [r["name"] for r in done if r["error"]]
     failed_checks = [(r["name"], c["name"]) for r in done for c in r["checks"] if c["passed"] is False]
     missing_text = [e.name for e in selected if read_text(e.name) is None]
-    slowest = ", ".join(f"{r['name']} {seconds_text(r['seconds'])}" for r in sorted(done, key=lambda r: -r["seconds"])[:3])
-    print(f"gallery: {len(done)} page(s) and index.md in {out}; total {seconds_text(time.perf_counter() - start)} "
-          f"(slowest: {slowest})")
+    slowest = ", ".join(
+        f"{r['name']} {seconds_text(r['seconds'])}" for r in sorted(done, key=lambda r: -r["seconds"])[:3]
+    )
+    print(
+        f"gallery: {len(done)} page(s) and index.md in {out}; total {seconds_text(time.perf_counter() - start)} "
+        f"(slowest: {slowest})"
+    )
     for name in missing_text:
         print(f"gallery: warning: no docs/gallery/text/{name}.md")
     for name, check in failed_checks:

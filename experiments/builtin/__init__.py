@@ -8,28 +8,29 @@ of one's own. ``resolve(config.experiment).execute(config)`` runs any configurat
 
 from __future__ import annotations
 
-from ..run import plan
 from ..registry import EXPERIMENTS, MODEL_KEYS, Check, Experiment, changed_model_keys, get, register
+from ..run import plan
 
 # each import registers its experiment
-from . import fig3_phase_diagram
-from . import fig5_random_matrices
-from . import fig4_circle
-from . import highdim_histogram
-from . import orthogonal_ode
-from . import sphere_movie
-from . import staircase
-from . import metastability
-from . import metastable_count
-from . import meanfield_circle
-from . import meanfield_sphere
-from . import negative_beta
-from . import renyi_centres
-from . import long_context
-from . import lost_in_middle
-from . import gaussian_closure
-from . import noisy_transition
-
+from . import (
+    fig3_phase_diagram,
+    fig4_circle,
+    fig5_random_matrices,
+    gaussian_closure,
+    highdim_histogram,
+    long_context,
+    lost_in_middle,
+    meanfield_circle,
+    meanfield_sphere,
+    metastability,
+    metastable_count,
+    negative_beta,
+    noisy_transition,
+    orthogonal_ode,
+    renyi_centres,
+    sphere_movie,
+    staircase,
+)
 from .analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS
 from .metastable_count import (
@@ -42,10 +43,27 @@ from .metastable_count import (
 )
 from .simulate import GENERIC
 
-__all__ = ["EXPERIMENTS", "GENERIC", "MODEL_KEYS", "Check", "Experiment", "changed_model_keys", "get", "register",
-           "resolve", "needs", "statistics_groups", "statistics_figures", "FIG5_PANELS",
-           "first_metastable_plateau", "metastable_states", "TIGHT_TOLERANCE", "PLATEAU_RATIO", "COUNT_CHECK_BETAS",
-           "SQRT_CHECK_BETA"]
+__all__ = [
+    "EXPERIMENTS",
+    "GENERIC",
+    "MODEL_KEYS",
+    "Check",
+    "Experiment",
+    "changed_model_keys",
+    "get",
+    "register",
+    "resolve",
+    "needs",
+    "statistics_groups",
+    "statistics_figures",
+    "FIG5_PANELS",
+    "first_metastable_plateau",
+    "metastable_states",
+    "TIGHT_TOLERANCE",
+    "PLATEAU_RATIO",
+    "COUNT_CHECK_BETAS",
+    "SQRT_CHECK_BETA",
+]
 
 
 def resolve(name: str) -> Experiment:

@@ -10,8 +10,15 @@ from ..config import ConfigError
 from ..registry import Check
 from ..run.runner import RunResult
 
-__all__ = ["plots", "mean_over_seeds", "gamma_of_t", "tag", "statistics_figures", "particle_convergence_check",
-           "dimensions"]
+__all__ = [
+    "plots",
+    "mean_over_seeds",
+    "gamma_of_t",
+    "tag",
+    "statistics_figures",
+    "particle_convergence_check",
+    "dimensions",
+]
 
 
 class LazyPlots:
@@ -29,11 +36,13 @@ plots = LazyPlots()
 
 def dimensions(*allowed: int, why: str):
     """An ``Experiment.requires`` hook: the run has one d, one of ``allowed`` (``why``: what needs it)."""
+
     def requires(config) -> None:
         if len(config.d) != 1 or config.d[0] not in allowed:
             which = " or ".join(f"d = {d}" for d in allowed)
-            raise ConfigError(f"experiment {config.experiment!r} runs one dimension, {which} ({why}); got "
-                              f"d = {list(config.d)}")
+            raise ConfigError(
+                f"experiment {config.experiment!r} runs one dimension, {which} ({why}); got d = {list(config.d)}"
+            )
 
     return requires
 
@@ -47,8 +56,7 @@ def gamma_of_t(result: RunResult, beta: float) -> np.ndarray:
     """γ_β(t) at the run's save times: the inner product of the equiangular solution (6.9)/(6.10) of the
     run's model, from the run's ρ (0 unless it starts equiangular)."""
     c = result.config
-    return np.asarray(eq.equiangular(beta, c.n, result.ts, c.rho if c.init == "equiangular" else 0.0,
-                                     model=c.model))
+    return np.asarray(eq.equiangular(beta, c.n, result.ts, c.rho if c.init == "equiangular" else 0.0, model=c.model))
 
 
 def tag(value: float) -> str:
@@ -67,13 +75,20 @@ def statistics_figures(result: RunResult) -> dict:
     c = result.config
     out = {}
     for i, d in enumerate(c.d):
+
         def draw(p, i=i, d=d):
             by_beta = {float(b): j for j, b in enumerate(c.beta)}
             return plots.attention_statistics(
-                result.ts, {b: result.stats["effective_tokens"][i, j] for b, j in by_beta.items()},
+                result.ts,
+                {b: result.stats["effective_tokens"][i, j] for b, j in by_beta.items()},
                 {b: result.stats["spectral_gap"][i, j] for b, j in by_beta.items()},
                 {b: result.stats["stationary_distribution"][i, j, 0, -1] for b, j in by_beta.items()},
-                n=c.n, d=d, logx=c.save_spacing == "log", path=p)
+                n=c.n,
+                d=d,
+                logx=c.save_spacing == "log",
+                path=p,
+            )
+
         out["attention" if len(c.d) == 1 else f"attention_d{d}"] = draw
     return out
 
@@ -87,6 +102,9 @@ def particle_convergence_check(counts, distances, *, metric: str, t: float, fmt:
     alpha = float(np.polyfit(np.log(counts), np.log(mean), 1)[0]) if np.all(np.isfinite(mean)) else float("nan")
     decreasing = bool(np.all(np.diff(mean[order]) < 0))
     shown = " → ".join(f"{v:{fmt}}" for v in mean[order])
-    return Check(f"particles → density: {metric} at t = {t:g} for n = " + ", ".join(str(n) for n in counts[order]),
-                 f"decreasing, {metric} ∝ n^α with −0.7 ≤ α ≤ −0.3 (α ≈ −1/2)", f"{shown}; α = {alpha:.2f}",
-                 decreasing and -0.7 <= alpha <= -0.3)
+    return Check(
+        f"particles → density: {metric} at t = {t:g} for n = " + ", ".join(str(n) for n in counts[order]),
+        f"decreasing, {metric} ∝ n^α with −0.7 ≤ α ≤ −0.3 (α ≈ −1/2)",
+        f"{shown}; α = {alpha:.2f}",
+        decreasing and -0.7 <= alpha <= -0.3,
+    )

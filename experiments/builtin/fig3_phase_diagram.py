@@ -40,11 +40,15 @@ def figures(result: RunResult) -> dict:
     betas = np.asarray(c.beta, dtype=float)
     curve = gamma(result) if c.model in ("sa", "usa", "usa-rescaled") else None
     if len(betas) == 1:
-        return {"clustered_fraction": lambda p: plots.cluster_count_vs_time(
-            result.ts, {float(betas[0]): result.stats["n_clusters"][0, 0]}, n=c.n, d=c.d[0], path=p)}
+        return {
+            "clustered_fraction": lambda p: plots.cluster_count_vs_time(
+                result.ts, {float(betas[0]): result.stats["n_clusters"][0, 0]}, n=c.n, d=c.d[0], path=p
+            )
+        }
     by_d = {int(d): frac[i] for i, d in enumerate(c.d)}
-    return {"phase_diagram": lambda p: plots.phase_diagram_grid(result.ts, betas, by_d, curve, n=c.n, delta=c.delta,
-                                                                 path=p)}
+    return {
+        "phase_diagram": lambda p: plots.phase_diagram_grid(result.ts, betas, by_d, curve, n=c.n, delta=c.delta, path=p)
+    }
 
 
 GAMMA_CHECK_MIN_D = 32
@@ -56,9 +60,13 @@ def checks(result: RunResult) -> list[Check]:
     c = result.config
     i = int(np.argmax(c.d))
     if c.d[i] < GAMMA_CHECK_MIN_D:
-        return [Check.not_applicable(f"phase boundary (fraction 1/2) vs Γ_∞,δ at d = {c.d[i]}",
-                                     "relative gap ≤ 0.25",
-                                     f"Γ_∞,δ is the d → ∞ boundary: compared from d = {GAMMA_CHECK_MIN_D} on")]
+        return [
+            Check.not_applicable(
+                f"phase boundary (fraction 1/2) vs Γ_∞,δ at d = {c.d[i]}",
+                "relative gap ≤ 0.25",
+                f"Γ_∞,δ is the d → ∞ boundary: compared from d = {GAMMA_CHECK_MIN_D} on",
+            )
+        ]
     t_star, betas = gamma(result)
     frac = mean_over_seeds(result, "clustered_fraction")
     crossing = crossing_times(result.ts, frac[i])
@@ -68,20 +76,42 @@ def checks(result: RunResult) -> list[Check]:
     err = float(np.median(np.abs(crossing[ok] - t_star[ok]) / t_star[ok]))
     # finite d blurs the d → ∞ boundary by O(√(log d / d)) in the inner products
     tol = 0.25 if c.d[i] < 64 else 0.1
-    return [Check(f"phase boundary (fraction 1/2) vs Γ_∞,δ at d = {c.d[i]}", f"relative gap ≤ {tol}",
-                  f"{err:.3f}", err <= tol)]
+    return [
+        Check(
+            f"phase boundary (fraction 1/2) vs Γ_∞,δ at d = {c.d[i]}", f"relative gap ≤ {tol}", f"{err:.3f}", err <= tol
+        )
+    ]
 
 
-EXPERIMENT = register(Experiment(
-    "fig3-phase-diagram",
-    "phase diagram (t, β) ↦ fraction of clustered pairs for d ∈ {2…1024}, with Γ_∞,δ",
-    "[GLPR] Fig. 3",
-    dict(experiment="fig3-phase-diagram", model="sa", n=32, d=[2, 8, 32, 128, 512, 1024], beta="0.1:9:90",
-         seeds=1024, init="uniform", t1=30.0, n_save=201, delta=1e-3, solver="rk4", dt=0.75, dense=True,
-         dtype="float32", statistics=["clustered"], save_states="no", circle="auto"),
-    dict(d=[2, 32], beta="0.5:6:12", seeds=8, n_save=61),
-    figures, checks,
-    # one β draws cluster counts instead of a phase diagram
-    needs=lambda config: ("clustered",) if len(config.beta) > 1 else ("clustered", "clusters"),
-    runtime="3.2 min cold, 3.0 min with a warm compilation cache (2 CPU cores)",
-))
+EXPERIMENT = register(
+    Experiment(
+        "fig3-phase-diagram",
+        "phase diagram (t, β) ↦ fraction of clustered pairs for d ∈ {2…1024}, with Γ_∞,δ",
+        "[GLPR] Fig. 3",
+        dict(
+            experiment="fig3-phase-diagram",
+            model="sa",
+            n=32,
+            d=[2, 8, 32, 128, 512, 1024],
+            beta="0.1:9:90",
+            seeds=1024,
+            init="uniform",
+            t1=30.0,
+            n_save=201,
+            delta=1e-3,
+            solver="rk4",
+            dt=0.75,
+            dense=True,
+            dtype="float32",
+            statistics=["clustered"],
+            save_states="no",
+            circle="auto",
+        ),
+        dict(d=[2, 32], beta="0.5:6:12", seeds=8, n_save=61),
+        figures,
+        checks,
+        # one β draws cluster counts instead of a phase diagram
+        needs=lambda config: ("clustered",) if len(config.beta) > 1 else ("clustered", "clusters"),
+        runtime="3.2 min cold, 3.0 min with a warm compilation cache (2 CPU cores)",
+    )
+)

@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...particles import gaussian_closure as gc
-from ...particles.layernorm import NoLN
 from ...particles.fields import SA
+from ...particles.layernorm import NoLN
 from ...solvers.problem import check_steps
 from ...solvers.simulation import simulate
 from ..config import ConfigError
@@ -47,11 +47,15 @@ VALUE_KINDS = ("identity", "random")
 
 _DIMS = ["d", "beta", "seed"]
 STAT_DIMENSIONS.update(
-    closure_error=_DIMS + ["size", "replica", "time"], closure_mean_error=_DIMS + ["size", "replica", "time"],
-    collapse_particles=_DIMS + ["collapse_time", "eigen"], collapse_closure=_DIMS + ["collapse_time", "eigen"],
-    rank_counts=_DIMS + ["rank_dim", "value", "rank_bin"], rank_failed=_DIMS + ["rank_dim", "value"],
+    closure_error=_DIMS + ["size", "replica", "time"],
+    closure_mean_error=_DIMS + ["size", "replica", "time"],
+    collapse_particles=_DIMS + ["collapse_time", "eigen"],
+    collapse_closure=_DIMS + ["collapse_time", "eigen"],
+    rank_counts=_DIMS + ["rank_dim", "value", "rank_bin"],
+    rank_failed=_DIMS + ["rank_dim", "value"],
     rank_bound=_DIMS + ["rank_dim"],
-    identity_limit_error=_DIMS + ["rank_dim"])
+    identity_limit_error=_DIMS + ["rank_dim"],
+)
 
 
 def rate_times(config) -> np.ndarray:
@@ -107,8 +111,16 @@ def _rate_part(config, d, beta):
     field = NoLN(SA(beta, Q, K, V))
     for i, n in enumerate(sizes):
         x0 = gc.gaussian_sample(np.random.default_rng([config.seed, 3, n]), n, m0, S0, (config.replicas,))
-        sol = simulate(field, x0, float(config.t1), ts=ts, solver="rk4", dt=float(config.dt), save=_moments_save,
-                       dtype=config.dtype)
+        sol = simulate(
+            field,
+            x0,
+            float(config.t1),
+            ts=ts,
+            solver="rk4",
+            dt=float(config.dt),
+            save=_moments_save,
+            dtype=config.dtype,
+        )
         cov = np.asarray(sol.stats["cov"], dtype=np.float64)
         mean = np.asarray(sol.stats["mean"], dtype=np.float64)
         cov_err[i] = np.linalg.norm(cov - closure.cov, axis=(-1, -2)) / scale
@@ -122,8 +134,16 @@ def _collapse_part(config, d, beta):
     closure = gc.solve_closure(np.zeros(d), S0, ts, beta, Q, -Q, V)
     half = gc.gaussian_sample(np.random.default_rng([config.seed, 4]), max(1, config.n // 2), np.zeros(d), S0)
     x0 = np.concatenate([half, -half])  # symmetric under x → −x: the mean stays 0 (V would make it grow)
-    sol = simulate(NoLN(SA(beta, Q, -Q, V)), x0, float(config.collapse_time), ts=ts, solver="rk4",
-                   dt=float(config.dt), save=_moments_save, dtype=config.dtype)
+    sol = simulate(
+        NoLN(SA(beta, Q, -Q, V)),
+        x0,
+        float(config.collapse_time),
+        ts=ts,
+        solver="rk4",
+        dt=float(config.dt),
+        save=_moments_save,
+        dtype=config.dtype,
+    )
     particles = np.linalg.eigvalsh(np.asarray(sol.stats["cov"], dtype=np.float64))
     return particles, np.linalg.eigvalsh(closure.cov)
 
@@ -174,16 +194,33 @@ def run(config, *, progress=None) -> RunResult:
     def member(a):  # statistics carry the (d, β, seed) axes of every run, here of length one
         return np.asarray(a, dtype=float)[None, None, None]
 
-    stats = {"closure_error": member(cov_err), "closure_mean_error": member(mean_err),
-             "collapse_particles": member(particles), "collapse_closure": member(closure),
-             "rank_counts": member(counts), "rank_failed": member(failed), "rank_bound": member(bound),
-             "identity_limit_error": member(identity_error)}
-    extra = {"size": (np.asarray(config.particle_counts), ["size"]), "time": (rate_times(config), ["time"]),
-             "collapse_time": (collapse_times(config), ["collapse_time"]),
-             "rank_dim": (np.asarray(config.rank_dims), ["rank_dim"])}
+    stats = {
+        "closure_error": member(cov_err),
+        "closure_mean_error": member(mean_err),
+        "collapse_particles": member(particles),
+        "collapse_closure": member(closure),
+        "rank_counts": member(counts),
+        "rank_failed": member(failed),
+        "rank_bound": member(bound),
+        "identity_limit_error": member(identity_error),
+    }
+    extra = {
+        "size": (np.asarray(config.particle_counts), ["size"]),
+        "time": (rate_times(config), ["time"]),
+        "collapse_time": (collapse_times(config), ["collapse_time"]),
+        "rank_dim": (np.asarray(config.rank_dims), ["rank_dim"]),
+    }
     one = np.zeros((1, 1, 1))
-    return RunResult(config=config, ts=rate_times(config), stats=stats, xs=None, steps=one.astype(np.int64),
-                     t_event=np.full(one.shape, np.inf), wall_time_s=time.perf_counter() - start, extra=extra)
+    return RunResult(
+        config=config,
+        ts=rate_times(config),
+        stats=stats,
+        xs=None,
+        steps=one.astype(np.int64),
+        t_event=np.full(one.shape, np.inf),
+        wall_time_s=time.perf_counter() - start,
+        extra=extra,
+    )
 
 
 def requires(config) -> None:
@@ -205,12 +242,18 @@ def memory(config) -> dict:
     d = config.d[0]
     largest = max(config.particle_counts, default=0) * config.replicas
     times = config.n_save
-    return {"the particles' states and rk4 stages [particle_counts, replicas, n]": 8 * 7 * (largest + config.n) * d,
-            "the particles' attention [particle_counts, n]": 8 * 3 * max(config.n, max(config.particle_counts,
-                                                                                        default=0)) ** 2,
-            "the draws of the limit ranks [rank_draws, rank_dims]":
-                8 * 12 * config.rank_draws * sum(k * k for k in config.rank_dims) * len(VALUE_KINDS),
-            "the moments at every save time [n_save, replicas]": 8 * 2 * times * config.replicas * (d * d + d)}
+    return {
+        "the particles' states and rk4 stages [particle_counts, replicas, n]": 8 * 7 * (largest + config.n) * d,
+        "the particles' attention [particle_counts, n]": 8
+        * 3
+        * max(config.n, max(config.particle_counts, default=0)) ** 2,
+        "the draws of the limit ranks [rank_draws, rank_dims]": 8
+        * 12
+        * config.rank_draws
+        * sum(k * k for k in config.rank_dims)
+        * len(VALUE_KINDS),
+        "the moments at every save time [n_save, replicas]": 8 * 2 * times * config.replicas * (d * d + d),
+    }
 
 
 def figures(result: RunResult) -> dict:
@@ -219,14 +262,19 @@ def figures(result: RunResult) -> dict:
     sizes = np.asarray(c.particle_counts)
     return {
         "closure_rate": lambda p: plots.closure_rate(
-            sizes, s["closure_error"][0, 0, 0], rate_times(c), d=c.d[0], beta=c.beta[0], path=p),
+            sizes, s["closure_error"][0, 0, 0], rate_times(c), d=c.d[0], beta=c.beta[0], path=p
+        ),
         "closure_collapse": lambda p: plots.closure_collapse(
-            collapse_times(c), s["collapse_particles"][0, 0, 0], s["collapse_closure"][0, 0, 0], n=c.n,
-            path=p),
+            collapse_times(c), s["collapse_particles"][0, 0, 0], s["collapse_closure"][0, 0, 0], n=c.n, path=p
+        ),
         "limit_ranks": lambda p: plots.limit_rank_histograms(
-            np.asarray(c.rank_dims), s["rank_counts"][0, 0, 0], s["rank_bound"][0, 0, 0],
+            np.asarray(c.rank_dims),
+            s["rank_counts"][0, 0, 0],
+            s["rank_bound"][0, 0, 0],
             failed=s["rank_failed"][0, 0, 0] if "rank_failed" in s else None,
-            value_labels=(r"$V = I$", r"$V = M^\top M/d$ random"), path=p),
+            value_labels=(r"$V = I$", r"$V = M^\top M/d$ random"),
+            path=p,
+        ),
     }
 
 
@@ -238,24 +286,55 @@ def checks(result: RunResult) -> list[Check]:
     out = []
     if sizes.size >= 2:
         slope = fitted_slope(sizes, err[:, :, -1])
-        out.append(Check(f"covariance error at t = {c.t1:g} against n = {sizes.min()} … {sizes.max()}: fitted slope",
-                         "−0.5 ± 0.25", f"{slope:+.3f}", abs(slope + 0.5) <= 0.25))
+        out.append(
+            Check(
+                f"covariance error at t = {c.t1:g} against n = {sizes.min()} … {sizes.max()}: fitted slope",
+                "−0.5 ± 0.25",
+                f"{slope:+.3f}",
+                abs(slope + 0.5) <= 0.25,
+            )
+        )
     rms = np.sqrt(np.mean(err[-1] ** 2, axis=0))
     worst = float(rms.max() * np.sqrt(sizes[-1]))
-    out.append(Check(f"n = {sizes[-1]}: √n × RMS relative covariance error over [0, {c.t1:g}]", "≤ 3",
-                     f"{worst:.2f}", worst <= 3.0))
+    out.append(
+        Check(
+            f"n = {sizes[-1]}: √n × RMS relative covariance error over [0, {c.t1:g}]",
+            "≤ 3",
+            f"{worst:.2f}",
+            worst <= 3.0,
+        )
+    )
     part, clos = s["collapse_particles"][0, 0, 0], s["collapse_closure"][0, 0, 0]
     gap = float(np.max(np.abs(part[-1] - clos[-1]) / clos[-1].max()))
-    out.append(Check(f"collapse (n = {c.n}, t = {c.collapse_time:g}): particle eigenvalues against the closure",
-                     "within 0.1 of the largest", f"{gap:.3f}", gap <= 0.1))
+    out.append(
+        Check(
+            f"collapse (n = {c.n}, t = {c.collapse_time:g}): particle eigenvalues against the closure",
+            "within 0.1 of the largest",
+            f"{gap:.3f}",
+            gap <= 0.1,
+        )
+    )
     fall = float(clos[-1, 0] / clos[-1, -1])
-    out.append(Check("collapse: the direction of range A shrinks (closure, smallest/largest eigenvalue)", "≤ 0.05",
-                     f"{fall:.4f}", fall <= 0.05))
+    out.append(
+        Check(
+            "collapse: the direction of range A shrinks (closure, smallest/largest eigenvalue)",
+            "≤ 0.05",
+            f"{fall:.4f}",
+            fall <= 0.05,
+        )
+    )
     counts, bound = s["rank_counts"][0, 0, 0], s["rank_bound"][0, 0, 0]
     failed = s["rank_failed"][0, 0, 0] if "rank_failed" in s else None  # absent from results stored without it
     if failed is not None:
-        out.append(Check(f"limit ranks: closure solves that failed (of {failed.size * c.rank_draws}; counted apart, "
-                         "not as unsettled)", "0", f"{int(failed.sum())}", failed.sum() == 0))
+        out.append(
+            Check(
+                f"limit ranks: closure solves that failed (of {failed.size * c.rank_draws}; counted apart, "
+                "not as unsettled)",
+                "0",
+                f"{int(failed.sum())}",
+                failed.sum() == 0,
+            )
+        )
 
     def of(i, j):
         return "" if failed is None else f", {int(failed[i, j])} failed"
@@ -264,37 +343,87 @@ def checks(result: RunResult) -> list[Check]:
         b = int(bound[i])
         ident, rand = counts[i, 0], counts[i, 1]
         settled = int(ident[:-1].sum())
-        out.append(Check(f"d = {d}, V = I: settled limits of rank d − rank A = {b}", "all, ≥ 90% of the draws settled",
-                         f"{int(ident[b])} of {settled} settled ({c.rank_draws} draws{of(i, 0)})",
-                         ident[b] == settled and settled >= 0.9 * c.rank_draws))
-        above = int(rand[b + 1:-1].sum())
-        out.append(Check(f"d = {d}, V random: settled limits of rank > {b}", "0",
-                         f"{above} ({int(rand[:-1].sum())} of {c.rank_draws} settled{of(i, 1)})",
-                         above == 0 and rand[:-1].sum() > 0))
+        out.append(
+            Check(
+                f"d = {d}, V = I: settled limits of rank d − rank A = {b}",
+                "all, ≥ 90% of the draws settled",
+                f"{int(ident[b])} of {settled} settled ({c.rank_draws} draws{of(i, 0)})",
+                ident[b] == settled and settled >= 0.9 * c.rank_draws,
+            )
+        )
+        above = int(rand[b + 1 : -1].sum())
+        out.append(
+            Check(
+                f"d = {d}, V random: settled limits of rank > {b}",
+                "0",
+                f"{above} ({int(rand[:-1].sum())} of {c.rank_draws} settled{of(i, 1)})",
+                above == 0 and rand[:-1].sum() > 0,
+            )
+        )
     gap = float(np.max(s["identity_limit_error"][0, 0, 0]))
-    out.append(Check("V = I: closure at t = 10⁶ against the exact limit P(PᵀΣ0⁻¹P)⁻¹Pᵀ (relative)", "≤ 1e-3",
-                     f"{gap:.1e}", gap <= 1e-3))
+    out.append(
+        Check(
+            "V = I: closure at t = 10⁶ against the exact limit P(PᵀΣ0⁻¹P)⁻¹Pᵀ (relative)",
+            "≤ 1e-3",
+            f"{gap:.1e}",
+            gap <= 1e-3,
+        )
+    )
     return out
 
 
-EXPERIMENT = register(Experiment(
-    "gaussian-closure",
-    "Gaussian tokens without layer norm: the covariance closure Σ̇ = VΣAΣ + (VΣAΣ)ᵀ against particles (n^-1/2), "
-    "and its limit ranks d − rank A",
-    "arXiv 2501.18322 §5",
-    dict(experiment="gaussian-closure", norm="none", d=[3], beta=[float(gc.paper_beta(3))], seed=0, seeds=1, replicas=8,
-         particle_counts=[128, 256, 512, 1024, 2048, 4096], t1=2.0, n_save=21, dt=0.05, solver="rk4", n=2048,
-         collapse_time=20.0, rank_dims=[3, 4, 5], rank_draws=100, dtype="float64"),
-    dict(particle_counts=[64, 128, 256, 512], replicas=6, n=512, rank_draws=30),
-    figures, checks,
-    needs=lambda config: (),
-    run=run,
-    keys=("d", "beta", "seed", "replicas", "particle_counts", "t1", "n_save", "dt", "n", "collapse_time", "rank_dims",
-          "rank_draws", "dtype"),
-    memory=memory,
-    requires=requires,
-    headline=lambda c: (f"closure vs particles in d = {c.d[0]} for n ∈ {list(c.particle_counts)} ({c.replicas} replicas, "
-                        f"t ≤ {c.t1:g}), collapse of n = {c.n} to t = {c.collapse_time:g}, limit ranks for "
-                        f"d ∈ {list(c.rank_dims)} ({c.rank_draws} draws each)"),
-    runtime="≈ 2.5 min",
-))
+EXPERIMENT = register(
+    Experiment(
+        "gaussian-closure",
+        "Gaussian tokens without layer norm: the covariance closure Σ̇ = VΣAΣ + (VΣAΣ)ᵀ against particles (n^-1/2), "
+        "and its limit ranks d − rank A",
+        "arXiv 2501.18322 §5",
+        dict(
+            experiment="gaussian-closure",
+            norm="none",
+            d=[3],
+            beta=[float(gc.paper_beta(3))],
+            seed=0,
+            seeds=1,
+            replicas=8,
+            particle_counts=[128, 256, 512, 1024, 2048, 4096],
+            t1=2.0,
+            n_save=21,
+            dt=0.05,
+            solver="rk4",
+            n=2048,
+            collapse_time=20.0,
+            rank_dims=[3, 4, 5],
+            rank_draws=100,
+            dtype="float64",
+        ),
+        dict(particle_counts=[64, 128, 256, 512], replicas=6, n=512, rank_draws=30),
+        figures,
+        checks,
+        needs=lambda config: (),
+        run=run,
+        keys=(
+            "d",
+            "beta",
+            "seed",
+            "replicas",
+            "particle_counts",
+            "t1",
+            "n_save",
+            "dt",
+            "n",
+            "collapse_time",
+            "rank_dims",
+            "rank_draws",
+            "dtype",
+        ),
+        memory=memory,
+        requires=requires,
+        headline=lambda c: (
+            f"closure vs particles in d = {c.d[0]} for n ∈ {list(c.particle_counts)} ({c.replicas} replicas, "
+            f"t ≤ {c.t1:g}), collapse of n = {c.n} to t = {c.collapse_time:g}, limit ranks for "
+            f"d ∈ {list(c.rank_dims)} ({c.rank_draws} draws each)"
+        ),
+        runtime="≈ 2.5 min",
+    )
+)

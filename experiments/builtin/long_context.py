@@ -18,8 +18,13 @@ import time
 
 import numpy as np
 
-from ...particles.long_context import (attention_layer, critical_gamma, equiangular_layer, equiangular_tokens,
-                                       layer_limit)
+from ...particles.long_context import (
+    attention_layer,
+    critical_gamma,
+    equiangular_layer,
+    equiangular_tokens,
+    layer_limit,
+)
 from ...solvers.progress import Counter
 from ..config import ConfigError
 from ..registry import Check, Experiment, register
@@ -30,8 +35,12 @@ CLOSED_FORM_LENGTHS = np.unique(np.round(np.logspace(1, 12, 45)).astype(np.int64
 """Context lengths of the exact curves: 10 … 10¹²."""
 
 _DIMS = ["d", "beta", "seed", "gamma"]
-STAT_DIMENSIONS.update(layer_cosine=_DIMS + ["context"], layer_cosine_of_tokens=_DIMS + ["context"],
-                       layer_limit=_DIMS, layer_cosine_curve=_DIMS + ["curve_context"])
+STAT_DIMENSIONS.update(
+    layer_cosine=_DIMS + ["context"],
+    layer_cosine_of_tokens=_DIMS + ["context"],
+    layer_limit=_DIMS,
+    layer_cosine_curve=_DIMS + ["curve_context"],
+)
 
 
 def _particle_cosine(n: int, rho: float, beta: float, residual: float) -> float:
@@ -66,13 +75,28 @@ def run(config, *, progress=None) -> RunResult:
     def member(a):  # statistics carry the (d, β, seed) axes of every run, here of length one
         return np.asarray(a, dtype=float)[None, None, None]
 
-    stats = {"layer_cosine": member(at_lengths), "layer_cosine_of_tokens": member(particles),
-             "layer_limit": member(layer_limit(rho, gammas, alpha)), "layer_cosine_curve": member(exact)}
+    stats = {
+        "layer_cosine": member(at_lengths),
+        "layer_cosine_of_tokens": member(particles),
+        "layer_limit": member(layer_limit(rho, gammas, alpha)),
+        "layer_cosine_curve": member(exact),
+    }
     # coordinates of the statistics' own axes (results.npz, af.load)
-    extra = {"gamma": (gammas, ["gamma"]), "context": (lengths, ["context"]),
-             "curve_context": (CLOSED_FORM_LENGTHS, ["curve_context"])}
-    return RunResult(config=config, ts=np.zeros(1), stats=stats, xs=None, steps=one.astype(np.int64),
-                     t_event=np.full(one.shape, np.inf), wall_time_s=time.perf_counter() - start, extra=extra)
+    extra = {
+        "gamma": (gammas, ["gamma"]),
+        "context": (lengths, ["context"]),
+        "curve_context": (CLOSED_FORM_LENGTHS, ["curve_context"]),
+    }
+    return RunResult(
+        config=config,
+        ts=np.zeros(1),
+        stats=stats,
+        xs=None,
+        steps=one.astype(np.int64),
+        t_event=np.full(one.shape, np.inf),
+        wall_time_s=time.perf_counter() - start,
+        extra=extra,
+    )
 
 
 MAX_CONTEXT = 10**15
@@ -86,8 +110,9 @@ def requires(config) -> None:
     if not config.context_lengths:
         raise ConfigError("long-context needs context_lengths, e.g. [10, 100, 1000]")
     if max(config.context_lengths) > MAX_CONTEXT:
-        raise ConfigError(f"context_lengths must be ≤ 1e15 (n and log n exact in float64), got "
-                          f"{max(config.context_lengths)}")
+        raise ConfigError(
+            f"context_lengths must be ≤ 1e15 (n and log n exact in float64), got {max(config.context_lengths)}"
+        )
 
 
 def memory(config) -> dict:
@@ -99,10 +124,20 @@ def memory(config) -> dict:
 def figures(result: RunResult) -> dict:
     """The cosine of two outputs against n, one curve per γ, with its limit."""
     c, s = result.config, result.stats
-    return {"long_context": lambda p: plots.long_context_layer(
-        CLOSED_FORM_LENGTHS, s["layer_cosine_curve"][0, 0, 0], np.asarray(c.context_lengths),
-        s["layer_cosine_of_tokens"][0, 0, 0], np.asarray(c.gamma), s["layer_limit"][0, 0, 0], rho=c.rho,
-        critical=critical_gamma(c.rho), residual=c.residual, path=p)}
+    return {
+        "long_context": lambda p: plots.long_context_layer(
+            CLOSED_FORM_LENGTHS,
+            s["layer_cosine_curve"][0, 0, 0],
+            np.asarray(c.context_lengths),
+            s["layer_cosine_of_tokens"][0, 0, 0],
+            np.asarray(c.gamma),
+            s["layer_limit"][0, 0, 0],
+            rho=c.rho,
+            critical=critical_gamma(c.rho),
+            residual=c.residual,
+            path=p,
+        )
+    }
 
 
 def checks(result: RunResult) -> list[Check]:
@@ -116,31 +151,53 @@ def checks(result: RunResult) -> list[Check]:
     if have.any():
         gap = float(np.max(np.abs(measured[have] - exact[have])))
         longest = int(lengths[have.any(axis=0)].max())
-        out.append(Check(f"token arrays (n ≤ {longest}) against the exact cosine", "≤ 1e-5 (float32)", f"{gap:.1e}",
-                         gap <= 1e-5))
+        out.append(
+            Check(
+                f"token arrays (n ≤ {longest}) against the exact cosine", "≤ 1e-5 (float32)", f"{gap:.1e}", gap <= 1e-5
+            )
+        )
     far = s["layer_cosine_curve"][0, 0, 0][:, -1]  # n = 10¹²
     gc = critical_gamma(c.rho)
     for g, lim, value in zip(gammas, limit, far):
         regime = "collapse" if g < gc - 1e-12 else "critical" if abs(g - gc) <= 1e-12 else "identity"
-        out.append(Check(f"γ = {g:g} ({regime}): cosine at n = 10¹² → limit {lim:.4f}", "within 1e-3",
-                         f"{value:.6f}", abs(value - lim) <= 1e-3))
+        out.append(
+            Check(
+                f"γ = {g:g} ({regime}): cosine at n = 10¹² → limit {lim:.4f}",
+                "within 1e-3",
+                f"{value:.6f}",
+                abs(value - lim) <= 1e-3,
+            )
+        )
     return out
 
 
-EXPERIMENT = register(Experiment(
-    "long-context",
-    "one attention layer at β = γ log n: collapse below γ_c = 1/(1 − ρ), identity above, 4ρ/(1 + 3ρ) at γ_c",
-    "arXiv 2510.05554, 2512.01868 §6",
-    dict(experiment="long-context", rho=0.5, gamma=[1.0, 2.0, 3.0], residual=0.0,
-         context_lengths=[10, 30, 100, 300, 1000, 3000, 10000], particle_max=10_000, seeds=1, d=[2]),
-    dict(context_lengths=[10, 100, 1000], particle_max=1000),
-    figures, checks,
-    needs=lambda config: (),
-    run=run,
-    keys=("rho", "gamma", "residual", "context_lengths", "particle_max"),
-    memory=memory,
-    requires=requires,
-    headline=lambda c: (f"one layer at β = γ log n for γ ∈ {list(c.gamma)}, ρ = {c.rho:g}, residual α = {c.residual:g}, "
-                        f"n ∈ {list(c.context_lengths)} (token arrays up to n = {c.particle_max})"),
-    runtime="45 s and 3 GB of memory (`--set particle_max=3000` for less)",
-))
+EXPERIMENT = register(
+    Experiment(
+        "long-context",
+        "one attention layer at β = γ log n: collapse below γ_c = 1/(1 − ρ), identity above, 4ρ/(1 + 3ρ) at γ_c",
+        "arXiv 2510.05554, 2512.01868 §6",
+        dict(
+            experiment="long-context",
+            rho=0.5,
+            gamma=[1.0, 2.0, 3.0],
+            residual=0.0,
+            context_lengths=[10, 30, 100, 300, 1000, 3000, 10000],
+            particle_max=10_000,
+            seeds=1,
+            d=[2],
+        ),
+        dict(context_lengths=[10, 100, 1000], particle_max=1000),
+        figures,
+        checks,
+        needs=lambda config: (),
+        run=run,
+        keys=("rho", "gamma", "residual", "context_lengths", "particle_max"),
+        memory=memory,
+        requires=requires,
+        headline=lambda c: (
+            f"one layer at β = γ log n for γ ∈ {list(c.gamma)}, ρ = {c.rho:g}, residual α = {c.residual:g}, "
+            f"n ∈ {list(c.context_lengths)} (token arrays up to n = {c.particle_max})"
+        ),
+        runtime="45 s and 3 GB of memory (`--set particle_max=3000` for less)",
+    )
+)

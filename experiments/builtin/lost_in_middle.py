@@ -45,12 +45,16 @@ Z_LIMIT = 4.0
 
 _DIMS = ["d", "beta", "seed"]
 STAT_DIMENSIONS.update(
-    profile_curve=_DIMS + ["profile_fraction", "position"], profile_at_times=_DIMS + ["profile_time", "position"],
+    profile_curve=_DIMS + ["profile_fraction", "position"],
+    profile_at_times=_DIMS + ["profile_time", "position"],
     profile_minimum=_DIMS + ["profile_fraction"],
     critical_curve=_DIMS + ["curve_beta"],
-    soft_accuracy=_DIMS + ["profile_time", "source"], soft_accuracy_error=_DIMS + ["profile_time", "source"],
-    soft_accuracy_theory=_DIMS + ["profile_time", "source"], soft_accuracy_linear=_DIMS + ["profile_time", "source"],
-    reference_angles=_DIMS + ["reference_time", "token"])
+    soft_accuracy=_DIMS + ["profile_time", "source"],
+    soft_accuracy_error=_DIMS + ["profile_time", "source"],
+    soft_accuracy_theory=_DIMS + ["profile_time", "source"],
+    soft_accuracy_linear=_DIMS + ["profile_time", "source"],
+    reference_angles=_DIMS + ["reference_time", "token"],
+)
 
 
 def decay_field(beta: float, n: int, lam: float) -> USA:
@@ -75,10 +79,19 @@ def _estimate(config, beta: float, times: np.ndarray, bins, meter) -> tuple[np.n
     ts = np.concatenate([[0.0], times])
     parts = []
     for lo in range(0, runs, CHUNK):  # chunks bound the memory of the dense weights
-        th = theta0[lo:lo + CHUNK]
+        th = theta0[lo : lo + CHUNK]
         x0 = np.stack([np.cos(th), np.sin(th)], axis=-1)
-        sol = simulate(field, x0, float(times[-1]), ts=ts, solver=config.solver, dt=config.dt,
-                       rtol=config.rtol, atol=config.atol, dtype=config.dtype)
+        sol = simulate(
+            field,
+            x0,
+            float(times[-1]),
+            ts=ts,
+            solver=config.solver,
+            dt=config.dt,
+            rtol=config.rtol,
+            atol=config.atol,
+            dtype=config.dtype,
+        )
         angles = _angles(sol.xs)  # (chunk, T, n)
         parts.append(np.stack([_per_run(angles[:, k], th, config.classes) for k in range(1, ts.size)], axis=1))
         if meter is not None:
@@ -103,8 +116,9 @@ def run(config, *, progress=None) -> RunResult:
     times = np.asarray(config.profile_times, dtype=float)
     bins = _bins(n)
     t_crit = np.array([lim.critical_time(b, lam, classes) for b in betas])
-    curves = np.stack([[lim.profile(POSITIONS, f * tc, b, lam, classes) for f in PROFILE_FRACTIONS]
-                       for b, tc in zip(betas, t_crit)])
+    curves = np.stack(
+        [[lim.profile(POSITIONS, f * tc, b, lam, classes) for f in PROFILE_FRACTIONS] for b, tc in zip(betas, t_crit)]
+    )
     minimum = POSITIONS[np.argmin(curves, axis=-1)]
     critical_curve = np.array([lim.critical_time(b, lam, classes) for b in CRITICAL_BETAS])
     sources = np.arange(1, n) / n
@@ -118,8 +132,11 @@ def run(config, *, progress=None) -> RunResult:
 
     show = progress is not False and (progress or config.progress)
     estimate, error = [], []
-    with Counter(betas.size * config.profile_runs, label="lost-in-the-middle", unit="runs") if show \
-            else contextlib.nullcontext() as meter:
+    with (
+        Counter(betas.size * config.profile_runs, label="lost-in-the-middle", unit="runs")
+        if show
+        else contextlib.nullcontext() as meter
+    ):
         for b in betas:  # a handful of temperatures; the runs of each are one vmapped ensemble per chunk
             m, e = _estimate(config, float(b), times, bins, meter)
             estimate.append(m)
@@ -128,26 +145,59 @@ def run(config, *, progress=None) -> RunResult:
     ref_ts = save_times(config)
     theta, _ = lim.cluster_start(n, config.seed)
     x0 = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
-    reference = np.stack([_angles(simulate(decay_field(float(b), n, lam), x0, config.t1, ts=ref_ts,
-                                           solver=config.solver, dt=config.dt, rtol=config.rtol, atol=config.atol,
-                                           dtype=config.dtype).xs)
-                          for b in betas])  # (β, T, n)
+    reference = np.stack(
+        [
+            _angles(
+                simulate(
+                    decay_field(float(b), n, lam),
+                    x0,
+                    config.t1,
+                    ts=ref_ts,
+                    solver=config.solver,
+                    dt=config.dt,
+                    rtol=config.rtol,
+                    atol=config.atol,
+                    dtype=config.dtype,
+                ).xs
+            )
+            for b in betas
+        ]
+    )  # (β, T, n)
 
     def member(a):  # statistics carry the (d, β, seed) axes of every run: d and seed of length one
         return np.asarray(a, dtype=float)[None, :, None]
 
-    stats = {"profile_curve": member(curves), "profile_at_times": member(at_times), "profile_minimum": member(minimum),
-             "critical_curve": member(np.broadcast_to(critical_curve, (betas.size, critical_curve.size))),
-             "soft_accuracy": member(estimate), "soft_accuracy_error": member(error),
-             "soft_accuracy_theory": member(theory), "soft_accuracy_linear": member(linear),
-             "reference_angles": member(reference)}
-    extra = {"profile_fraction": (PROFILE_FRACTIONS, ["profile_fraction"]), "position": (POSITIONS, ["position"]),
-             "curve_beta": (CRITICAL_BETAS, ["curve_beta"]), "profile_time": (times, ["profile_time"]),
-             "source": (_sources(n), ["source"]), "reference_time": (ref_ts, ["reference_time"]),
-             "token": (np.arange(1, n + 1), ["token"])}
+    stats = {
+        "profile_curve": member(curves),
+        "profile_at_times": member(at_times),
+        "profile_minimum": member(minimum),
+        "critical_curve": member(np.broadcast_to(critical_curve, (betas.size, critical_curve.size))),
+        "soft_accuracy": member(estimate),
+        "soft_accuracy_error": member(error),
+        "soft_accuracy_theory": member(theory),
+        "soft_accuracy_linear": member(linear),
+        "reference_angles": member(reference),
+    }
+    extra = {
+        "profile_fraction": (PROFILE_FRACTIONS, ["profile_fraction"]),
+        "position": (POSITIONS, ["position"]),
+        "curve_beta": (CRITICAL_BETAS, ["curve_beta"]),
+        "profile_time": (times, ["profile_time"]),
+        "source": (_sources(n), ["source"]),
+        "reference_time": (ref_ts, ["reference_time"]),
+        "token": (np.arange(1, n + 1), ["token"]),
+    }
     one = np.zeros((1, betas.size, 1))
-    return RunResult(config=config, ts=np.zeros(1), stats=stats, xs=None, steps=one.astype(np.int64),
-                     t_event=np.full(one.shape, np.inf), wall_time_s=time.perf_counter() - start, extra=extra)
+    return RunResult(
+        config=config,
+        ts=np.zeros(1),
+        stats=stats,
+        xs=None,
+        steps=one.astype(np.int64),
+        t_event=np.full(one.shape, np.inf),
+        wall_time_s=time.perf_counter() - start,
+        extra=extra,
+    )
 
 
 def _sources(n: int) -> np.ndarray:
@@ -161,15 +211,33 @@ def figures(result: RunResult) -> dict:
     beta = float(np.asarray(c.beta, dtype=float)[0])
     return {
         "lost_in_the_middle": lambda p: plots.retrieval_profiles(
-            POSITIONS, PROFILE_FRACTIONS, s["profile_curve"][0, 0, 0],
+            POSITIONS,
+            PROFILE_FRACTIONS,
+            s["profile_curve"][0, 0, 0],
             lim.critical_time(beta, c.decay_rate, c.classes),
-            np.asarray(c.profile_times), s["profile_at_times"][0, 0, 0], _sources(c.n),
-            s["soft_accuracy"][0, 0, 0], s["soft_accuracy_error"][0, 0, 0], CRITICAL_BETAS,
-            s["critical_curve"][0, 0, 0], beta=beta, lam=c.decay_rate, classes=c.classes, n=c.n, runs=c.profile_runs,
-            marks=PAPER_CRITICAL_TIMES if (c.decay_rate, c.classes) == (1.0, 8.0) else None, path=p),
+            np.asarray(c.profile_times),
+            s["profile_at_times"][0, 0, 0],
+            _sources(c.n),
+            s["soft_accuracy"][0, 0, 0],
+            s["soft_accuracy_error"][0, 0, 0],
+            CRITICAL_BETAS,
+            s["critical_curve"][0, 0, 0],
+            beta=beta,
+            lam=c.decay_rate,
+            classes=c.classes,
+            n=c.n,
+            runs=c.profile_runs,
+            marks=PAPER_CRITICAL_TIMES if (c.decay_rate, c.classes) == (1.0, 8.0) else None,
+            path=p,
+        ),
         "lost_in_the_middle_particles": lambda p: plots.decay_snapshots(
-            save_times(c), s["reference_angles"][0, 0, 0], lim.cluster_start(c.n, c.seed)[1],
-            beta=beta, lam=c.decay_rate, path=p),
+            save_times(c),
+            s["reference_angles"][0, 0, 0],
+            lim.cluster_start(c.n, c.seed)[1],
+            beta=beta,
+            lam=c.decay_rate,
+            path=p,
+        ),
     }
 
 
@@ -180,21 +248,39 @@ def checks(result: RunResult) -> list[Check]:
     if c.decay_rate == 1.0 and c.classes == 8.0:
         for b, paper in PAPER_CRITICAL_TIMES.items():
             value = lim.critical_time(b, 1.0, 8.0)
-            out.append(Check(f"t_crit at β = {b:g} (λ = 1, M = 8, n ≤ 20)", f"{paper:.6f}", f"{value:.6f}",
-                             abs(value - paper) <= 5e-7))
+            out.append(
+                Check(
+                    f"t_crit at β = {b:g} (λ = 1, M = 8, n ≤ 20)",
+                    f"{paper:.6f}",
+                    f"{value:.6f}",
+                    abs(value - paper) <= 5e-7,
+                )
+            )
     end = POSITIONS[-1]
     for k, b in enumerate(np.asarray(c.beta, dtype=float)):
         minimum = s["profile_minimum"][0, k, 0]
         before, after = minimum[PROFILE_FRACTIONS < 1], minimum[PROFILE_FRACTIONS > 1]
         moves = bool(np.all(np.diff(before) > 0) and np.all(before < end) and np.all(after == end))
-        out.append(Check(f"β = {b:g}: the profile's minimum moves to the end, reaching it past t_crit = "
-                         f"{lim.critical_time(b, c.decay_rate, c.classes):.4f}", "inside, increasing; then s = 0.98",
-                         ", ".join(f"{m:.2f}" for m in minimum), moves))
+        out.append(
+            Check(
+                f"β = {b:g}: the profile's minimum moves to the end, reaching it past t_crit = "
+                f"{lim.critical_time(b, c.decay_rate, c.classes):.4f}",
+                "inside, increasing; then s = 0.98",
+                ", ".join(f"{m:.2f}" for m in minimum),
+                moves,
+            )
+        )
         z = (s["soft_accuracy"][0, k, 0] - s["soft_accuracy_theory"][0, k, 0]) / s["soft_accuracy_error"][0, k, 0]
         worst = float(np.max(np.abs(z)))
-        out.append(Check(f"β = {b:g}: particle soft accuracy ({c.profile_runs} runs of n = {c.n}, t ∈ "
-                         f"{list(c.profile_times)}) against S_t", f"every bin within {Z_LIMIT:g} standard errors",
-                         f"largest {worst:.2f}, rms {float(np.sqrt(np.mean(z ** 2))):.2f}", worst <= Z_LIMIT))
+        out.append(
+            Check(
+                f"β = {b:g}: particle soft accuracy ({c.profile_runs} runs of n = {c.n}, t ∈ "
+                f"{list(c.profile_times)}) against S_t",
+                f"every bin within {Z_LIMIT:g} standard errors",
+                f"largest {worst:.2f}, rms {float(np.sqrt(np.mean(z**2))):.2f}",
+                worst <= Z_LIMIT,
+            )
+        )
         ref = s["reference_angles"][0, k, 0]
         moved = float(np.max(np.abs(ref[:, 0] - ref[0, 0])))
         out.append(Check(f"β = {b:g}: the first token never moves (reference run)", "0", f"{moved:.1e}", moved == 0.0))
@@ -212,49 +298,89 @@ def requires(config) -> None:
     if np.any(betas <= 0):
         raise ConfigError(f"lost-in-the-middle needs beta > 0 (the rates n² I_n(β)), got {betas.tolist()}")
     if config.n < 3:
-        raise ConfigError(f"lost-in-the-middle needs n ≥ 3 tokens (a source, a middle and the last), got "
-                          f"n = {config.n}")
+        raise ConfigError(
+            f"lost-in-the-middle needs n ≥ 3 tokens (a source, a middle and the last), got n = {config.n}"
+        )
     if config.decay_rate > MAX_DECAY_RATE:
-        raise ConfigError(f"decay_rate must be ≤ {MAX_DECAY_RATE:g} (the closed form holds e^λ, which overflows "
-                          f"float64 beyond 709.8), got {config.decay_rate:g}")
+        raise ConfigError(
+            f"decay_rate must be ≤ {MAX_DECAY_RATE:g} (the closed form holds e^λ, which overflows "
+            f"float64 beyond 709.8), got {config.decay_rate:g}"
+        )
     if config.classes < 1:
-        raise ConfigError(f"classes must be ≥ 1 (the number M of classes read off the circle), got "
-                          f"{config.classes:g}")
+        raise ConfigError(f"classes must be ≥ 1 (the number M of classes read off the circle), got {config.classes:g}")
     times = np.asarray(config.profile_times, dtype=float)
     if times.size == 0 or np.any(np.diff(times) <= 0):
         raise ConfigError(f"profile_times must be increasing and not empty, got {times.tolist()}")
     if times[-1] > config.t1:
-        raise ConfigError(f"profile_times must lie within the reference run's [0, t1 = {config.t1:g}], got "
-                          f"{times[-1]:g}")
+        raise ConfigError(
+            f"profile_times must lie within the reference run's [0, t1 = {config.t1:g}], got {times[-1]:g}"
+        )
 
 
 def memory(config) -> dict:
     """The runs' uniform starts and soft accuracies, and one chunk's dense n × n weights."""
     runs, n, size = config.profile_runs, config.n, 4 if config.dtype == "float32" else 8
     times = len(config.profile_times)
-    return {"the uniform starts of every run [profile_runs, n]": 8 * 3 * runs * n,
-            "the soft accuracy of every run [profile_runs, n, profile_times]": 8 * 3 * runs * (times + 1) * n,
-            "one chunk's dense attention [n]": size * min(runs, CHUNK) * (3 * n * n + 8 * 2 * n)}
+    return {
+        "the uniform starts of every run [profile_runs, n]": 8 * 3 * runs * n,
+        "the soft accuracy of every run [profile_runs, n, profile_times]": 8 * 3 * runs * (times + 1) * n,
+        "one chunk's dense attention [n]": size * min(runs, CHUNK) * (3 * n * n + 8 * 2 * n),
+    }
 
 
-EXPERIMENT = register(Experiment(
-    "lost-in-the-middle",
-    "position-decayed causal attention: the U-shaped soft-accuracy profile against its closed form, t_crit",
-    "arXiv 2605.09213",
-    dict(experiment="lost-in-the-middle", model="usa", n=64, beta=[1.0],
-         decay_rate=1.0, classes=8.0, profile_times=[0.5, 1.0], profile_runs=16384, seeds=1, seed=17, d=[2],
-         solver="rk4", dt=0.025,
-         t1=10.0, n_save=51),
-    dict(profile_runs=2048),
-    figures, checks,
-    needs=lambda config: (),
-    run=run,
-    keys=("n", "beta", "seed", "decay_rate", "classes", "profile_runs", "profile_times", "t1", "n_save",
-          "save_times", "save_spacing", "log_decades", "solver", "dt", "rtol", "atol", "dtype"),
-    memory=memory,
-    requires=requires,
-    headline=lambda c: (f"n = {c.n} tokens, β ∈ {list(c.beta)}, λ = {c.decay_rate:g}, M = {c.classes:g}: "
-                        f"{c.profile_runs} runs from uniform starts at t ∈ {list(c.profile_times)}, "
-                        f"one reference run to t = {c.t1:g}"),
-    runtime="30 s",
-))
+EXPERIMENT = register(
+    Experiment(
+        "lost-in-the-middle",
+        "position-decayed causal attention: the U-shaped soft-accuracy profile against its closed form, t_crit",
+        "arXiv 2605.09213",
+        dict(
+            experiment="lost-in-the-middle",
+            model="usa",
+            n=64,
+            beta=[1.0],
+            decay_rate=1.0,
+            classes=8.0,
+            profile_times=[0.5, 1.0],
+            profile_runs=16384,
+            seeds=1,
+            seed=17,
+            d=[2],
+            solver="rk4",
+            dt=0.025,
+            t1=10.0,
+            n_save=51,
+        ),
+        dict(profile_runs=2048),
+        figures,
+        checks,
+        needs=lambda config: (),
+        run=run,
+        keys=(
+            "n",
+            "beta",
+            "seed",
+            "decay_rate",
+            "classes",
+            "profile_runs",
+            "profile_times",
+            "t1",
+            "n_save",
+            "save_times",
+            "save_spacing",
+            "log_decades",
+            "solver",
+            "dt",
+            "rtol",
+            "atol",
+            "dtype",
+        ),
+        memory=memory,
+        requires=requires,
+        headline=lambda c: (
+            f"n = {c.n} tokens, β ∈ {list(c.beta)}, λ = {c.decay_rate:g}, M = {c.classes:g}: "
+            f"{c.profile_runs} runs from uniform starts at t ∈ {list(c.profile_times)}, "
+            f"one reference run to t = {c.t1:g}"
+        ),
+        runtime="30 s",
+    )
+)

@@ -33,8 +33,8 @@ from ...solvers import meanfield as mf
 from ...solvers import simulate
 from ...solvers.spectral_steps import check_horizon
 from ..config import ConfigError
-from ..run.fields import simulate_arguments
 from ..registry import Check, Experiment, register
+from ..run.fields import simulate_arguments
 from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
 from .analysis import particle_convergence_check
 
@@ -56,17 +56,15 @@ def run(config, *, progress=None) -> RunResult:
     beta_m = np.repeat(betas, seeds)
     seed_m = np.tile(config.seed + np.arange(seeds), nb)
     rho0 = np.stack([mf.perturbed_uniform(s, config.modes, config.perturbation) for s in seed_m])
-    sol = mf.meanfield_circle(rho0, beta_m, config.t1, ts=ts, model=config.model, rtol=config.rtol,
-                              atol=config.atol)
+    sol = mf.meanfield_circle(rho0, beta_m, config.t1, ts=ts, model=config.model, rtol=config.rtol, atol=config.atol)
     rho = sol.rho  # (B, T, N)
 
     # linear regime: tiny perturbations over one e-folding time of each member's fastest mode
     fastest = mf.growth_rates(np.arange(1, config.modes), beta_m[:, None], config.model).max(axis=1)
     window = np.linspace(0.0, 1.0, T)[None] / fastest[:, None]
     tiny = np.stack([mf.perturbed_uniform(s, config.modes, GROWTH_AMPLITUDE) for s in seed_m])
-    lin = mf.meanfield_circle(tiny, beta_m, float(window.max()), ts=window, model=config.model, rtol=1e-12,
-                              atol=1e-16)
-    logs = np.log(np.abs(lin.coefficients[..., 1:GROWTH_MODES + 1]))  # (B, T, K)
+    lin = mf.meanfield_circle(tiny, beta_m, float(window.max()), ts=window, model=config.model, rtol=1e-12, atol=1e-16)
+    logs = np.log(np.abs(lin.coefficients[..., 1 : GROWTH_MODES + 1]))  # (B, T, K)
     # least-squares slope of log|ĉ_k| on t, every member and mode at once
     dt_ = window - window.mean(axis=1, keepdims=True)
     rates = np.einsum("bt,btk->bk", dt_, logs - logs.mean(axis=1, keepdims=True)) / np.sum(dt_**2, axis=1)[:, None]
@@ -90,15 +88,24 @@ def run(config, *, progress=None) -> RunResult:
 
     stats = {k: shaped(np.asarray(v)) for k, v in stats.items()}
     steps = shaped(np.asarray(sol.steps))
-    return RunResult(config=config, ts=ts, stats=stats, xs=None, steps=steps, t_event=np.full(steps.shape, np.inf),
-                     wall_time_s=time.perf_counter() - start)
+    return RunResult(
+        config=config,
+        ts=ts,
+        stats=stats,
+        xs=None,
+        steps=steps,
+        t_event=np.full(steps.shape, np.inf),
+        wall_time_s=time.perf_counter() - start,
+    )
 
 
 def requires(config) -> None:
     """SA or USA, β > 0, more modes than the 16 perturbed, ρ0 > 0, and a horizon the adaptive steps resolve."""
     if not MODELS[config.model].circle:
-        raise ConfigError(f"meanfield-circle solves SA or USA on the circle: model must be 'sa', 'usa' or "
-                          f"'usa-rescaled', got {config.model!r}")
+        raise ConfigError(
+            f"meanfield-circle solves SA or USA on the circle: model must be 'sa', 'usa' or "
+            f"'usa-rescaled', got {config.model!r}"
+        )
     if 16 >= config.modes:
         raise ConfigError(f"meanfield-circle perturbs the modes k ≤ 16: modes must be > 16, got {config.modes}")
     if not 0 < config.perturbation * 16 < 1:
@@ -117,9 +124,11 @@ def memory(config) -> dict:
     members, grid = len(config.beta) * config.seeds, 2 * config.modes
     times = len(config.save_times) or config.n_save
     largest = max(config.particle_counts, default=0)
-    return {"the densities at every save time [modes, n_save, seeds, beta]": 8 * 6 * members * times * grid,
-            "the initial perturbations [modes]": 8 * 16 * grid * 3,
-            "the particles' pairwise attention [particle_counts, seeds, beta]": 8 * 3 * members * largest ** 2}
+    return {
+        "the densities at every save time [modes, n_save, seeds, beta]": 8 * 6 * members * times * grid,
+        "the initial perturbations [modes]": 8 * 16 * grid * 3,
+        "the particles' pairwise attention [particle_counts, seeds, beta]": 8 * 3 * members * largest**2,
+    }
 
 
 def onset_index(ts: np.ndarray, density: np.ndarray) -> int | None:
@@ -142,8 +151,7 @@ def _particle_w1(config, sol, beta_m, seed_m) -> np.ndarray:
     field = Circle(jnp.asarray(beta_m), config.model)
     out = np.empty((len(beta_m), len(config.particle_counts)))
     for j, n in enumerate(config.particle_counts):
-        theta0 = np.stack([mf.sample_density(1_000_003 * int(s) + n, sol.rho[m, i0], n)
-                           for m, s in enumerate(seed_m)])
+        theta0 = np.stack([mf.sample_density(1_000_003 * int(s) + n, sol.rho[m, i0], n) for m, s in enumerate(seed_m)])
         particles = simulate(field, jnp.asarray(theta0[..., None]), config.t1 - t0, **arguments)
         final = np.asarray(particles.xs)[:, -1, :, 0]
         out[:, j] = [mf.w1_circle(final[m], sol.rho[m, -1]) for m in range(len(beta_m))]
@@ -159,15 +167,21 @@ def figures(result: RunResult) -> dict:
     out = {}
     for j, beta in enumerate(c.beta):
         tag = f"{beta:g}".replace(".", "p")
-        out[f"density_beta{tag}"] = (lambda p, j=j, beta=beta: density_heatmap(
-            result.ts, result.stats["density"][0, j, 0], beta=beta, model=c.model, path=p))
+        out[f"density_beta{tag}"] = lambda p, j=j, beta=beta: density_heatmap(
+            result.ts, result.stats["density"][0, j, 0], beta=beta, model=c.model, path=p
+        )
     measured = result.stats["growth_rate"][0]  # (β, seeds, K)
     out["growth_rates"] = lambda p: growth_rates_plot(np.asarray(c.beta), measured, model=c.model, path=p)
     if "w1" in result.stats and c.particle_counts:
         i0 = onset_index(result.ts, result.stats["density"])
-        out["w1_convergence"] = lambda p: w1_plot(np.asarray(c.particle_counts), result.stats["w1"][0],
-                                                  t=result.ts[-1], t_start=None if i0 is None else result.ts[i0],
-                                                  model=c.model, path=p)
+        out["w1_convergence"] = lambda p: w1_plot(
+            np.asarray(c.particle_counts),
+            result.stats["w1"][0],
+            t=result.ts[-1],
+            t_start=None if i0 is None else result.ts[i0],
+            model=c.model,
+            path=p,
+        )
     return out
 
 
@@ -178,20 +192,30 @@ def checks(result: RunResult) -> list[Check]:
     theory = mf.growth_rates(np.arange(1, GROWTH_MODES + 1), np.asarray(c.beta)[:, None], c.model)  # (β, K)
     err = float(np.max(np.abs(s["growth_rate"][0] / theory[:, None, :] - 1)))
     formula = {"sa": "k² I_k(β)/(β I_0(β))", "usa": "k² I_k(β)/β"}.get(c.model, "k² e^{−β} I_k(β)/β")
-    out.append(Check(f"growth rates of modes k = 1…{GROWTH_MODES} vs {formula}", "relative error ≤ 1%",
-                     f"{err:.1e}", err <= 0.01))
+    out.append(
+        Check(
+            f"growth rates of modes k = 1…{GROWTH_MODES} vs {formula}", "relative error ≤ 1%", f"{err:.1e}", err <= 0.01
+        )
+    )
     drift = float(np.max(np.abs(s["mass"] - 1)))
     out.append(Check("mass ∫ρ dθ conserved", "|mass − 1| ≤ 1e-12", f"{drift:.1e}", drift <= 1e-12))
     low = float(np.min(s["min_density"]))
     out.append(Check("density non-negative", "min ρ / max ρ ≥ −1e-6", f"{low:.1e}", low >= -1e-6))
     worst = float(np.min(np.diff(s["normalized_energy"], axis=-1)))
-    out.append(Check("energy E[ρ] non-decreasing (gradient flow)", "min increment ≥ −1e-12", f"{worst:.1e}",
-                     worst >= -1e-12))
+    out.append(
+        Check("energy E[ρ] non-decreasing (gradient flow)", "min increment ≥ −1e-12", f"{worst:.1e}", worst >= -1e-12)
+    )
     for j, beta in enumerate(c.beta):
         k_fast = int(np.argmax(mf.growth_rates(np.arange(1, c.modes), beta, c.model))) + 1
         final = float(np.median(s["n_clusters"][0, j, :, -1]))
-        out.append(Check(f"clusters at t = {result.ts[-1]:g}, β = {beta:g} (median over seeds)",
-                         f"the fastest mode k = {k_fast}", f"{final:g}", final == k_fast))
+        out.append(
+            Check(
+                f"clusters at t = {result.ts[-1]:g}, β = {beta:g} (median over seeds)",
+                f"the fastest mode k = {k_fast}",
+                f"{final:g}",
+                final == k_fast,
+            )
+        )
     if "w1" in s and len(c.particle_counts) >= 2:
         out.append(particle_convergence_check(c.particle_counts, s["w1"][0], metric="W1", t=result.ts[-1]))
     return out
@@ -228,8 +252,15 @@ def density_heatmap(ts, density, *, beta=None, model="sa", title=None, path=None
 
     fig = style.new_figure(7.2, 4.2)
     ax = fig.add_subplot()
-    mesh = ax.pcolormesh(style.centers_to_edges(ts), edges, shown.T, cmap=plots.SEQUENTIAL_CMAP,
-                         norm=mcolors.LogNorm(vmin=vmin, vmax=vmax), shading="flat", rasterized=True)
+    mesh = ax.pcolormesh(
+        style.centers_to_edges(ts),
+        edges,
+        shown.T,
+        cmap=plots.SEQUENTIAL_CMAP,
+        norm=mcolors.LogNorm(vmin=vmin, vmax=vmax),
+        shading="flat",
+        rasterized=True,
+    )
     ax.set_xlim(ts[0], ts[-1])
     ax.set_ylim(edges[0], edges[-1])
     style.angle_ticks(ax, edges[0], edges[-1])
@@ -244,8 +275,16 @@ def density_heatmap(ts, density, *, beta=None, model="sa", title=None, path=None
     uniform = 1 / (2 * np.pi)
     if vmin < uniform < vmax:
         cbar.ax.axhline(uniform, color="white", linewidth=1.0)
-        cbar.ax.annotate(r"$1/2\pi$", (0, uniform), xycoords=("axes fraction", "data"), xytext=(-3, 0),
-                         textcoords="offset points", ha="right", va="center", fontsize=plots.TICK_SIZE)
+        cbar.ax.annotate(
+            r"$1/2\pi$",
+            (0, uniform),
+            xycoords=("axes fraction", "data"),
+            xytext=(-3, 0),
+            textcoords="offset points",
+            ha="right",
+            va="center",
+            fontsize=plots.TICK_SIZE,
+        )
     return style.finish(fig, path)
 
 
@@ -269,21 +308,51 @@ def growth_rates_plot(betas, measured, *, model="sa", title=None, path=None):
         color = cmap(0.15 + 0.7 * j / max(len(betas) - 1, 1)) if len(betas) > 1 else plots.DATA_COLOR
         theory = mf.growth_rates(k, beta, model)
         ax.plot(k, theory, color=color, linewidth=1.4, zorder=2)
-        ax.plot(k, np.nanmean(measured[j], axis=0), linestyle="none", marker="o", markersize=6,
-                markerfacecolor="none", markeredgewidth=1.4, color=color, zorder=3, label=rf"$\beta = {beta:g}$")
-    formula = (r"$k^2 I_k(\beta)/(\beta I_0(\beta))$" if model == "sa" else
-               r"$k^2 I_k(\beta)/\beta$" if model == "usa" else r"$k^2 e^{-\beta} I_k(\beta)/\beta$")
-    handles = [Line2D([], [], color="0.3", linewidth=1.4, label=f"theory {formula}"),
-               Line2D([], [], color="0.3", linestyle="none", marker="o", markerfacecolor="none",
-                      markeredgewidth=1.4, label="measured (PDE, slope of $\\log|\\hat\\rho_k|$)")]
+        ax.plot(
+            k,
+            np.nanmean(measured[j], axis=0),
+            linestyle="none",
+            marker="o",
+            markersize=6,
+            markerfacecolor="none",
+            markeredgewidth=1.4,
+            color=color,
+            zorder=3,
+            label=rf"$\beta = {beta:g}$",
+        )
+    formula = (
+        r"$k^2 I_k(\beta)/(\beta I_0(\beta))$"
+        if model == "sa"
+        else r"$k^2 I_k(\beta)/\beta$"
+        if model == "usa"
+        else r"$k^2 e^{-\beta} I_k(\beta)/\beta$"
+    )
+    handles = [
+        Line2D([], [], color="0.3", linewidth=1.4, label=f"theory {formula}"),
+        Line2D(
+            [],
+            [],
+            color="0.3",
+            linestyle="none",
+            marker="o",
+            markerfacecolor="none",
+            markeredgewidth=1.4,
+            label="measured (PDE, slope of $\\log|\\hat\\rho_k|$)",
+        ),
+    ]
     handles += ax.get_legend_handles_labels()[0] if len(betas) > 1 else []
     if np.nanmax(measured) / max(np.nanmin(np.abs(measured)), 1e-300) > 100:
         ax.set_yscale("log")
     ax.set_xticks(k)
     ax.set_xlabel(r"Fourier mode $k$")
     ax.set_ylabel(r"growth rate $\lambda_k$ (1/time)")
-    ax.set_title(style.title_text(f"Linear growth at the uniform density, {_MODEL_NAMES.get(model, model)}", title,
-                                  beta=betas[0] if len(betas) == 1 else None))
+    ax.set_title(
+        style.title_text(
+            f"Linear growth at the uniform density, {_MODEL_NAMES.get(model, model)}",
+            title,
+            beta=betas[0] if len(betas) == 1 else None,
+        )
+    )
     ax.legend(handles=handles, frameon=False, loc="best")
     style.despine(ax)
     return style.finish(fig, path)
@@ -306,15 +375,36 @@ def w1_plot(counts, w1, *, t=None, t_start=None, model="sa", title=None, path=No
     ax = fig.add_subplot()
     for row in w1:
         ax.plot(counts, row, linestyle="none", marker=".", color=plots.BAND_COLOR, markersize=6, zorder=2)
-    ax.plot(counts, mean, linestyle="none", marker="o", color=plots.DATA_COLOR, markersize=7, zorder=3,
-            label="mean over members")
+    ax.plot(
+        counts,
+        mean,
+        linestyle="none",
+        marker="o",
+        color=plots.DATA_COLOR,
+        markersize=7,
+        zorder=3,
+        label="mean over members",
+    )
     if np.all(np.isfinite(mean)) and len(counts) >= 2:
         alpha, logc = np.polyfit(np.log(counts), np.log(mean), 1)
         grid = np.geomspace(counts[0], counts[-1], 50)
-        ax.plot(grid, np.exp(logc) * grid**alpha, color=plots.THEORY_COLOR, linewidth=1.4, zorder=2,
-                label=rf"fit $\propto n^{{{alpha:.2f}}}$")
-        ax.plot(grid, mean[0] * (grid / counts[0]) ** -0.5, color="0.5", linewidth=1.0, linestyle=(0, (4, 3)),
-                zorder=1, label=r"$\propto n^{-1/2}$")
+        ax.plot(
+            grid,
+            np.exp(logc) * grid**alpha,
+            color=plots.THEORY_COLOR,
+            linewidth=1.4,
+            zorder=2,
+            label=rf"fit $\propto n^{{{alpha:.2f}}}$",
+        )
+        ax.plot(
+            grid,
+            mean[0] * (grid / counts[0]) ** -0.5,
+            color="0.5",
+            linewidth=1.0,
+            linestyle=(0, (4, 3)),
+            zorder=1,
+            label=r"$\propto n^{-1/2}$",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks(counts, [f"{n:g}" for n in counts])
@@ -333,17 +423,53 @@ def w1_plot(counts, w1, *, t=None, t_start=None, model="sa", title=None, path=No
     return style.finish(fig, path)
 
 
-EXPERIMENT = register(Experiment(
-    "meanfield-circle",
-    "the n → ∞ density on the circle (spectral PDE solver): growth rates, clusters, particles converging in W1",
-    "[GLPR] (3.1)–(3.4), docs/model.md §3",
-    # t1: the clusters concentrate like e^{-t}; 2·modes grid points resolve them until about then
-    dict(experiment="meanfield-circle", model="sa", d=2, beta=[5.0], seeds=4, t1=12.5, n_save=126, modes=1024,
-         perturbation=1e-3, rtol=1e-8, atol=1e-10, solver="rk4", dt=0.05, particle_counts=[64, 256, 1024, 4096],
-         save_states="no"),
-    dict(modes=256, t1=11.5, n_save=47, particle_counts=[64, 256, 1024]),
-    figures, checks, run=run,
-    keys=("model", "beta", "seeds", "seed", "t1", "n_save", "save_times", "save_spacing", "log_decades", "modes",
-          "perturbation", "rtol", "atol", "particle_counts", "solver", "dt", "max_steps"),
-    memory=memory, requires=requires,
-))
+EXPERIMENT = register(
+    Experiment(
+        "meanfield-circle",
+        "the n → ∞ density on the circle (spectral PDE solver): growth rates, clusters, particles converging in W1",
+        "[GLPR] (3.1)–(3.4), docs/model.md §3",
+        # t1: the clusters concentrate like e^{-t}; 2·modes grid points resolve them until about then
+        dict(
+            experiment="meanfield-circle",
+            model="sa",
+            d=2,
+            beta=[5.0],
+            seeds=4,
+            t1=12.5,
+            n_save=126,
+            modes=1024,
+            perturbation=1e-3,
+            rtol=1e-8,
+            atol=1e-10,
+            solver="rk4",
+            dt=0.05,
+            particle_counts=[64, 256, 1024, 4096],
+            save_states="no",
+        ),
+        dict(modes=256, t1=11.5, n_save=47, particle_counts=[64, 256, 1024]),
+        figures,
+        checks,
+        run=run,
+        keys=(
+            "model",
+            "beta",
+            "seeds",
+            "seed",
+            "t1",
+            "n_save",
+            "save_times",
+            "save_spacing",
+            "log_decades",
+            "modes",
+            "perturbation",
+            "rtol",
+            "atol",
+            "particle_counts",
+            "solver",
+            "dt",
+            "max_steps",
+        ),
+        memory=memory,
+        requires=requires,
+    )
+)

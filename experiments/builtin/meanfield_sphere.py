@@ -28,27 +28,29 @@ import numpy as np
 from ...particles import fields
 from ...particles.models import MODELS
 from ...particles.modes import fastest_rate
-from ...solvers import harmonics
+from ...solvers import harmonics, simulate
 from ...solvers import meanfield_sphere as ms
-from ...solvers import simulate
 from ...solvers.spectral_steps import check_horizon
 from ..config import ConfigError
-from ..run.fields import simulate_arguments
 from ..registry import Check, Experiment, register
+from ..run.fields import simulate_arguments
 from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
 from .analysis import particle_convergence_check, plots
 
 GROWTH_DEGREES = 10
 GROWTH_AMPLITUDE = 1e-8
 PERTURBED_DEGREES = 16
-ONSET = 0.5   # particles start where max |4πρ − 1| first reaches this
+ONSET = 0.5  # particles start where max |4πρ − 1| first reaches this
 FORMED = 4.0  # the clusters are counted when the peak density first reaches FORMED / 4π
 SNAPSHOTS = 4  # density maps (and particles) drawn between the onset and t1
 _DIMS = ["d", "beta", "seed"]
-STAT_DIMENSIONS.update(sphere_density=_DIMS + ["time", "colatitude", "longitude"],
-                       sphere_growth_rate=_DIMS + ["degree"], sphere_distance=_DIMS + ["particles"],
-                       sphere_maxima=_DIMS + ["theory"],
-                       sphere_particles=_DIMS + ["snapshot", "particle", "coord"])
+STAT_DIMENSIONS.update(
+    sphere_density=_DIMS + ["time", "colatitude", "longitude"],
+    sphere_growth_rate=_DIMS + ["degree"],
+    sphere_distance=_DIMS + ["particles"],
+    sphere_maxima=_DIMS + ["theory"],
+    sphere_particles=_DIMS + ["snapshot", "particle", "coord"],
+)
 
 
 def run(config, *, progress=None) -> RunResult:
@@ -70,7 +72,7 @@ def run(config, *, progress=None) -> RunResult:
     window = np.linspace(0.0, 1.0, 9) / fastest.max()
     tiny = np.stack([ms.perturbed_uniform_sphere(s, L, GROWTH_AMPLITUDE, PERTURBED_DEGREES) for s in seed_m])
     lin = ms.meanfield_sphere(tiny, beta_m, float(window[-1]), ts=window, **{**solve, "rtol": 1e-11, "atol": 1e-16})
-    power = _degree_power(lin.coefficients)[..., 1:GROWTH_DEGREES + 1]  # (B, T, ℓ)
+    power = _degree_power(lin.coefficients)[..., 1 : GROWTH_DEGREES + 1]  # (B, T, ℓ)
     w = window - window.mean()
     logs = np.log(power) / 2  # log of the amplitude of each degree
     rates = np.einsum("t,btk->bk", w, logs - logs.mean(axis=1, keepdims=True)) / np.sum(w * w)
@@ -78,9 +80,16 @@ def run(config, *, progress=None) -> RunResult:
     coefficients = sol.coefficients
     maxima = np.array([_maxima_against_linear(sol, c0[m], beta_m[m], m, config) for m in range(len(beta_m))])
     lowest = sol.rho.min(axis=(-2, -1)) / sol.rho.max(axis=(-2, -1))
-    stats = {"sphere_density": sol.rho, "mass": sol.mass, "min_density": lowest, "energy": sol.energy(),
-             "normalized_energy": sol.energy(normalized=True), "n_clusters": sol.clusters(),
-             "sphere_growth_rate": rates, "sphere_maxima": maxima}
+    stats = {
+        "sphere_density": sol.rho,
+        "mass": sol.mass,
+        "min_density": lowest,
+        "energy": sol.energy(),
+        "normalized_energy": sol.energy(normalized=True),
+        "n_clusters": sol.clusters(),
+        "sphere_growth_rate": rates,
+        "sphere_maxima": maxima,
+    }
     if config.particle_counts:
         stats["sphere_distance"], stats["sphere_particles"] = _particles(config, sol, coefficients, beta_m, seed_m)
 
@@ -89,8 +98,15 @@ def run(config, *, progress=None) -> RunResult:
 
     stats = {k: shaped(np.asarray(v)) for k, v in stats.items()}
     steps = shaped(np.asarray(sol.steps))
-    return RunResult(config=config, ts=ts, stats=stats, xs=None, steps=steps, t_event=np.full(steps.shape, np.inf),
-                     wall_time_s=time.perf_counter() - start)
+    return RunResult(
+        config=config,
+        ts=ts,
+        stats=stats,
+        xs=None,
+        steps=steps,
+        t_event=np.full(steps.shape, np.inf),
+        wall_time_s=time.perf_counter() - start,
+    )
 
 
 def requires(config) -> None:
@@ -99,15 +115,17 @@ def requires(config) -> None:
     if tuple(config.d) != (3,):
         raise ConfigError(f"meanfield-sphere solves the density on S² (d = 3); got d = {list(config.d)}")
     if not MODELS[config.model].circle:
-        raise ConfigError(f"meanfield-sphere solves SA or USA: model must be 'sa', 'usa' or 'usa-rescaled', got "
-                          f"{config.model!r}")
+        raise ConfigError(
+            f"meanfield-sphere solves SA or USA: model must be 'sa', 'usa' or 'usa-rescaled', got {config.model!r}"
+        )
     if any(b <= 0 for b in config.beta):
         raise ConfigError("meanfield-sphere needs β > 0")
     if config.degree <= PERTURBED_DEGREES:
         raise ConfigError(f"degree must exceed the {PERTURBED_DEGREES} perturbed degrees, got {config.degree}")
     if config.noise > 0 and config.particle_counts:
-        raise ConfigError("particle_counts compares deterministic particles with the density: with noise > 0 set "
-                          "particle_counts = []")
+        raise ConfigError(
+            "particle_counts compares deterministic particles with the density: with noise > 0 set particle_counts = []"
+        )
     try:
         check_horizon(config.t1, fastest_rate(config.beta, 3, model=config.model), "meanfield-sphere")
     except ValueError as err:
@@ -120,10 +138,14 @@ def memory(config) -> dict:
     n_theta, n_phi = (3 * L + 3) // 2 + 1, 3 * L + 3
     times = len(config.save_times) or config.n_save
     largest = max(config.particle_counts, default=0)
-    return {"the spherical-harmonic tables [degree]": 8 * 3 * (L + 1) ** 2 * n_theta,
-            "the densities at every save time [degree, n_save, seeds, beta]":
-                8 * members * times * (3 * n_theta * n_phi + 2 * 2 * (L + 1) ** 2),
-            "the particles [particle_counts, seeds, beta]": 8 * members * largest * 3 * (12 + 2 * SNAPSHOTS)}
+    return {
+        "the spherical-harmonic tables [degree]": 8 * 3 * (L + 1) ** 2 * n_theta,
+        "the densities at every save time [degree, n_save, seeds, beta]": 8
+        * members
+        * times
+        * (3 * n_theta * n_phi + 2 * 2 * (L + 1) ** 2),
+        "the particles [particle_counts, seeds, beta]": 8 * members * largest * 3 * (12 + 2 * SNAPSHOTS),
+    }
 
 
 def _degree_power(c: np.ndarray) -> np.ndarray:
@@ -144,13 +166,15 @@ def _maxima_against_linear(sol, c0, beta, m, config) -> tuple[float, float]:
     linear[0, 0] = c0[0, 0]
     grid = harmonics.sphere_grid(L)
     level = 1.0 / (4 * np.pi)
-    return (float(ms.sphere_density_maxima(sol.rho[m, k], level)),
-            float(ms.sphere_density_maxima(np.asarray(harmonics.synthesis(grid, jnp.asarray(linear))), level)))
+    return (
+        float(ms.sphere_density_maxima(sol.rho[m, k], level)),
+        float(ms.sphere_density_maxima(np.asarray(harmonics.synthesis(grid, jnp.asarray(linear))), level)),
+    )
 
 
 def onset_index(ts: np.ndarray, density: np.ndarray) -> int | None:
     """First save index at which every member's density (…, T, n_θ, n_φ) deviates from uniform by ONSET."""
-    reached = (np.abs(4 * np.pi * density - 1).max(axis=(-2, -1)).reshape(-1, len(ts)) >= ONSET)
+    reached = np.abs(4 * np.pi * density - 1).max(axis=(-2, -1)).reshape(-1, len(ts)) >= ONSET
     if not reached.any(axis=1).all():
         return None
     first = int(np.max(np.argmax(reached, axis=1)))
@@ -172,8 +196,9 @@ def _particles(config, sol, coefficients, beta_m, seed_m) -> tuple[np.ndarray, n
     field = fields.make(config.model, jnp.asarray(beta_m))
     out = np.empty((len(beta_m), len(counts)))
     for j, n in enumerate(counts):  # one ensemble of all members per particle count
-        x0 = np.stack([ms.sample_sphere_density(1_000_003 * int(s) + n, coefficients[m, i0], n)
-                       for m, s in enumerate(seed_m)])
+        x0 = np.stack(
+            [ms.sample_sphere_density(1_000_003 * int(s) + n, coefficients[m, i0], n) for m, s in enumerate(seed_m)]
+        )
         xs = np.asarray(simulate(field, jnp.asarray(x0), config.t1 - t0, **arguments).xs)
         out[:, j] = [ms.sobolev_distance(xs[m, -1], coefficients[m, -1]) for m in range(len(beta_m))]
         if n == largest:
@@ -195,16 +220,33 @@ def figures(result: RunResult) -> dict:
     i0 = onset_index(result.ts, s["sphere_density"])
     picks = snapshot_indices(result.ts, 0 if i0 is None else i0)
     particles = s["sphere_particles"][0, 0, 0] if "sphere_particles" in s and i0 is not None else None
-    out = {"meanfield_sphere": lambda p: plots.sphere_density_maps(
-        grid.theta, grid.phi, result.ts[picks], density[picks], particles, beta=float(c.beta[0]), model=c.model,
-        n=max(c.particle_counts) if particles is not None else None, path=p)}
+    out = {
+        "meanfield_sphere": lambda p: plots.sphere_density_maps(
+            grid.theta,
+            grid.phi,
+            result.ts[picks],
+            density[picks],
+            particles,
+            beta=float(c.beta[0]),
+            model=c.model,
+            n=max(c.particle_counts) if particles is not None else None,
+            path=p,
+        )
+    }
     theory_l = np.arange(1, max(GROWTH_DEGREES, 20) + 1)
     out["meanfield_sphere_rates"] = lambda p: plots.sphere_rates_and_convergence(
-        np.arange(1, GROWTH_DEGREES + 1), s["sphere_growth_rate"][0], theory_l,
+        np.arange(1, GROWTH_DEGREES + 1),
+        s["sphere_growth_rate"][0],
+        theory_l,
         ms.sphere_growth_rates(theory_l, np.asarray(c.beta, dtype=float)[:, None], c.model, c.noise),
-        np.asarray(c.beta, dtype=float), np.asarray(c.particle_counts),
-        s["sphere_distance"][0] if "sphere_distance" in s else None, t1=float(result.ts[-1]),
-        t_start=None if i0 is None else float(result.ts[i0]), model=c.model, path=p)
+        np.asarray(c.beta, dtype=float),
+        np.asarray(c.particle_counts),
+        s["sphere_distance"][0] if "sphere_distance" in s else None,
+        t1=float(result.ts[-1]),
+        t_start=None if i0 is None else float(result.ts[i0]),
+        model=c.model,
+        path=p,
+    )
     return out
 
 
@@ -219,14 +261,26 @@ def checks(result: RunResult) -> list[Check]:
     theory = ms.sphere_growth_rates(ell, betas[:, None], c.model, c.noise)  # (β, ℓ)
     measured = s["sphere_growth_rate"][0]  # (β, seeds, ℓ)
     err = float(np.max(np.abs(measured / theory[:, None, :] - 1)))
-    out.append(Check(f"growth rates of degrees ℓ = 1…{GROWTH_DEGREES} vs mode_growth_rates(β, d=3)",
-                     "relative error ≤ 1%", f"{err:.1e}", err <= 0.01))
+    out.append(
+        Check(
+            f"growth rates of degrees ℓ = 1…{GROWTH_DEGREES} vs mode_growth_rates(β, d=3)",
+            "relative error ≤ 1%",
+            f"{err:.1e}",
+            err <= 0.01,
+        )
+    )
     for j, beta in enumerate(betas):
         want = int(fastest_mode(beta, d=3))
         got = sorted({int(v) for v in np.argmax(measured[j], axis=-1) + 1})
         if want <= GROWTH_DEGREES:
-            out.append(Check(f"β = {beta:g}: the fastest degree of the solver", f"fastest_mode(β, d=3) = {want}",
-                             ", ".join(map(str, got)), got == [want]))
+            out.append(
+                Check(
+                    f"β = {beta:g}: the fastest degree of the solver",
+                    f"fastest_mode(β, d=3) = {want}",
+                    ", ".join(map(str, got)),
+                    got == [want],
+                )
+            )
     drift = float(np.max(np.abs(s["mass"] - 1)))
     out.append(Check("mass ∫ρ conserved", "|mass − 1| ≤ 1e-12", f"{drift:.1e}", drift <= 1e-12))
     low = float(np.min(s["min_density"]))
@@ -236,28 +290,77 @@ def checks(result: RunResult) -> list[Check]:
         out.append(Check("energy E[ρ] non-decreasing", "min increment ≥ −1e-12", f"{worst:.1e}", worst >= -1e-12))
     maxima = s["sphere_maxima"][0].reshape(-1, 2)
     shown = ", ".join(f"{int(a)}/{int(b)}" if np.isfinite(a) else "never" for a, b in maxima)
-    out.append(Check(f"clusters when the peak reaches {FORMED:g}× uniform: maxima of ρ / of the linear pattern",
-                     "equal for every member", shown, bool(np.all(maxima[:, 0] == maxima[:, 1]))))
+    out.append(
+        Check(
+            f"clusters when the peak reaches {FORMED:g}× uniform: maxima of ρ / of the linear pattern",
+            "equal for every member",
+            shown,
+            bool(np.all(maxima[:, 0] == maxima[:, 1])),
+        )
+    )
     if "sphere_distance" in s and len(c.particle_counts) >= 2:
-        out.append(particle_convergence_check(c.particle_counts, s["sphere_distance"][0], metric="H^−2 distance",
-                                              t=result.ts[-1], fmt=".2e"))
+        out.append(
+            particle_convergence_check(
+                c.particle_counts, s["sphere_distance"][0], metric="H^−2 distance", t=result.ts[-1], fmt=".2e"
+            )
+        )
     return out
 
 
-EXPERIMENT = register(Experiment(
-    "meanfield-sphere",
-    "the n → ∞ density on S² at β = 20: spherical-harmonic growth rates, the fastest degree, clusters, particles",
-    "docs/model.md §1.4; [GLPR] §4",
-    dict(experiment="meanfield-sphere", model="sa", d=[3], beta=[20.0], seeds=1, t1=9.0, n_save=37, degree=64,
-         perturbation=1e-3, rtol=1e-7, atol=1e-9, solver="rk4", dt=0.02, particle_counts=[250, 1000, 4000],
-         save_states="no"),
-    dict(degree=32, t1=8.25, n_save=34, particle_counts=[250, 1000]),
-    figures, checks, run=run,
-    keys=("model", "d", "beta", "seeds", "seed", "t1", "n_save", "save_times", "save_spacing", "log_decades",
-          "degree", "perturbation", "rtol", "atol", "noise", "particle_counts", "solver", "dt", "max_steps"),
-    memory=memory, requires=requires,
-    headline=lambda c: (f"density on S² of degree ≤ {c.degree}, {c.model.upper()} at β ∈ {list(c.beta)}, {c.seeds} "
-                        f"perturbed start(s) (ε = {c.perturbation:g}), t1 = {c.t1:g}; particles n ∈ "
-                        f"{list(c.particle_counts)}"),
-    runtime="28 s",
-))
+EXPERIMENT = register(
+    Experiment(
+        "meanfield-sphere",
+        "the n → ∞ density on S² at β = 20: spherical-harmonic growth rates, the fastest degree, clusters, particles",
+        "docs/model.md §1.4; [GLPR] §4",
+        dict(
+            experiment="meanfield-sphere",
+            model="sa",
+            d=[3],
+            beta=[20.0],
+            seeds=1,
+            t1=9.0,
+            n_save=37,
+            degree=64,
+            perturbation=1e-3,
+            rtol=1e-7,
+            atol=1e-9,
+            solver="rk4",
+            dt=0.02,
+            particle_counts=[250, 1000, 4000],
+            save_states="no",
+        ),
+        dict(degree=32, t1=8.25, n_save=34, particle_counts=[250, 1000]),
+        figures,
+        checks,
+        run=run,
+        keys=(
+            "model",
+            "d",
+            "beta",
+            "seeds",
+            "seed",
+            "t1",
+            "n_save",
+            "save_times",
+            "save_spacing",
+            "log_decades",
+            "degree",
+            "perturbation",
+            "rtol",
+            "atol",
+            "noise",
+            "particle_counts",
+            "solver",
+            "dt",
+            "max_steps",
+        ),
+        memory=memory,
+        requires=requires,
+        headline=lambda c: (
+            f"density on S² of degree ≤ {c.degree}, {c.model.upper()} at β ∈ {list(c.beta)}, {c.seeds} "
+            f"perturbed start(s) (ε = {c.perturbation:g}), t1 = {c.t1:g}; particles n ∈ "
+            f"{list(c.particle_counts)}"
+        ),
+        runtime="28 s",
+    )
+)

@@ -39,8 +39,9 @@ def first_metastable_plateau(ts, counts, tight=None, *, min_ratio: float = PLATE
     counts = np.asarray(counts)
     tight = np.ones(ts.shape, dtype=bool) if tight is None else np.asarray(tight, dtype=bool)
     if counts.shape != ts.shape or tight.shape != ts.shape:
-        raise ValueError(f"ts, counts and tight must have the same shape, got {ts.shape}, {counts.shape}, "
-                         f"{tight.shape}")
+        raise ValueError(
+            f"ts, counts and tight must have the same shape, got {ts.shape}, {counts.shape}, {tight.shape}"
+        )
     if min_ratio < 1:
         raise ValueError(f"min_ratio must be ≥ 1, got {min_ratio}")
     keep = ts > 0
@@ -48,7 +49,7 @@ def first_metastable_plateau(ts, counts, tight=None, *, min_ratio: float = PLATE
     log_t = np.log(ts)
     for a, b, value in observables.plateaus(log_t, counts, min_duration=float(np.log(min_ratio))):
         i, j = np.searchsorted(log_t, a), np.searchsorted(log_t, b)
-        if not tight[i:j + 1].any():
+        if not tight[i : j + 1].any():
             continue
         censored = j == ts.size - 1
         return float(value), float(ts[i]), float(ts[-1] if censored else ts[j + 1]), bool(censored)
@@ -65,8 +66,12 @@ def metastable_states(result: RunResult) -> dict[str, np.ndarray]:
     out["censored"] = np.zeros(counts.shape[:3], dtype=bool)
     for idx in np.ndindex(*counts.shape[:3]):
         count, t_start, t_end, censored = first_metastable_plateau(result.ts, counts[idx], tight[idx])
-        out["count"][idx], out["t_start"][idx], out["t_end"][idx], out["censored"][idx] = \
-            count, t_start, t_end, censored
+        out["count"][idx], out["t_start"][idx], out["t_end"][idx], out["censored"][idx] = (
+            count,
+            t_start,
+            t_end,
+            censored,
+        )
     return out
 
 
@@ -102,9 +107,11 @@ def figures(result: RunResult) -> dict:
     fits = {int(d): _lifetime_fit(betas, *_lifetimes(states, i))[0] for i, d in enumerate(c.d)}
     return {
         "cluster_count_vs_beta": lambda p: plots.metastable_counts(
-            betas, counts, kstar=kstar, lstar=lstar, n=c.n, delta=c.delta, path=p),
+            betas, counts, kstar=kstar, lstar=lstar, n=c.n, delta=c.delta, path=p
+        ),
         "plateau_lifetime": lambda p: plots.plateau_lifetimes(
-            betas, lifetimes, censored, t1=c.t1, fits=fits, n=c.n, path=p),
+            betas, lifetimes, censored, t1=c.t1, fits=fits, n=c.n, path=p
+        ),
     }
 
 
@@ -114,8 +121,13 @@ def checks(result: RunResult) -> list[Check]:
 
     c = result.config
     if 2 not in c.d:
-        return [Check.not_applicable("metastable cluster count against k*(β)", "k*(β) = argmax k² I_k(β)",
-                                     f"the theory is that of the circle, d = 2; this run has d = {list(c.d)}")]
+        return [
+            Check.not_applicable(
+                "metastable cluster count against k*(β)",
+                "k*(β) = argmax k² I_k(β)",
+                f"the theory is that of the circle, d = 2; this run has d = {list(c.d)}",
+            )
+        ]
     i = list(c.d).index(2)
     states = metastable_states(result)
     betas = np.asarray(c.beta, dtype=float)
@@ -136,37 +148,64 @@ def checks(result: RunResult) -> list[Check]:
         q1, med, q3 = np.percentile(counts, [25, 50, 75])
         spread = q3 - q1
         out.append(Check(name, expected, f"{med:g} (IQR {spread:g})", bool(abs(med - kstar[j]) <= max(1.0, spread))))
-    medians = np.array([np.median(row[np.isfinite(row)]) if np.isfinite(row).any() else np.nan
-                        for row in states["count"][i]])
+    medians = np.array(
+        [np.median(row[np.isfinite(row)]) if np.isfinite(row).any() else np.nan for row in states["count"][i]]
+    )
     large = (betas >= SQRT_CHECK_BETA) & np.isfinite(medians)
     if large.sum() >= 3:
         slope = float(np.polyfit(np.log(betas[large]), np.log(medians[large]), 1)[0])
         # k*(β) ≈ √(2β): the count grows like √β (arXiv 2410.23228, 2512.01868 §5.3)
-        out.append(Check(f"clusters ~ β^p for β ≥ {SQRT_CHECK_BETA:g} (d = 2, log-log slope of the medians)",
-                         "p ≈ 1/2: 0.35 … 0.65", f"{slope:.2f}", 0.35 <= slope <= 0.65))
+        out.append(
+            Check(
+                f"clusters ~ β^p for β ≥ {SQRT_CHECK_BETA:g} (d = 2, log-log slope of the medians)",
+                "p ≈ 1/2: 0.35 … 0.65",
+                f"{slope:.2f}",
+                0.35 <= slope <= 0.65,
+            )
+        )
     fit, used = _lifetime_fit(betas, *_lifetimes(states, i))
     # arXiv 2410.06833: log T₂ ~ β for clusters a fixed angle θ apart; the first metastable clusters are
     # only ≈ 2π/k* ≈ π√(2/β) apart, so β(1 − cos θ) ≈ π² and the slope is close to 0
-    out.append(Check("first metastable state: slope b of log T₂ = a + bβ (d = 2, uncensored, ≥ 2 clusters)",
-                     "reported",
-                     "no two β with an uncensored run" if fit is None else f"{fit[1]:+.3g} per unit β ({used} runs)",
-                     fit is not None))
+    out.append(
+        Check(
+            "first metastable state: slope b of log T₂ = a + bβ (d = 2, uncensored, ≥ 2 clusters)",
+            "reported",
+            "no two β with an uncensored run" if fit is None else f"{fit[1]:+.3g} per unit β ({used} runs)",
+            fit is not None,
+        )
+    )
     return out
 
 
-EXPERIMENT = register(Experiment(
-    "metastable-count",
-    "clusters of the first metastable state vs β against the fastest unstable mode k*(β) and √β; their lifetime",
-    "arXiv 2410.23228, 2512.01868 §5.3, 2410.06833",
-    # n = 1024: the uniform start perturbs every Fourier mode by ~n^{-1/2}, which the instability must
-    # amplify into clean clusters. δ = 1e-5 (angle √(2δ) ≈ 4.5e-3): ≥ 20× below the spacing 2π/k* of the
-    # clusters at β ≤ 400, which contract at rate ≈ 1 once formed; βδ ≤ 4e-3 keeps the tightness test sharp.
-    dict(experiment="metastable-count", model="sa", n=1024, d=2,
-         beta=[1.0, 1.7, 3.0, 5.0, 9.0, 15.0, 26.0, 45.0, 78.0, 135.0, 230.0, 400.0], seeds=16, init="uniform",
-         t1=1000.0, n_save=121, save_spacing="log", log_decades=3.0, delta=1e-5, solver="tsit5",
-         statistics=["clusters", "energy"], save_states="no"),
-    dict(n=256, beta=[2.0, 5.0, 9.0, 15.0], seeds=8, t1=100.0, n_save=61, log_decades=2.0),
-    figures, checks,
-    needs=lambda config: ("clusters", "energy"),
-    runtime="≈ 10 min on 2 CPU cores",
-))
+EXPERIMENT = register(
+    Experiment(
+        "metastable-count",
+        "clusters of the first metastable state vs β against the fastest unstable mode k*(β) and √β; their lifetime",
+        "arXiv 2410.23228, 2512.01868 §5.3, 2410.06833",
+        # n = 1024: the uniform start perturbs every Fourier mode by ~n^{-1/2}, which the instability must
+        # amplify into clean clusters. δ = 1e-5 (angle √(2δ) ≈ 4.5e-3): ≥ 20× below the spacing 2π/k* of the
+        # clusters at β ≤ 400, which contract at rate ≈ 1 once formed; βδ ≤ 4e-3 keeps the tightness test sharp.
+        dict(
+            experiment="metastable-count",
+            model="sa",
+            n=1024,
+            d=2,
+            beta=[1.0, 1.7, 3.0, 5.0, 9.0, 15.0, 26.0, 45.0, 78.0, 135.0, 230.0, 400.0],
+            seeds=16,
+            init="uniform",
+            t1=1000.0,
+            n_save=121,
+            save_spacing="log",
+            log_decades=3.0,
+            delta=1e-5,
+            solver="tsit5",
+            statistics=["clusters", "energy"],
+            save_states="no",
+        ),
+        dict(n=256, beta=[2.0, 5.0, 9.0, 15.0], seeds=8, t1=100.0, n_save=61, log_decades=2.0),
+        figures,
+        checks,
+        needs=lambda config: ("clusters", "energy"),
+        runtime="≈ 10 min on 2 CPU cores",
+    )
+)

@@ -40,10 +40,20 @@ def figures(result: RunResult) -> dict:
     synced, triangle = outcomes(result)
     grid = np.linspace(betas.min(), betas.max(), 300)
     rate = (grid, triangle_rate(grid, c.model)) if c.n == 3 else None
-    return {"synchronization": lambda p: plots.synchronization_vs_beta(
-        betas, synced, triangle, sync_beta=SYNC_BETA, no_sync_beta=NO_SYNC_BETA, rate=rate, n=c.n,
-        members=c.seeds, stuck_label="at the equilateral triangle" if c.n == 3 else "not synchronized",
-        path=p)}
+    return {
+        "synchronization": lambda p: plots.synchronization_vs_beta(
+            betas,
+            synced,
+            triangle,
+            sync_beta=SYNC_BETA,
+            no_sync_beta=NO_SYNC_BETA,
+            rate=rate,
+            n=c.n,
+            members=c.seeds,
+            stuck_label="at the equilateral triangle" if c.n == 3 else "not synchronized",
+            path=p,
+        )
+    }
 
 
 def checks(result: RunResult) -> list[Check]:
@@ -56,35 +66,68 @@ def checks(result: RunResult) -> list[Check]:
     proved = betas >= SYNC_BETA
     if proved.any():
         worst = float(synced[proved].min())
-        out.append(Check("[PRY] every start synchronizes for β ≥ −0.16", "share 1 at every such β",
-                         f"{worst:.3f}", worst == 1.0))
+        out.append(
+            Check(
+                "[PRY] every start synchronizes for β ≥ −0.16", "share 1 at every such β", f"{worst:.3f}", worst == 1.0
+            )
+        )
     if c.n == 3:
         repels = (betas > NO_SYNC_BETA + 0.05) & ~proved  # μ(β) > 0, away from the threshold's slow escape
         if repels.any():
             worst = float(synced[repels].min())
-            out.append(Check("n = 3: every start synchronizes where the triangle repels (−2/3 < β < −0.16)",
-                             "share 1 at every such β", f"{worst:.3f}", worst == 1.0))
+            out.append(
+                Check(
+                    "n = 3: every start synchronizes where the triangle repels (−2/3 < β < −0.16)",
+                    "share 1 at every such β",
+                    f"{worst:.3f}",
+                    worst == 1.0,
+                )
+            )
         attracts = betas < NO_SYNC_BETA - 0.1
         if attracts.any():
             least = float(triangle[attracts].min())
             elsewhere = float(np.max(1.0 - synced[attracts] - triangle[attracts]))
-            out.append(Check("[PRY] β < −2/3: no global synchronization (n = 3 stays at the equilateral triangle)",
-                             "share at the triangle > 0 at every such β, none elsewhere",
-                             f"min share {least:.3f}, elsewhere {elsewhere:.3f}", least > 0 and elsewhere == 0))
+            out.append(
+                Check(
+                    "[PRY] β < −2/3: no global synchronization (n = 3 stays at the equilateral triangle)",
+                    "share at the triangle > 0 at every such β, none elsewhere",
+                    f"min share {least:.3f}, elsewhere {elsewhere:.3f}",
+                    least > 0 and elsewhere == 0,
+                )
+            )
     return out
 
 
-EXPERIMENT = register(Experiment(
-    "negative-beta",
-    "synchronization on the circle for β of either sign: every start for β ≥ −0.16, not below −2/3",
-    "arXiv 2507.22857",
-    dict(experiment="negative-beta", model="usa", n=3, d=[2], beta="-2:0.5:26", seeds=256, init="uniform",
-         t1=300.0, n_save=61, save_spacing="log", solver="tsit5", rtol=1e-8, atol=1e-10, delta=1e-6,
-         stop_when_clustered=True, statistics=["pairs"], save_states="no"),
-    dict(beta=[-2.0, -0.5, -0.1, 0.5], seeds=64),
-    figures, checks,
-    needs=lambda config: ("pairs",),
-    negative_beta=True,
-    requires=dimensions(2, why="the synchronization thresholds and the equilateral triangle on the circle"),
-    runtime="5 s",
-))
+EXPERIMENT = register(
+    Experiment(
+        "negative-beta",
+        "synchronization on the circle for β of either sign: every start for β ≥ −0.16, not below −2/3",
+        "arXiv 2507.22857",
+        dict(
+            experiment="negative-beta",
+            model="usa",
+            n=3,
+            d=[2],
+            beta="-2:0.5:26",
+            seeds=256,
+            init="uniform",
+            t1=300.0,
+            n_save=61,
+            save_spacing="log",
+            solver="tsit5",
+            rtol=1e-8,
+            atol=1e-10,
+            delta=1e-6,
+            stop_when_clustered=True,
+            statistics=["pairs"],
+            save_states="no",
+        ),
+        dict(beta=[-2.0, -0.5, -0.1, 0.5], seeds=64),
+        figures,
+        checks,
+        needs=lambda config: ("pairs",),
+        negative_beta=True,
+        requires=dimensions(2, why="the synchronization thresholds and the equilateral triangle on the circle"),
+        runtime="5 s",
+    )
+)

@@ -65,11 +65,15 @@ STAT_DIMENSIONS.update(order=_DIMS, order_sq=_DIMS, meanfield_order=_DIMS)
 
 def _check(config) -> np.ndarray:
     if config.model not in ("usa", "usa-rescaled"):
-        raise ConfigError(f"noisy-transition compares with the theory of USA: model must be 'usa' or 'usa-rescaled', "
-                          f"got {config.model!r}")
+        raise ConfigError(
+            f"noisy-transition compares with the theory of USA: model must be 'usa' or 'usa-rescaled', "
+            f"got {config.model!r}"
+        )
     if config.solver not in FIXED_STEP_SOLVERS:
-        raise ConfigError(f"noisy-transition integrates an SDE with fixed steps: solver must be one of "
-                          f"{', '.join(FIXED_STEP_SOLVERS)}, got {config.solver!r}")
+        raise ConfigError(
+            f"noisy-transition integrates an SDE with fixed steps: solver must be one of "
+            f"{', '.join(FIXED_STEP_SOLVERS)}, got {config.solver!r}"
+        )
     if any(b <= 0 for b in config.beta):
         raise ConfigError("noisy-transition needs β > 0")
     ratios = np.asarray(config.noise_ratios, dtype=float)
@@ -86,11 +90,19 @@ def _memory(config) -> dict:
     size = 4 if config.dtype == "float32" else 8
     members, n, d = 2 * config.seeds, config.n, max(config.d)
     tile = min(n, 512)
-    return {"the particles' states and attention [n, seeds, d]": size * members * (8 * n * d + 3 * tile * tile),
-            "the saved order parameters [noise_ratios, n_save]": 8 * 4 * members * len(config.noise_ratios)
-            * config.n_save * len(config.beta) * len(config.d),
-            "the mean field's densities [modes, n_save, beta]": 0 if config.meanfield_time <= 0
-            else 8 * 24 * 2 * len(config.beta) * 2 * config.modes * config.n_save}
+    return {
+        "the particles' states and attention [n, seeds, d]": size * members * (8 * n * d + 3 * tile * tile),
+        "the saved order parameters [noise_ratios, n_save]": 8
+        * 4
+        * members
+        * len(config.noise_ratios)
+        * config.n_save
+        * len(config.beta)
+        * len(config.d),
+        "the mean field's densities [modes, n_save, beta]": 0
+        if config.meanfield_time <= 0
+        else 8 * 24 * 2 * len(config.beta) * 2 * config.modes * config.n_save,
+    }
 
 
 def time_unit(beta: float, d: int, model: str) -> float:
@@ -117,8 +129,12 @@ def _particle_sweeps(config, d: int, beta: float, ratios: np.ndarray, key, meter
     t_level, dt = config.t1 * unit, config.dt * unit
     ts = np.linspace(0.0, t_level, config.n_save)
     keep = ts >= config.burn_in * t_level
-    x = jnp.concatenate([init.uniform(config.seed, n, d, batch=seeds, dtype=config.dtype),
-                         jnp.asarray(_gathered(config.seed + 1, seeds, n, d), dtype=config.dtype)])
+    x = jnp.concatenate(
+        [
+            init.uniform(config.seed, n, d, batch=seeds, dtype=config.dtype),
+            jnp.asarray(_gathered(config.seed + 1, seeds, n, d), dtype=config.dtype),
+        ]
+    )
     field_beta = jnp.full((2 * seeds,), beta)
     usa = USA(field_beta, time="glpr" if config.model == "usa" else "rescaled")
     order = np.empty((seeds, 2, L))
@@ -127,9 +143,18 @@ def _particle_sweeps(config, d: int, beta: float, ratios: np.ndarray, key, meter
     for i in range(L):
         down, up = L - 1 - i, i  # the level each sweep visits at its i-th stage
         sigma = np.concatenate([np.full(seeds, ratios[down]), np.full(seeds, ratios[up])]) * sigma0
-        sol = simulate(Noisy(usa, jnp.asarray(sigma)), x, t_level, ts=ts, solver=config.solver, dt=dt,
-                       save=_order, dtype=config.dtype, key=jax.random.fold_in(key, i),
-                       max_steps=config.max_steps)
+        sol = simulate(
+            Noisy(usa, jnp.asarray(sigma)),
+            x,
+            t_level,
+            ts=ts,
+            solver=config.solver,
+            dt=dt,
+            save=_order,
+            dtype=config.dtype,
+            key=jax.random.fold_in(key, i),
+            max_steps=config.max_steps,
+        )
         x = sol.x_final
         r = np.asarray(sol.stats["r"], dtype=float)[:, keep].mean(axis=1)
         r2 = np.asarray(sol.stats["r2"], dtype=float)[:, keep].mean(axis=1)
@@ -158,8 +183,16 @@ def _meanfield_sweeps(config, betas: np.ndarray, ratios: np.ndarray) -> np.ndarr
     for i in range(L):
         down, up = L - 1 - i, i
         level = np.concatenate([np.full(nb, down), np.full(nb, up)])
-        sol = mf.meanfield_circle(rho * kick, beta_m, float(t_level.max()), ts=ts, model=config.model,
-                                  noise=ratios[level] * sigma0, rtol=1e-6, atol=1e-9)
+        sol = mf.meanfield_circle(
+            rho * kick,
+            beta_m,
+            float(t_level.max()),
+            ts=ts,
+            model=config.model,
+            noise=ratios[level] * sigma0,
+            rtol=1e-6,
+            atol=1e-9,
+        )
         r = np.abs(sol.coefficients[:, :, 1])[:, keep].mean(axis=1)
         out[:, 0, down], out[:, 1, up] = r[:nb], r[nb:]
         rho = sol.rho[:, -1]
@@ -188,8 +221,15 @@ def run(config, *, progress=None) -> RunResult:
     # the mean field is one member, repeated along the seed axis that every statistic shares
     meanfield = np.repeat(meanfield, config.seeds, axis=2)
     stats = {"order": order, "order_sq": order_sq, "meanfield_order": meanfield}
-    return RunResult(config=config, ts=np.zeros(1), stats=stats, xs=None, steps=steps,
-                     t_event=np.full(steps.shape, np.inf), wall_time_s=time.perf_counter() - start)
+    return RunResult(
+        config=config,
+        ts=np.zeros(1),
+        stats=stats,
+        xs=None,
+        steps=steps,
+        t_event=np.full(steps.shape, np.inf),
+        wall_time_s=time.perf_counter() - start,
+    )
 
 
 # -- analysis -----------------------------------------------------------------------------------------
@@ -259,16 +299,33 @@ def figures(result: RunResult) -> dict:
         for b, beta in enumerate(betas):
             fit = susceptibility_fit(ratios, s["order"][a, b], s["order_sq"][a, b], c.n)
             mean_field = s["meanfield_order"][a, b, 0]
-            panels.append(dict(d=d, beta=float(beta), beta_star=critical_beta(d),
-                               sigma_sharp=float(critical_noise(beta, d, c.model)),
-                               coupling=float(threshold_coupling(beta, d)), order=s["order"][a, b],
-                               meanfield=None if np.all(np.isnan(mean_field)) else mean_field,
-                               susceptibility=(fit[1], fit[2])))
+            panels.append(
+                dict(
+                    d=d,
+                    beta=float(beta),
+                    beta_star=critical_beta(d),
+                    sigma_sharp=float(critical_noise(beta, d, c.model)),
+                    coupling=float(threshold_coupling(beta, d)),
+                    order=s["order"][a, b],
+                    meanfield=None if np.all(np.isnan(mean_field)) else mean_field,
+                    susceptibility=(fit[1], fit[2]),
+                )
+            )
     grid = np.linspace(0.05, 1.25 * max(float(betas.max()), 3.0), 200)
-    curves = [dict(d=d, beta=grid, coupling=threshold_coupling(grid, d), beta_star=critical_beta(d),
-                   coupling_star=float(threshold_coupling(critical_beta(d), d))) for d in ds]
-    return {"noisy_transition": lambda p: plots.noise_sweep(ratios, panels, n=c.n, path=p),
-            "thresholds": lambda p: plots.transition_thresholds(curves, betas, path=p)}
+    curves = [
+        dict(
+            d=d,
+            beta=grid,
+            coupling=threshold_coupling(grid, d),
+            beta_star=critical_beta(d),
+            coupling_star=float(threshold_coupling(critical_beta(d), d)),
+        )
+        for d in ds
+    ]
+    return {
+        "noisy_transition": lambda p: plots.noise_sweep(ratios, panels, n=c.n, path=p),
+        "thresholds": lambda p: plots.transition_thresholds(curves, betas, path=p),
+    }
 
 
 def checks(result: RunResult) -> list[Check]:
@@ -282,9 +339,14 @@ def checks(result: RunResult) -> list[Check]:
             order, order_sq = s["order"][a, b], s["order_sq"][a, b]
             label = _label(beta, d)
             root, _, _ = susceptibility_fit(ratios, order, order_sq, c.n)
-            out.append(Check(f"[MR] {label}: uniform phase 1/(n⟨r²⟩) = 1 − K/K_# vanishes at K_#",
-                             f"K/K_# = 1 ± {THRESHOLD_TOLERANCE:g}", f"{root:.3f}",
-                             bool(abs(root - 1.0) <= THRESHOLD_TOLERANCE)))
+            out.append(
+                Check(
+                    f"[MR] {label}: uniform phase 1/(n⟨r²⟩) = 1 − K/K_# vanishes at K_#",
+                    f"K/K_# = 1 ± {THRESHOLD_TOLERANCE:g}",
+                    f"{root:.3f}",
+                    bool(abs(root - 1.0) <= THRESHOLD_TOLERANCE),
+                )
+            )
             cross = sweep_crossings(ratios, order)
             width = cross[1, -1] - cross[0, -1]  # in σ/σ_#
             spread = float(np.hypot(np.nanstd(cross[0, :-1], ddof=1), np.nanstd(cross[1, :-1], ddof=1)))
@@ -292,40 +354,111 @@ def checks(result: RunResult) -> list[Check]:
                 gap = np.abs(order[:, 1].mean(axis=0) - order[:, 0].mean(axis=0))
                 band = np.hypot(order[:, 0].std(axis=0, ddof=1), order[:, 1].std(axis=0, ddof=1))
                 excess = float(np.max(gap - 3.0 * band))
-                out.append(Check(f"[MR] {label}: continuous, no hysteresis (sweeps up and down agree)",
-                                 "|r_up − r_down| ≤ 3 × seed spread + 0.03 at every σ",
-                                 f"max excess {excess:+.3f}; loop width {width:+.3f} σ_#", excess <= 0.03))
+                out.append(
+                    Check(
+                        f"[MR] {label}: continuous, no hysteresis (sweeps up and down agree)",
+                        "|r_up − r_down| ≤ 3 × seed spread + 0.03 at every σ",
+                        f"max excess {excess:+.3f}; loop width {width:+.3f} σ_#",
+                        excess <= 0.03,
+                    )
+                )
             else:
                 k_down = 1.0 / cross[0, -1] ** 2
-                out.append(Check(f"[MR] {label}: the sweep down leaves the uniform state at K_#",
-                                 f"K/K_# = 1 ± {THRESHOLD_TOLERANCE:g}", f"{k_down:.3f}",
-                                 bool(abs(k_down - 1.0) <= THRESHOLD_TOLERANCE)))
-                out.append(Check(f"[MR] {label}: discontinuous, hysteresis (the sweep up stays ordered past σ_#)",
-                                 "loop width > 3 × seed spread of the crossings",
-                                 f"width {width:.3f} σ_#, spread {spread:.3f} σ_#",
-                                 bool(width > 3.0 * spread and width > 0)))
+                out.append(
+                    Check(
+                        f"[MR] {label}: the sweep down leaves the uniform state at K_#",
+                        f"K/K_# = 1 ± {THRESHOLD_TOLERANCE:g}",
+                        f"{k_down:.3f}",
+                        bool(abs(k_down - 1.0) <= THRESHOLD_TOLERANCE),
+                    )
+                )
+                out.append(
+                    Check(
+                        f"[MR] {label}: discontinuous, hysteresis (the sweep up stays ordered past σ_#)",
+                        "loop width > 3 × seed spread of the crossings",
+                        f"width {width:.3f} σ_#, spread {spread:.3f} σ_#",
+                        bool(width > 3.0 * spread and width > 0),
+                    )
+                )
     return out
 
 
-EXPERIMENT = register(Experiment(
-    "noisy-transition",
-    "noisy USA tokens: the uniform state's transition at K_# = 1/σ_#², continuous below β*, hysteretic above",
-    "arXiv 2606.05140, 2604.16288, 2512.01868 §7",
-    dict(experiment="noisy-transition", model="usa", n=512, d=[2], beta=[1.0, 8.0], seeds=4,
-         noise_ratios=[0.7, 0.75, 0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 1.0, 1.025, 1.05, 1.075, 1.1, 1.125, 1.15,
-                       1.2, 1.25, 1.3],
-         t1=20.0, dt=0.025, n_save=41, burn_in=0.5, solver="euler", dtype="float32", modes=64, meanfield_time=60.0),
-    dict(n=256, seeds=4, noise_ratios=[0.7, 0.8, 0.9, 0.95, 1.0, 1.025, 1.05, 1.075, 1.1, 1.2, 1.3],
-         meanfield_time=0.0),
-    figures, checks,
-    needs=lambda config: (),
-    run=run,
-    keys=("model", "n", "d", "beta", "seeds", "seed", "noise_ratios", "t1", "dt", "n_save", "burn_in", "solver",
-          "dtype", "max_steps", "modes", "meanfield_time"),
-    memory=_memory,
-    requires=_check,
-    headline=lambda c: (f"{c.model.upper()} + noise, n = {c.n}, d = {list(c.d)}, β = {list(c.beta)}, {c.seeds} seeds, "
-                        f"σ/σ_# ∈ {list(c.noise_ratios)} swept down and up, t1 = {c.t1:g} τ_# per level, "
-                        f"dt = {c.dt:g} τ_# ({c.solver})"),
-    runtime="2 min",
-))
+EXPERIMENT = register(
+    Experiment(
+        "noisy-transition",
+        "noisy USA tokens: the uniform state's transition at K_# = 1/σ_#², continuous below β*, hysteretic above",
+        "arXiv 2606.05140, 2604.16288, 2512.01868 §7",
+        dict(
+            experiment="noisy-transition",
+            model="usa",
+            n=512,
+            d=[2],
+            beta=[1.0, 8.0],
+            seeds=4,
+            noise_ratios=[
+                0.7,
+                0.75,
+                0.8,
+                0.85,
+                0.9,
+                0.925,
+                0.95,
+                0.975,
+                1.0,
+                1.025,
+                1.05,
+                1.075,
+                1.1,
+                1.125,
+                1.15,
+                1.2,
+                1.25,
+                1.3,
+            ],
+            t1=20.0,
+            dt=0.025,
+            n_save=41,
+            burn_in=0.5,
+            solver="euler",
+            dtype="float32",
+            modes=64,
+            meanfield_time=60.0,
+        ),
+        dict(
+            n=256,
+            seeds=4,
+            noise_ratios=[0.7, 0.8, 0.9, 0.95, 1.0, 1.025, 1.05, 1.075, 1.1, 1.2, 1.3],
+            meanfield_time=0.0,
+        ),
+        figures,
+        checks,
+        needs=lambda config: (),
+        run=run,
+        keys=(
+            "model",
+            "n",
+            "d",
+            "beta",
+            "seeds",
+            "seed",
+            "noise_ratios",
+            "t1",
+            "dt",
+            "n_save",
+            "burn_in",
+            "solver",
+            "dtype",
+            "max_steps",
+            "modes",
+            "meanfield_time",
+        ),
+        memory=_memory,
+        requires=_check,
+        headline=lambda c: (
+            f"{c.model.upper()} + noise, n = {c.n}, d = {list(c.d)}, β = {list(c.beta)}, {c.seeds} seeds, "
+            f"σ/σ_# ∈ {list(c.noise_ratios)} swept down and up, t1 = {c.t1:g} τ_# per level, "
+            f"dt = {c.dt:g} τ_# ({c.solver})"
+        ),
+        runtime="2 min",
+    )
+)

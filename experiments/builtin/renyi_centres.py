@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...particles.renyi import parking_count, renyi_centres
+from ..config import ConfigError
 from ..registry import Check, Experiment, register
 from ..run.runner import RunResult
-from ..config import ConfigError
 from .analysis import dimensions, mean_over_seeds, plots
 
 SCALE = 4.0
@@ -56,11 +56,26 @@ def figures(result: RunResult) -> dict:
     clusters = mean_over_seeds(result, "n_clusters")[0, 0]
     return {
         "renyi_centres": lambda p: plots.renyi_snapshots(
-            result.ts, result.states(c.d[0])[0, 0], centres[0], strong[0], times=(0.0, t1 / 8, t1 / 2, t1), beta=beta,
-            delta=delta, path=p),
+            result.ts,
+            result.states(c.d[0])[0, 0],
+            centres[0],
+            strong[0],
+            times=(0.0, t1 / 8, t1 / 2, t1),
+            beta=beta,
+            delta=delta,
+            path=p,
+        ),
         "centre_counts": lambda p: plots.centre_counts(
-            result.ts, centres.sum(-1).mean(0), strong.sum(-1).mean(0), clusters, prediction=parking_count(delta),
-            beta=beta, delta=delta, members=c.seeds, path=p),
+            result.ts,
+            centres.sum(-1).mean(0),
+            strong.sum(-1).mean(0),
+            clusters,
+            prediction=parking_count(delta),
+            beta=beta,
+            delta=delta,
+            members=c.seeds,
+            path=p,
+        ),
     }
 
 
@@ -78,11 +93,18 @@ def checks(result: RunResult) -> list[Check]:
     expected = parking_count(delta)
     error = count / expected - 1.0
     return [
-        Check(f"Lemma 5.1: strong Rényi centres stay within {STILL:g}δ up to t = {result.ts[-1]:g}",
-              "≥ 95 % of them (the other tokens: most move)", f"{100 * still:.1f} % (others {100 * others:.1f} %)",
-              still >= 0.95 and others < 0.5),
-        Check(f"Rényi parking: centres of {c.n} uniform tokens vs c_R·2π/δ = {expected:.3f}",
-              "within 6 %", f"{count:.3f} ({100 * error:+.1f} %)", abs(error) <= 0.06),
+        Check(
+            f"Lemma 5.1: strong Rényi centres stay within {STILL:g}δ up to t = {result.ts[-1]:g}",
+            "≥ 95 % of them (the other tokens: most move)",
+            f"{100 * still:.1f} % (others {100 * others:.1f} %)",
+            still >= 0.95 and others < 0.5,
+        ),
+        Check(
+            f"Rényi parking: centres of {c.n} uniform tokens vs c_R·2π/δ = {expected:.3f}",
+            "within 6 %",
+            f"{count:.3f} ({100 * error:+.1f} %)",
+            abs(error) <= 0.06,
+        ),
     ]
 
 
@@ -93,20 +115,39 @@ def requires(config) -> None:
     """The circle, and the saved states its centres are computed from."""
     _ON_THE_CIRCLE(config)
     if config.save_states == "no":
-        raise ConfigError("renyi-centres finds its Rényi centres in the saved states: save_states must be 'yes' or "
-                          "'auto', not 'no'")
+        raise ConfigError(
+            "renyi-centres finds its Rényi centres in the saved states: save_states must be 'yes' or 'auto', not 'no'"
+        )
 
 
-EXPERIMENT = register(Experiment(
-    "renyi-centres",
-    "causal attention on the circle (n = 200, β = 64): Rényi centres, strong ones fixed, the parking count",
-    "arXiv 2411.04990 Fig. 2",
-    dict(experiment="renyi-centres", model="sa", mask="causal", n=200, d=[2], beta=[64.0], seeds=64,
-         init="uniform", t1=200.0, n_save=101, solver="tsit5", rtol=1e-7, atol=1e-9, delta=1e-3,
-         statistics=["clusters"], save_states="yes"),
-    dict(seeds=16, t1=100.0, n_save=21),
-    figures, checks,
-    needs=lambda config: ("clusters",),
-    requires=requires,
-    runtime="15 s",
-))
+EXPERIMENT = register(
+    Experiment(
+        "renyi-centres",
+        "causal attention on the circle (n = 200, β = 64): Rényi centres, strong ones fixed, the parking count",
+        "arXiv 2411.04990 Fig. 2",
+        dict(
+            experiment="renyi-centres",
+            model="sa",
+            mask="causal",
+            n=200,
+            d=[2],
+            beta=[64.0],
+            seeds=64,
+            init="uniform",
+            t1=200.0,
+            n_save=101,
+            solver="tsit5",
+            rtol=1e-7,
+            atol=1e-9,
+            delta=1e-3,
+            statistics=["clusters"],
+            save_states="yes",
+        ),
+        dict(seeds=16, t1=100.0, n_save=21),
+        figures,
+        checks,
+        needs=lambda config: ("clusters",),
+        requires=requires,
+        runtime="15 s",
+    )
+)

@@ -22,14 +22,26 @@ def figures(result: RunResult) -> dict:
     if result.has_states:
         for k, d in enumerate(c.d):
             out["trajectories" if len(c.d) == 1 else f"trajectories_d{d}"] = lambda p, k=k, d=d: plots.trajectories(
-                result.ts, result.states(d)[0, 0], n_clusters=result.stats["n_clusters"][k, 0, 0] if clustered else None,
-                beta=c.beta[0], path=p)
+                result.ts,
+                result.states(d)[0, 0],
+                n_clusters=result.stats["n_clusters"][k, 0, 0] if clustered else None,
+                beta=c.beta[0],
+                path=p,
+            )
     if clustered:
         counts = {float(b): result.stats["n_clusters"][0, j] for j, b in enumerate(c.beta)}
         out["cluster_counts"] = lambda p: plots.cluster_count_vs_time(result.ts, counts, n=c.n, d=c.d[0], path=p)
     return out
 
 
-GENERIC = Experiment("simulate", "a configuration of your own: every key at its default (attnflow list --keys), "
-                     "changed with --set KEY=VALUE; no theory checks", "", dict(experiment="simulate"), {}, figures,
-                     needs=lambda config: (), negative_beta=True)
+GENERIC = Experiment(
+    "simulate",
+    "a configuration of your own: every key at its default (attnflow list --keys), "
+    "changed with --set KEY=VALUE; no theory checks",
+    "",
+    dict(experiment="simulate"),
+    {},
+    figures,
+    needs=lambda config: (),
+    negative_beta=True,
+)

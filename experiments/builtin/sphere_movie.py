@@ -29,13 +29,27 @@ def checks(result: RunResult) -> list[Check]:
     return [Check("energy E_β non-decreasing along the flow", "min increment ≥ −1e-9", f"{worst:.1e}", worst >= -1e-9)]
 
 
-EXPERIMENT = register(Experiment(
-    "sphere-movie",
-    "n = 64 particles on S² at β = 1 up to t = 15, as an animated GIF",
-    "[GLPR] movies",
-    dict(experiment="sphere-movie", model="sa", n=64, d=3, beta=1.0, seeds=1, init="uniform", t1=15.0,
-         n_save=151, solver="tsit5", save_states="yes"),
-    dict(n=16, n_save=31),
-    figures, checks,
-    requires=dimensions(2, 3, why="the animation draws the circle or the sphere S²"),
-))
+EXPERIMENT = register(
+    Experiment(
+        "sphere-movie",
+        "n = 64 particles on S² at β = 1 up to t = 15, as an animated GIF",
+        "[GLPR] movies",
+        dict(
+            experiment="sphere-movie",
+            model="sa",
+            n=64,
+            d=3,
+            beta=1.0,
+            seeds=1,
+            init="uniform",
+            t1=15.0,
+            n_save=151,
+            solver="tsit5",
+            save_states="yes",
+        ),
+        dict(n=16, n_save=31),
+        figures,
+        checks,
+        requires=dimensions(2, 3, why="the animation draws the circle or the sphere S²"),
+    )
+)

@@ -70,8 +70,10 @@ def resolve_config(target: str, sets=(), *, quick: bool = False):
         generic = builtin.GENERIC.name
         close = difflib.get_close_matches(target, [*builtin.EXPERIMENTS, generic], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UsageError(f"unknown experiment {target!r}{hint} (built-in: {', '.join(builtin.EXPERIMENTS)}; "
-                         f"{generic}: a configuration of your own, set with --set KEY=VALUE); or give a FILE.toml")
+        raise UsageError(
+            f"unknown experiment {target!r}{hint} (built-in: {', '.join(builtin.EXPERIMENTS)}; "
+            f"{generic}: a configuration of your own, set with --set KEY=VALUE); or give a FILE.toml"
+        )
     base = dict(experiment.defaults)
     if quick:
         base.update(experiment.quick)
@@ -144,8 +146,9 @@ def _run_grid_experiment(config, experiment, out: Path, args) -> int:
     specs = [f"{key}={','.join(str(v) for v in values)}" for key, values in experiment.grid.items()]
     # a rerun completes (or reuses) what is there, if it was made with the same configuration
     resume = (out / store.MANIFEST_FILE).is_file() and not args.overwrite
-    done = schedule.run_sweep(config, experiment, specs, out, resume=resume, overwrite=args.overwrite,
-                              plot=not args.no_plot)
+    done = schedule.run_sweep(
+        config, experiment, specs, out, resume=resume, overwrite=args.overwrite, plot=not args.no_plot
+    )
     loaded = {}
     for run in done:
         value = run["point"][next(iter(experiment.grid))]
@@ -180,8 +183,9 @@ def cmd_sweep(args) -> int:
             if args.scheduler is not None or args.workers is not None:
                 flag = "--scheduler" if args.scheduler is not None else "--workers"
                 raise UsageError(f"{flag} needs --executor dask (the local executor runs in this process)")
-            runs = schedule.run_sweep(config, experiment, args.grid, out, resume=args.resume,
-                                      overwrite=args.overwrite, plot=not args.no_plot)
+            runs = schedule.run_sweep(
+                config, experiment, args.grid, out, resume=args.resume, overwrite=args.overwrite, plot=not args.no_plot
+            )
         else:
             from ..sweep.executors import check_scheduler_address, make_executor
 
@@ -192,8 +196,16 @@ def cmd_sweep(args) -> int:
             with make_executor(args.executor, scheduler=args.scheduler, workers=args.workers) as executor:
                 if config.progress:
                     _log(f"sweep: Dask scheduler {executor.address}, {executor.workers} workers")
-                runs = schedule.run_sweep(config, experiment, args.grid, out, resume=args.resume,
-                                          overwrite=args.overwrite, plot=not args.no_plot, executor=executor)
+                runs = schedule.run_sweep(
+                    config,
+                    experiment,
+                    args.grid,
+                    out,
+                    resume=args.resume,
+                    overwrite=args.overwrite,
+                    plot=not args.no_plot,
+                    executor=executor,
+                )
     except schedule.SweepError as err:  # the others are written: report them all, then the failure
         failure, runs = err, err.runs
     if args.json:
@@ -254,8 +266,11 @@ def cmd_fit(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``attnflow`` command line's argument parser, one subparser per command (docs/cli.md is made from it)."""
-    parser = _Parser(prog="attnflow", description="Transformers as interacting particle systems on the sphere: "
-                     "run the papers' experiments, sweep d and β, plot clustering.")
+    parser = _Parser(
+        prog="attnflow",
+        description="Transformers as interacting particle systems on the sphere: "
+        "run the papers' experiments, sweep d and β, plot clustering.",
+    )
     parser.add_argument("--version", action="version", version=f"attnflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -264,26 +279,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     def common(p, out_help):
-        p.add_argument("target", metavar="NAME|FILE.toml",
-                       help="a built-in experiment (attnflow list), simulate (every key at its default, changed with "
-                            "--set) or a config file")
-        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a configuration key (repeatable), e.g. --set beta=4 --set d=[2,8]")
+        p.add_argument(
+            "target",
+            metavar="NAME|FILE.toml",
+            help="a built-in experiment (attnflow list), simulate (every key at its default, changed with "
+            "--set) or a config file",
+        )
+        p.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a configuration key (repeatable), e.g. --set beta=4 --set d=[2,8]",
+        )
         p.add_argument("--out", metavar="DIR", help=out_help)
         overwrite(p)
-        p.add_argument("--quick", action="store_true", help="the experiment's shrunk version (seconds, for a first look)")
+        p.add_argument(
+            "--quick", action="store_true", help="the experiment's shrunk version (seconds, for a first look)"
+        )
         p.add_argument("--no-plot", action="store_true", help="skip the figures")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
         no_cache(p)
 
     def overwrite(p):
-        p.add_argument("--overwrite", action="store_true",
-                       help="replace the results already in DIR (only the files attnflow wrote; yours are kept)")
+        p.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="replace the results already in DIR (only the files attnflow wrote; yours are kept)",
+        )
 
     def no_cache(p):
-        p.add_argument("--no-cache", action="store_true",
-                       help="do not keep compiled programs on disk (default: in $ATTNFLOW_CACHE_DIR, else "
-                            "~/.cache/attnflow/jax; ATTNFLOW_CACHE_DIR=off also turns it off)")
+        p.add_argument(
+            "--no-cache",
+            action="store_true",
+            help="do not keep compiled programs on disk (default: in $ATTNFLOW_CACHE_DIR, else "
+            "~/.cache/attnflow/jax; ATTNFLOW_CACHE_DIR=off also turns it off)",
+        )
 
     def directory_flags(p):
         """What a command writing one run directory from a file (hist, fit) takes besides its own flags."""
@@ -300,22 +331,44 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a grid of configurations")
     common(p, "output directory (default: sweeps/NAME)")
-    p.add_argument("--json", action="store_true",
-                   help="print the sweep as JSON on stdout: how many runs are done, reused, failed, and every "
-                        "run's manifest entry with its summary object")
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=VALUES",
-                   help="a grid axis: a:b:n (linspace) or v1,v2,... (repeatable; the grid is their product)")
-    p.add_argument("--resume", action="store_true",
-                   help="complete the sweep in DIR, keeping its complete runs (refused if they were made with "
-                        "another configuration)")
-    p.add_argument("--executor", choices=["local", "dask"], default="local",
-                   help="where the runs execute: in this process (default) or on a Dask cluster")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="with --executor dask: a running Dask scheduler (e.g. tcp://10.0.0.5:8786); "
-                        "default: a LocalCluster on this machine")
-    p.add_argument("--workers", type=_positive_int, metavar="N",
-                   help="with --executor dask and no --scheduler: LocalCluster worker processes "
-                        "(default: the CPU cores, at most 8)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the sweep as JSON on stdout: how many runs are done, reused, failed, and every "
+        "run's manifest entry with its summary object",
+    )
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=VALUES",
+        help="a grid axis: a:b:n (linspace) or v1,v2,... (repeatable; the grid is their product)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="complete the sweep in DIR, keeping its complete runs (refused if they were made with "
+        "another configuration)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=["local", "dask"],
+        default="local",
+        help="where the runs execute: in this process (default) or on a Dask cluster",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --executor dask: a running Dask scheduler (e.g. tcp://10.0.0.5:8786); "
+        "default: a LocalCluster on this machine",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="with --executor dask and no --scheduler: LocalCluster worker processes "
+        "(default: the CPU cores, at most 8)",
+    )
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("plot", help="redraw the figures of a run (or of every run of a sweep)")
@@ -324,30 +377,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("hist", help="inner-product histograms per layer of a model's token states ([GLPR] Fig. 1)")
-    p.add_argument("states", metavar="STATES.npz",
-                   help="hidden states, an array (layers, tokens, d) or (layers, batch, tokens, d) of floats in an "
-                        ".npz (or .npy) file")
+    p.add_argument(
+        "states",
+        metavar="STATES.npz",
+        help="hidden states, an array (layers, tokens, d) or (layers, batch, tokens, d) of floats in an "
+        ".npz (or .npy) file",
+    )
     p.add_argument("--key", metavar="NAME", help="the array to read from an .npz archive holding several")
     p.add_argument("--layers", metavar="LIST", help="the layers to show, e.g. 0,3,6 or 0-12 (default: all)")
     p.add_argument("--bins", type=_positive_int, default=64, help="histogram bins over [-1, 1] (default: 64)")
-    p.add_argument("--simulate-from", metavar="LAYER",
-                   help="start a simulation from this layer's normalized states and compare it with the later layers")
+    p.add_argument(
+        "--simulate-from",
+        metavar="LAYER",
+        help="start a simulation from this layer's normalized states and compare it with the later layers",
+    )
     p.add_argument("--beta", metavar="B[,B...]", help="with --simulate-from: the inverse temperature(s) to simulate")
-    p.add_argument("--layer-time", metavar="TAU",
-                   help="with --simulate-from: simulated time per layer, layer ℓ at t = (ℓ − LAYER)·TAU "
-                        "(default: 1)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="with --simulate-from: a simulation key (model, solver, dt, rtol, atol, dtype, heads, "
-                        "mask, ...)")
+    p.add_argument(
+        "--layer-time",
+        metavar="TAU",
+        help="with --simulate-from: simulated time per layer, layer ℓ at t = (ℓ − LAYER)·TAU (default: 1)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --simulate-from: a simulation key (model, solver, dt, rtol, atol, dtype, heads, mask, ...)",
+    )
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/hist-STEM)")
     directory_flags(p)
     p.set_defaults(func=cmd_hist)
 
-    p = sub.add_parser("fit", help="fit β, QᵀK, V and the time per layer of the particle model to a model's token "
-                                   "states per layer")
-    p.add_argument("states", metavar="STATES.npz",
-                   help="hidden states, an array (layers, tokens, d) or (layers, prompts, tokens, d) of floats in an "
-                        ".npz (or .npy) file, as for hist")
+    p = sub.add_parser(
+        "fit", help="fit β, QᵀK, V and the time per layer of the particle model to a model's token states per layer"
+    )
+    p.add_argument(
+        "states",
+        metavar="STATES.npz",
+        help="hidden states, an array (layers, tokens, d) or (layers, prompts, tokens, d) of floats in an "
+        ".npz (or .npy) file, as for hist",
+    )
     p.add_argument("--key", metavar="NAME", help="the array to read from an .npz archive holding several")
     p.add_argument("--model", choices=("sa", "usa"), default="sa", help="attention normalized (sa, default) or not")
     p.add_argument("--causal", action="store_true", help="token i attends to tokens j ≤ i only")
@@ -356,14 +425,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--qk-identity", action="store_true", help="QᵀK = identity (β alone)")
     p.add_argument("--v-identity", action="store_true", help="V = identity (the layer time alone)")
     p.add_argument("--shared-tau", action="store_true", help="one time for every layer (default: one per layer)")
-    p.add_argument("--horizon", type=_positive_int, default=1,
-                   help="the loss averages the errors 1 … H layers ahead, each from observed states (default: 1)")
+    p.add_argument(
+        "--horizon",
+        type=_positive_int,
+        default=1,
+        help="the loss averages the errors 1 … H layers ahead, each from observed states (default: 1)",
+    )
     p.add_argument("--substeps", type=_positive_int, default=8, help="RK4 steps per layer (default: 8)")
     p.add_argument("--steps", type=_positive_int, default=300, help="Adam steps (default: 300)")
-    p.add_argument("--lbfgs-steps", type=_non_negative_int, default=150,
-                   help="L-BFGS steps after Adam (default: 150; 0: Adam alone)")
-    p.add_argument("--seed", type=_non_negative_int, default=0,
-                   help="seed of the initial weights' perturbation (an integer ≥ 0; default: 0)")
+    p.add_argument(
+        "--lbfgs-steps",
+        type=_non_negative_int,
+        default=150,
+        help="L-BFGS steps after Adam (default: 150; 0: Adam alone)",
+    )
+    p.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        default=0,
+        help="seed of the initial weights' perturbation (an integer ≥ 0; default: 0)",
+    )
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/fit-STEM)")
     directory_flags(p)
     p.set_defaults(func=cmd_fit)

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import plots
-from ..results import store
 from ..config import to_toml
+from ..results import store
 
 __all__ = ["main", "run_fit", "load_result", "is_fit_run", "replot"]
 
@@ -42,8 +42,15 @@ def run_fit(states: np.ndarray, options: dict, *, path: str = "", progress: bool
     x = normalize_states(states, f"states file {path!r}" if path else "the states")
     result = fit(x, **options, progress=progress)
     rollout = _rollout(result, x)
-    return {"result": result, "observed": _histograms(x), "fitted": _histograms(rollout),
-            "edges": np.asarray(histogram_edges(BINS)), "options": options, "path": path, "shape": list(states.shape)}
+    return {
+        "result": result,
+        "observed": _histograms(x),
+        "fitted": _histograms(rollout),
+        "edges": np.asarray(histogram_edges(BINS)),
+        "options": options,
+        "path": path,
+        "shape": list(states.shape),
+    }
 
 
 def _rollout(result, x: np.ndarray) -> np.ndarray:
@@ -54,8 +61,7 @@ def _rollout(result, x: np.ndarray) -> np.ndarray:
 
     times = np.concatenate([[0.0], np.cumsum(result.tau)])
     field = result.field()
-    sol = simulate(field, jnp.asarray(x[0]), float(times[-1]), ts=times, solver="rk4",
-                   dt=float(np.min(result.tau)) / 8)
+    sol = simulate(field, jnp.asarray(x[0]), float(times[-1]), ts=times, solver="rk4", dt=float(np.min(result.tau)) / 8)
     return np.moveaxis(np.asarray(sol.xs), 1, 0)
 
 
@@ -64,37 +70,74 @@ def summarize(fitted: dict) -> dict:
 
     r = fitted["result"]
     return {
-        "command": "fit", "states": fitted["path"], "shape": fitted["shape"],
-        "model": r.model, "heads": r.heads, "qk": r.qk, "v": r.v, "causal": r.causal,
-        "beta": r.beta, "tau": r.tau.tolist(),
-        "layer_error": r.layer_error.tolist(), "identity_error": r.identity_error.tolist(),
-        "linear_error": r.linear_error.tolist(), "rollout_error": r.rollout_error.tolist(),
-        "mean_error": float(np.mean(r.layer_error)), "mean_identity_error": float(np.mean(r.identity_error)),
+        "command": "fit",
+        "states": fitted["path"],
+        "shape": fitted["shape"],
+        "model": r.model,
+        "heads": r.heads,
+        "qk": r.qk,
+        "v": r.v,
+        "causal": r.causal,
+        "beta": r.beta,
+        "tau": r.tau.tolist(),
+        "layer_error": r.layer_error.tolist(),
+        "identity_error": r.identity_error.tolist(),
+        "linear_error": r.linear_error.tolist(),
+        "rollout_error": r.rollout_error.tolist(),
+        "mean_error": float(np.mean(r.layer_error)),
+        "mean_identity_error": float(np.mean(r.identity_error)),
         "mean_linear_error": float(np.mean(r.linear_error)),
         "gain_over_identity": float(np.mean(r.identity_error) / np.mean(r.layer_error)),
         "gain_over_linear": float(np.mean(r.linear_error) / np.mean(r.layer_error)),
-        "held_out_prompts": r.held_out, "final_loss": float(r.loss[-1]) if r.loss.size else None,
-        "wall_time_s": float(r.wall_time_s), "versions": versions(),
+        "held_out_prompts": r.held_out,
+        "final_loss": float(r.loss[-1]) if r.loss.size else None,
+        "wall_time_s": float(r.wall_time_s),
+        "versions": versions(),
     }
 
 
 def arrays(fitted: dict) -> tuple[dict, dict]:
     r = fitted["result"]
-    out = {"transition": np.arange(1, r.tau.size + 1), "tau": r.tau, "M": r.M, "V": r.V,
-           "layer_error": r.layer_error, "identity_error": r.identity_error, "linear_error": r.linear_error,
-           "rollout_error": r.rollout_error, "loss": r.loss, "edges": fitted["edges"],
-           "histogram": fitted["observed"], "fitted_histogram": fitted["fitted"]}
-    dims = {"transition": ["transition"], "tau": ["transition"], "M": ["head", "row", "column"],
-            "V": ["head", "row", "column"], "layer_error": ["transition"], "identity_error": ["transition"],
-            "linear_error": ["transition"], "rollout_error": ["transition"], "loss": ["iteration"],
-            "edges": ["edge"], "histogram": ["layer", "bin"], "fitted_histogram": ["layer", "bin"]}
+    out = {
+        "transition": np.arange(1, r.tau.size + 1),
+        "tau": r.tau,
+        "M": r.M,
+        "V": r.V,
+        "layer_error": r.layer_error,
+        "identity_error": r.identity_error,
+        "linear_error": r.linear_error,
+        "rollout_error": r.rollout_error,
+        "loss": r.loss,
+        "edges": fitted["edges"],
+        "histogram": fitted["observed"],
+        "fitted_histogram": fitted["fitted"],
+    }
+    dims = {
+        "transition": ["transition"],
+        "tau": ["transition"],
+        "M": ["head", "row", "column"],
+        "V": ["head", "row", "column"],
+        "layer_error": ["transition"],
+        "identity_error": ["transition"],
+        "linear_error": ["transition"],
+        "rollout_error": ["transition"],
+        "loss": ["iteration"],
+        "edges": ["edge"],
+        "histogram": ["layer", "bin"],
+        "fitted_histogram": ["layer", "bin"],
+    }
     return out, dims
 
 
 def config_toml(fitted: dict) -> str:
     r, options = fitted["result"], fitted["options"]
-    table = {"command": "fit", "states": fitted["path"], "shape": fitted["shape"], "beta": r.beta,
-             **{k: v for k, v in options.items() if v is not None}}
+    table = {
+        "command": "fit",
+        "states": fitted["path"],
+        "shape": fitted["shape"],
+        "beta": r.beta,
+        **{k: v for k, v in options.items() if v is not None},
+    }
     return to_toml(table).replace("# attnflow configuration", "# attnflow fit", 1)
 
 
@@ -104,21 +147,51 @@ def figures(run: dict) -> dict:
     layers = np.arange(run["histogram"].shape[0])
     beta = float(f"{run['beta']:.4g}")
     return {
-        "fit_errors": lambda p: plots.fit_errors(run["layer_error"], run["identity_error"], run["linear_error"],
-                                                 run["rollout_error"], beta=beta, model=run["model"],
-                                                 held_out=run["held_out_prompts"], source=name, path=p),
+        "fit_errors": lambda p: plots.fit_errors(
+            run["layer_error"],
+            run["identity_error"],
+            run["linear_error"],
+            run["rollout_error"],
+            beta=beta,
+            model=run["model"],
+            held_out=run["held_out_prompts"],
+            source=name,
+            path=p,
+        ),
         "fit_histograms": lambda p: plots.layer_histograms(
-            layers, run["edges"], run["histogram"], simulated=run["fitted_histogram"][None], sim_layers=layers,
-            betas=[beta], start=0, model=f"fitted {run['model'].upper()}", source=name,
-            path=p),
+            layers,
+            run["edges"],
+            run["histogram"],
+            simulated=run["fitted_histogram"][None],
+            sim_layers=layers,
+            betas=[beta],
+            start=0,
+            model=f"fitted {run['model'].upper()}",
+            source=name,
+            path=p,
+        ),
     }
 
 
 def _figure_inputs(summary: dict, data: dict) -> dict:
-    return {"states": summary.get("states", ""), "beta": float(summary["beta"]), "model": summary["model"],
-            "held_out_prompts": int(summary.get("held_out_prompts", 0)), **{k: data[k] for k in (
-                "layer_error", "identity_error", "linear_error", "rollout_error", "edges", "histogram",
-                "fitted_histogram")}}
+    return {
+        "states": summary.get("states", ""),
+        "beta": float(summary["beta"]),
+        "model": summary["model"],
+        "held_out_prompts": int(summary.get("held_out_prompts", 0)),
+        **{
+            k: data[k]
+            for k in (
+                "layer_error",
+                "identity_error",
+                "linear_error",
+                "rollout_error",
+                "edges",
+                "histogram",
+                "fitted_histogram",
+            )
+        },
+    }
 
 
 def is_fit_run(run_dir) -> bool:
@@ -147,14 +220,18 @@ def print_report(summary: dict, out: Path) -> None:
 
     L = len(summary["layer_error"]) + 1
     where = f"on {summary['held_out_prompts']} held-out prompts" if summary["held_out_prompts"] else "in sample"
-    print(f"fit: {summary['states']}: {L} layers, {summary['model'].upper()} with {summary['heads']} head(s), "
-          f"QᵀK {summary['qk']}, V {summary['v']}{', causal' if summary['causal'] else ''}; "
-          f"{summary['wall_time_s']:.1f} s")
+    print(
+        f"fit: {summary['states']}: {L} layers, {summary['model'].upper()} with {summary['heads']} head(s), "
+        f"QᵀK {summary['qk']}, V {summary['v']}{', causal' if summary['causal'] else ''}; "
+        f"{summary['wall_time_s']:.1f} s"
+    )
     taus = ", ".join(num(t) for t in summary["tau"])
     print(f"  β = {num(summary['beta'], 4)}, layer times τ = {taus}")
-    print(f"  one layer ahead ({where}): mean squared error {summary['mean_error']:.3e}; identity "
-          f"{summary['mean_identity_error']:.3e} ({num(summary['gain_over_identity'])}× larger), best linear map "
-          f"{summary['mean_linear_error']:.3e} ({num(summary['gain_over_linear'])}×)")
+    print(
+        f"  one layer ahead ({where}): mean squared error {summary['mean_error']:.3e}; identity "
+        f"{summary['mean_identity_error']:.3e} ({num(summary['gain_over_identity'])}× larger), best linear map "
+        f"{summary['mean_linear_error']:.3e} ({num(summary['gain_over_linear'])}×)"
+    )
     print(f"results in {out}/")
     for p in sorted(Path(out).iterdir()):
         if p.suffix == ".png":
@@ -163,15 +240,24 @@ def print_report(summary: dict, out: Path) -> None:
 
 def main(args) -> int:
     """``attnflow fit`` (arguments parsed by ``cli.build_parser``): every check before any work."""
-    from .hist import read_states
     from ..results.store import check_target, output_path
+    from .hist import read_states
 
     if args.rank is not None and args.qk_identity:
         raise ValueError("--rank r and --qk-identity both set QᵀK: give one")
-    options = dict(model=args.model, heads=args.heads, causal=args.causal,
-                   qk=args.rank if args.rank is not None else ("identity" if args.qk_identity else "full"),
-                   v="identity" if args.v_identity else "full", shared_tau=args.shared_tau, horizon=args.horizon,
-                   substeps=args.substeps, adam_steps=args.steps, lbfgs_steps=args.lbfgs_steps, seed=args.seed)
+    options = dict(
+        model=args.model,
+        heads=args.heads,
+        causal=args.causal,
+        qk=args.rank if args.rank is not None else ("identity" if args.qk_identity else "full"),
+        v="identity" if args.v_identity else "full",
+        shared_tau=args.shared_tau,
+        horizon=args.horizon,
+        substeps=args.substeps,
+        adam_steps=args.steps,
+        lbfgs_steps=args.lbfgs_steps,
+        seed=args.seed,
+    )
     states, key, saved_shape = read_states(args.states, args.key)
     if states.shape[0] < 2:
         raise ValueError(f"states file {args.states!r} has {states.shape[0]} layer: fit needs at least 2")
@@ -188,8 +274,15 @@ def main(args) -> int:
     summary = summarize(fitted)
     arrs, dims = arrays(fitted)
     run = _figure_inputs(summary, arrs)
-    store.write_run(out, config_toml(fitted), summary, arrs, None if args.no_plot else figures(run), dims=dims,
-                    overwrite=args.overwrite)
+    store.write_run(
+        out,
+        config_toml(fitted),
+        summary,
+        arrs,
+        None if args.no_plot else figures(run),
+        dims=dims,
+        overwrite=args.overwrite,
+    )
     if args.json:
         print(json.dumps(store.jsonable(summary, "summary"), indent=2, allow_nan=False))
     else:

@@ -34,13 +34,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ..run import memory
 from .. import plots
-from ..results import store
 from ..config import KEYS, ConfigError, load_config, parse_override, to_toml
+from ..results import store
+from ..run import memory
 
-__all__ = ["read_states", "normalize_states", "parse_layers", "pair_inner_products", "wasserstein1", "compute",
-           "load_result", "replot", "main"]
+__all__ = [
+    "read_states",
+    "normalize_states",
+    "parse_layers",
+    "pair_inner_products",
+    "wasserstein1",
+    "compute",
+    "load_result",
+    "replot",
+    "main",
+]
 
 MAX_BINS = 100_000
 
@@ -60,8 +69,22 @@ FIXED_KEYS = {
     "experiment": "hist is its own command",
 }
 _SIM_KEYS = ("model", "n", "d", "beta", "seeds", "seed", "t1", "save_times", "solver", "dt", "rtol", "atol", "dtype")
-_IGNORED_KEYS = ("angles", "rho", "cap_angle", "n_init_clusters", "spread", "save_spacing", "log_decades",
-                 "save_states", "statistics", "stop_when_clustered", "delta", "memory_gb", "progress", "circle")
+_IGNORED_KEYS = (
+    "angles",
+    "rho",
+    "cap_angle",
+    "n_init_clusters",
+    "spread",
+    "save_spacing",
+    "log_decades",
+    "save_states",
+    "statistics",
+    "stop_when_clustered",
+    "delta",
+    "memory_gb",
+    "progress",
+    "circle",
+)
 
 
 # -- reading the states -----------------------------------------------------------------------------
@@ -85,27 +108,32 @@ def _npz_header(f, label: str, name: str):
 def _check_header(dtype: np.dtype, shape: tuple, label: str) -> None:
     """Refuse, before reading any data, what is not a float array (layers, [batch,] tokens, d)."""
     if dtype.hasobject:
-        raise ValueError(f"{label} holds pickled Python objects (dtype object), which are never loaded; "
-                         "save the hidden states as a float array")
+        raise ValueError(
+            f"{label} holds pickled Python objects (dtype object), which are never loaded; "
+            "save the hidden states as a float array"
+        )
     if dtype.kind != "f":
-        raise ValueError(f"{label} has dtype {dtype}; expected floating-point hidden states "
-                         "(convert with .float() or .astype('float32') before saving)")
+        raise ValueError(
+            f"{label} has dtype {dtype}; expected floating-point hidden states "
+            "(convert with .float() or .astype('float32') before saving)"
+        )
     if len(shape) not in (3, 4):
         raise ValueError(f"{label} holds shape {shape}; expected (layers, tokens, d) or (layers, batch, tokens, d)")
     layers, tokens, d = shape[0], shape[-2], shape[-1]
     batch = shape[1] if len(shape) == 4 else 1
     if layers < 1 or batch < 1 or tokens < 2 or d < 2:
-        raise ValueError(f"{label} holds shape {shape}; it needs at least one layer (and prompt), "
-                         "two tokens and d ≥ 2")
+        raise ValueError(f"{label} holds shape {shape}; it needs at least one layer (and prompt), two tokens and d ≥ 2")
 
 
 def _check_memory(shape: tuple, label: str) -> None:
     need = 3 * math.prod(shape) * 8  # the array, in float64, and its normalized copy
     have = memory.machine_bytes()
     if have is not None and need > have:
-        raise ValueError(f"{label} holds shape {shape}, which needs about {memory.format_bytes(need)} of memory, "
-                         f"more than this machine's {memory.format_bytes(have)}; select fewer layers or prompts "
-                         "when saving")
+        raise ValueError(
+            f"{label} holds shape {shape}, which needs about {memory.format_bytes(need)} of memory, "
+            f"more than this machine's {memory.format_bytes(have)}; select fewer layers or prompts "
+            "when saving"
+        )
 
 
 def _read_npz(path: str, label: str, key: str | None) -> tuple[np.ndarray, str]:
@@ -119,8 +147,9 @@ def _read_npz(path: str, label: str, key: str | None) -> tuple[np.ndarray, str]:
             raise ValueError(f"{label} holds no arrays; save the hidden states with numpy.savez(path, states=...)")
         if key is None:
             if len(names) > 1:
-                raise ValueError(f"{label} holds {len(names)} arrays ({', '.join(sorted(names))}); "
-                                 "choose one with --key NAME")
+                raise ValueError(
+                    f"{label} holds {len(names)} arrays ({', '.join(sorted(names))}); choose one with --key NAME"
+                )
             key = names[0]
         elif key not in names:
             near = difflib.get_close_matches(key, names, n=1)
@@ -137,8 +166,10 @@ def _read_npz(path: str, label: str, key: str | None) -> tuple[np.ndarray, str]:
         _check_header(dtype, shape, where)
         claimed, held = math.prod(shape) * dtype.itemsize, info.file_size - offset
         if claimed != held:  # a header that lies about its size is refused before anything is allocated
-            raise ValueError(f"{label}: array {key!r} is corrupt (its header claims {claimed} bytes of data, "
-                             f"the archive holds {held})")
+            raise ValueError(
+                f"{label}: array {key!r} is corrupt (its header claims {claimed} bytes of data, "
+                f"the archive holds {held})"
+            )
         _check_memory(shape, where)
         try:
             with archive.open(info) as f:
@@ -149,8 +180,12 @@ def _read_npz(path: str, label: str, key: str | None) -> tuple[np.ndarray, str]:
 
 
 def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+    for test, kind in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return kind
     return "not a plain file"
@@ -176,8 +211,10 @@ def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, t
     if stat.S_ISDIR(info.st_mode):
         raise ValueError(f"{label} is a directory, not an .npz or .npy file")
     if not stat.S_ISREG(info.st_mode):  # a pipe or a device: opening or reading it can block for ever
-        raise ValueError(f"{label} is {_file_kind(info.st_mode)}, not a regular file: save the states to an "
-                         ".npz or .npy file and give its path")
+        raise ValueError(
+            f"{label} is {_file_kind(info.st_mode)}, not a regular file: save the states to an "
+            ".npz or .npy file and give its path"
+        )
     try:
         with open(path, "rb") as f:
             magic = f.read(6)
@@ -187,18 +224,26 @@ def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, t
         array, key = _read_npz(path, label, key)
     elif magic == b"\x93NUMPY":
         if key is not None:
-            raise ValueError(f"--key {key!r}: {label} is an .npy file holding one array; --key selects "
-                             "an array of an .npz archive")
+            raise ValueError(
+                f"--key {key!r}: {label} is an .npy file holding one array; --key selects an array of an .npz archive"
+            )
         mapped = open_npy(path, label)
         _check_header(mapped.dtype, mapped.shape, label)
         _check_memory(mapped.shape, label)
         array = np.array(mapped)
         del mapped
     else:
-        why = ("it is empty" if not magic else "it looks like a Python pickle, which is never loaded"
-               if magic[:1] == b"\x80" else "its first bytes are neither")
-        raise ValueError(f"{label} is neither an .npz archive nor an .npy array ({why}); "
-                         "save the states with numpy.savez or numpy.save")
+        why = (
+            "it is empty"
+            if not magic
+            else "it looks like a Python pickle, which is never loaded"
+            if magic[:1] == b"\x80"
+            else "its first bytes are neither"
+        )
+        raise ValueError(
+            f"{label} is neither an .npz archive nor an .npy array ({why}); "
+            "save the states with numpy.savez or numpy.save"
+        )
     saved = array.shape
     array = array.reshape(array.shape[:1] + (1,) + array.shape[1:]) if array.ndim == 3 else array
     finite = np.isfinite(array)
@@ -235,14 +280,17 @@ def parse_layers(spec: str | None, n_layers: int) -> np.ndarray:
             a = int(lo)
             b = int(hi) if sep else a
         except ValueError:
-            raise ValueError(f"--layers {spec!r}: expected layer indices and ranges such as 0,3,6 or 0-12, "
-                             f"got {part!r}") from None
+            raise ValueError(
+                f"--layers {spec!r}: expected layer indices and ranges such as 0,3,6 or 0-12, got {part!r}"
+            ) from None
         if a > b:
             raise ValueError(f"--layers {spec!r}: the range {part!r} is empty")
         for value in (a, b):
             if not 0 <= value < n_layers:
-                raise ValueError(f"--layers {spec!r}: layer {value} is out of range; the states have "
-                                 f"{n_layers} layers (0–{n_layers - 1})")
+                raise ValueError(
+                    f"--layers {spec!r}: layer {value} is out of range; the states have "
+                    f"{n_layers} layers (0–{n_layers - 1})"
+                )
         chosen.extend(range(a, b + 1))
     return np.unique(np.asarray(chosen, dtype=np.int64))
 
@@ -309,8 +357,16 @@ def simulation_config(sets, betas, n: int, d: int, ts: np.ndarray, batch: int):
             raise ValueError(f"--set {text}: hist sets {name} itself ({FIXED_KEYS[name]})")
         if name in _IGNORED_KEYS:
             raise ValueError(f"--set {text}: {name} has no effect on hist's simulation")
-    base = {"n": n, "d": d, "beta": list(betas), "seeds": batch, "t1": float(ts[-1]),
-            "save_times": [float(t) for t in ts], "save_states": "yes", "progress": True}
+    base = {
+        "n": n,
+        "d": d,
+        "beta": list(betas),
+        "seeds": batch,
+        "t1": float(ts[-1]),
+        "save_times": [float(t) for t in ts],
+        "save_states": "yes",
+        "progress": True,
+    }
     try:
         return load_config(None, list(sets), base=base)
     except ConfigError as err:
@@ -329,8 +385,12 @@ def simulate_layers(x0: np.ndarray, config, ts: np.ndarray, *, progress: bool) -
     batch = x0.shape[0]
     members = len(betas) * batch
     field = fields.build_field(config, jnp.asarray(np.repeat(betas, batch)), np.full(members, config.seed), config.d[0])
-    arguments = fields.simulate_arguments(config, jnp.asarray(ts), progress="hist: simulate" if progress else False,
-                                          key=jax.random.key(config.seed) if config.noise > 0 else None)
+    arguments = fields.simulate_arguments(
+        config,
+        jnp.asarray(ts),
+        progress="hist: simulate" if progress else False,
+        key=jax.random.key(config.seed) if config.noise > 0 else None,
+    )
     sol = simulate(field, jnp.asarray(np.tile(x0, (len(betas), 1, 1)), dtype=config.dtype), config.t1, **arguments)
     xs = np.asarray(sol.xs, dtype=np.float64)
     return xs.reshape((len(betas), batch) + xs.shape[1:]), int(round(float(np.mean(np.asarray(sol.steps)))))
@@ -346,9 +406,9 @@ class HistResult:
     states: str
     key: str | None
     shape: tuple
-    layers: np.ndarray          # (L,) the layers shown
-    edges: np.ndarray           # (bins + 1,)
-    counts: np.ndarray          # (L, bins) the model's histograms, pooled over prompts
+    layers: np.ndarray  # (L,) the layers shown
+    edges: np.ndarray  # (bins + 1,)
+    counts: np.ndarray  # (L, bins) the model's histograms, pooled over prompts
     mean_inner_product: np.ndarray  # (L,)
     # the simulation: from_layer, layer_time, config, layers (K,), times (K,), counts (nβ, K, bins),
     # w1 and tv (nβ, K), steps
@@ -356,9 +416,19 @@ class HistResult:
     wall_time_s: float = 0.0
 
 
-def compute(states: np.ndarray, *, path: str = "", key: str | None = None, shape=None, layers=None, bins: int = 64,
-            simulate_from: int | None = None, layer_time: float = 1.0, config=None,
-            progress: bool = False) -> HistResult:
+def compute(
+    states: np.ndarray,
+    *,
+    path: str = "",
+    key: str | None = None,
+    shape=None,
+    layers=None,
+    bins: int = 64,
+    simulate_from: int | None = None,
+    layer_time: float = 1.0,
+    config=None,
+    progress: bool = False,
+) -> HistResult:
     """Histograms of the states (L, B, n, d) at ``layers`` and, from layer ``simulate_from`` on, those of
     the simulation ``config`` describes (one member per β and prompt), layer ℓ at time
     t = (ℓ − simulate_from)·layer_time."""
@@ -370,9 +440,15 @@ def compute(states: np.ndarray, *, path: str = "", key: str | None = None, shape
     layers = np.arange(x.shape[0]) if layers is None else np.asarray(layers)
     counts = _histograms(x[layers], bins)
     pairs = [pair_inner_products(x[l]) for l in layers]
-    result = HistResult(states=path, key=key, shape=tuple(states.shape if shape is None else shape), layers=layers,
-                        edges=np.asarray(histogram_edges(bins)), counts=counts,
-                        mean_inner_product=np.array([p.mean() for p in pairs]))
+    result = HistResult(
+        states=path,
+        key=key,
+        shape=tuple(states.shape if shape is None else shape),
+        layers=layers,
+        edges=np.asarray(histogram_edges(bins)),
+        counts=counts,
+        mean_inner_product=np.array([p.mean() for p in pairs]),
+    )
     if simulate_from is not None:
         later = layers >= simulate_from
         sim_layers = layers[later]
@@ -380,16 +456,27 @@ def compute(states: np.ndarray, *, path: str = "", key: str | None = None, shape
         if ts[0] != 0.0:
             ts = np.concatenate([[0.0], ts])  # simulate() saves from t0; the start is dropped below
         xs, steps = simulate_layers(x[simulate_from], config, ts, progress=progress)
-        xs = xs[:, :, -len(sim_layers):]  # (nβ, B, K, n, d)
+        xs = xs[:, :, -len(sim_layers) :]  # (nβ, B, K, n, d)
         xs = normalize_states(xs.reshape((-1,) + xs.shape[2:]), "the simulation").reshape(xs.shape)
         sim_counts = np.stack([_histograms(np.moveaxis(xs[i], 1, 0), bins) for i in range(xs.shape[0])])
         model_pairs = [p for p, keep in zip(pairs, later) if keep]
-        w1 = np.array([[wasserstein1(pair_inner_products(xs[i, :, k]), model_pairs[k])
-                        for k in range(len(sim_layers))] for i in range(xs.shape[0])])
-        result.sim = {"from_layer": int(simulate_from), "layer_time": float(layer_time), "config": config,
-                      "layers": sim_layers, "times": (sim_layers - simulate_from) * float(layer_time),
-                      "counts": sim_counts, "w1": w1, "tv": _total_variation(sim_counts, counts[later][None]),
-                      "steps": steps}
+        w1 = np.array(
+            [
+                [wasserstein1(pair_inner_products(xs[i, :, k]), model_pairs[k]) for k in range(len(sim_layers))]
+                for i in range(xs.shape[0])
+            ]
+        )
+        result.sim = {
+            "from_layer": int(simulate_from),
+            "layer_time": float(layer_time),
+            "config": config,
+            "layers": sim_layers,
+            "times": (sim_layers - simulate_from) * float(layer_time),
+            "counts": sim_counts,
+            "w1": w1,
+            "tv": _total_variation(sim_counts, counts[later][None]),
+            "steps": steps,
+        }
     result.wall_time_s = time.perf_counter() - start
     return result
 
@@ -402,11 +489,17 @@ def _sim_summary(result: HistResult) -> dict | None:
     after = sim["layers"] > sim["from_layer"]
     mean_w1 = sim["w1"][:, after].mean(axis=1) if after.any() else np.zeros(len(config.beta))
     return {
-        "from_layer": sim["from_layer"], "layer_time": sim["layer_time"],
-        "model": config.model, "solver": config.solver, "beta": list(config.beta),
-        "layers": sim["layers"].tolist(), "times": sim["times"].tolist(),
-        "w1": sim["w1"].tolist(), "tv": sim["tv"].tolist(),
-        "mean_w1": mean_w1.tolist(), "best_beta": float(config.beta[int(np.argmin(mean_w1))]),
+        "from_layer": sim["from_layer"],
+        "layer_time": sim["layer_time"],
+        "model": config.model,
+        "solver": config.solver,
+        "beta": list(config.beta),
+        "layers": sim["layers"].tolist(),
+        "times": sim["times"].tolist(),
+        "w1": sim["w1"].tolist(),
+        "tv": sim["tv"].tolist(),
+        "mean_w1": mean_w1.tolist(),
+        "best_beta": float(config.beta[int(np.argmin(mean_w1))]),
         "steps": sim["steps"],
     }
 
@@ -417,8 +510,11 @@ def summarize(result: HistResult) -> dict:
 
     return {
         "command": "hist",
-        "states": result.states, "key": result.key, "shape": list(result.shape),
-        "layers": result.layers.tolist(), "bins": int(result.counts.shape[1]),
+        "states": result.states,
+        "key": result.key,
+        "shape": list(result.shape),
+        "layers": result.layers.tolist(),
+        "bins": int(result.counts.shape[1]),
         "pairs_per_layer": int(result.counts[0].sum()),
         "mean_inner_product": result.mean_inner_product.tolist(),
         "simulation": _sim_summary(result),
@@ -429,32 +525,60 @@ def summarize(result: HistResult) -> dict:
 
 def arrays(result: HistResult) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
     """results.npz: histograms with named dimensions (layer, bin; beta, sim_layer for the simulation)."""
-    out = {"layer": result.layers, "edges": result.edges, "histogram": result.counts,
-           "mean_inner_product": result.mean_inner_product}
+    out = {
+        "layer": result.layers,
+        "edges": result.edges,
+        "histogram": result.counts,
+        "mean_inner_product": result.mean_inner_product,
+    }
     dims = {"layer": ["layer"], "edges": ["edge"], "histogram": ["layer", "bin"], "mean_inner_product": ["layer"]}
     if result.sim is not None:
         sim = result.sim
-        out.update(beta=np.asarray(sim["config"].beta, dtype=float), sim_layer=sim["layers"], sim_time=sim["times"],
-                   sim_histogram=sim["counts"], w1=sim["w1"], tv=sim["tv"])
-        dims.update(beta=["beta"], sim_layer=["sim_layer"], sim_time=["sim_layer"],
-                    sim_histogram=["beta", "sim_layer", "bin"], w1=["beta", "sim_layer"], tv=["beta", "sim_layer"])
+        out.update(
+            beta=np.asarray(sim["config"].beta, dtype=float),
+            sim_layer=sim["layers"],
+            sim_time=sim["times"],
+            sim_histogram=sim["counts"],
+            w1=sim["w1"],
+            tv=sim["tv"],
+        )
+        dims.update(
+            beta=["beta"],
+            sim_layer=["sim_layer"],
+            sim_time=["sim_layer"],
+            sim_histogram=["beta", "sim_layer", "bin"],
+            w1=["beta", "sim_layer"],
+            tv=["beta", "sim_layer"],
+        )
     return out, dims
 
 
 def config_toml(result: HistResult) -> str:
     """config.toml: the command (the states, the layers, the bins) and the simulation's resolved keys."""
-    top = {"command": "hist", "states": result.states, "shape": list(result.shape), "bins": int(result.counts.shape[1]),
-           "layers": result.layers.tolist()}
+    top = {
+        "command": "hist",
+        "states": result.states,
+        "shape": list(result.shape),
+        "bins": int(result.counts.shape[1]),
+        "layers": result.layers.tolist(),
+    }
     if result.key is not None:
         top["key"] = result.key
     text = to_toml(top).replace("# attnflow configuration", "# attnflow hist", 1)
     if result.sim is not None:
         config = result.sim["config"].to_dict()
         # the keys a simulation depends on, and any other key --set changed (heads, mask, ...)
-        keep = [k for k, v in config.items() if k in _SIM_KEYS or (
-            k not in FIXED_KEYS and k not in _IGNORED_KEYS and KEYS[k].coerce(v) != KEYS[k].default)]
-        sim = {"from_layer": result.sim["from_layer"], "layer_time": result.sim["layer_time"],
-               **{k: config[k] for k in keep}}
+        keep = [
+            k
+            for k, v in config.items()
+            if k in _SIM_KEYS
+            or (k not in FIXED_KEYS and k not in _IGNORED_KEYS and KEYS[k].coerce(v) != KEYS[k].default)
+        ]
+        sim = {
+            "from_layer": result.sim["from_layer"],
+            "layer_time": result.sim["layer_time"],
+            **{k: config[k] for k in keep},
+        }
         text += "\n[simulation]\n" + to_toml(sim).split("\n", 1)[1]
     return text
 
@@ -465,15 +589,30 @@ def figures(result: HistResult) -> dict:
     common = {}
     if sim is not None:
         config = sim["config"]
-        common = dict(simulated=sim["counts"], sim_layers=sim["layers"], betas=list(config.beta),
-                      start=sim["from_layer"], model=config.model)
+        common = dict(
+            simulated=sim["counts"],
+            sim_layers=sim["layers"],
+            betas=list(config.beta),
+            start=sim["from_layer"],
+            model=config.model,
+        )
     name = Path(result.states).name if result.states else None
-    writers = {"histograms": lambda p: plots.layer_histograms(result.layers, result.edges, result.counts,
-                                                              source=name, path=p, **common)}
+    writers = {
+        "histograms": lambda p: plots.layer_histograms(
+            result.layers, result.edges, result.counts, source=name, path=p, **common
+        )
+    }
     if sim is not None:
         writers["distance"] = lambda p: plots.layer_distances(
-            sim["layers"], sim["w1"], list(sim["config"].beta), start=sim["from_layer"],
-            layer_time=sim["layer_time"], model=sim["config"].model, source=name, path=p)
+            sim["layers"],
+            sim["w1"],
+            list(sim["config"].beta),
+            start=sim["from_layer"],
+            layer_time=sim["layer_time"],
+            model=sim["config"].model,
+            source=name,
+            path=p,
+        )
     return writers
 
 
@@ -488,17 +627,30 @@ def load_result(run_dir) -> HistResult:
     files = store.read_run(run_dir)
     table, summary, data = files.config, files.summary, files.arrays
     try:
-        result = HistResult(states=table["states"], key=table.get("key"), shape=tuple(table["shape"]),
-                            layers=data["layer"], edges=data["edges"], counts=data["histogram"],
-                            mean_inner_product=data["mean_inner_product"],
-                            wall_time_s=float(summary.get("wall_time_s", 0.0)))
+        result = HistResult(
+            states=table["states"],
+            key=table.get("key"),
+            shape=tuple(table["shape"]),
+            layers=data["layer"],
+            edges=data["edges"],
+            counts=data["histogram"],
+            mean_inner_product=data["mean_inner_product"],
+            wall_time_s=float(summary.get("wall_time_s", 0.0)),
+        )
         if "simulation" in table:
             sim = dict(table["simulation"])
             start, tau = sim.pop("from_layer"), sim.pop("layer_time")
-            result.sim = {"from_layer": int(start), "layer_time": float(tau), "config": load_config(sim),
-                          "layers": data["sim_layer"], "times": data["sim_time"], "counts": data["sim_histogram"],
-                          "w1": data["w1"], "tv": data["tv"],
-                          "steps": (summary.get("simulation") or {}).get("steps", 0)}
+            result.sim = {
+                "from_layer": int(start),
+                "layer_time": float(tau),
+                "config": load_config(sim),
+                "layers": data["sim_layer"],
+                "times": data["sim_time"],
+                "counts": data["sim_histogram"],
+                "w1": data["w1"],
+                "tv": data["tv"],
+                "steps": (summary.get("simulation") or {}).get("steps", 0),
+            }
     except (KeyError, TypeError, ConfigError) as err:
         raise ValueError(f"{str(run_dir)!r} is not a complete attnflow hist directory (no {err})") from None
     return result
@@ -516,12 +668,16 @@ def print_report(result: HistResult, out: Path) -> None:
     L, n, d = shape[0], shape[-2], shape[-1]
     prompts = f" × {shape[1]} prompts" if len(shape) == 4 else ""
     key = "" if result.key is None else f" [{result.key}]"
-    print(f"hist: {result.states}{key}: {L} layers{prompts} × {n} tokens, d = {d}; "
-          f"{len(result.layers)} layers shown, {result.counts.shape[1]} bins; {result.wall_time_s:.1f} s")
+    print(
+        f"hist: {result.states}{key}: {L} layers{prompts} × {n} tokens, d = {d}; "
+        f"{len(result.layers)} layers shown, {result.counts.shape[1]} bins; {result.wall_time_s:.1f} s"
+    )
     s = _sim_summary(result)
     if s is not None:
-        print(f"  simulation from layer {s['from_layer']} ({s['model']}, {s['solver']}), layer ℓ at "
-              f"t = (ℓ − {s['from_layer']})·{s['layer_time']:g}")
+        print(
+            f"  simulation from layer {s['from_layer']} ({s['model']}, {s['solver']}), layer ℓ at "
+            f"t = (ℓ − {s['from_layer']})·{s['layer_time']:g}"
+        )
         for beta, w in zip(s["beta"], s["mean_w1"]):
             mark = "  ← closest" if len(s["beta"]) > 1 and beta == s["best_beta"] else ""
             print(f"  β = {beta:g}: W1(model, simulation) = {w:.4g} (mean over the later layers){mark}")
@@ -537,8 +693,11 @@ def main(args) -> int:
 
     simulating = args.simulate_from is not None
     if not simulating:
-        given = [flag for flag, value in (("--beta", args.beta), ("--layer-time", args.layer_time),
-                                          ("--set", args.set or None)) if value]
+        given = [
+            flag
+            for flag, value in (("--beta", args.beta), ("--layer-time", args.layer_time), ("--set", args.set or None))
+            if value
+        ]
         if given:
             raise ValueError(f"{given[0]} applies to the simulation: add --simulate-from LAYER")
     elif args.beta is None:
@@ -552,8 +711,9 @@ def main(args) -> int:
         except ValueError:
             layer_time = float("nan")
         if not (math.isfinite(layer_time) and layer_time > 0):
-            raise ValueError(f"--layer-time expects a finite number > 0 (the time of one layer), "
-                             f"got {args.layer_time!r}")
+            raise ValueError(
+                f"--layer-time expects a finite number > 0 (the time of one layer), got {args.layer_time!r}"
+            )
     betas = _betas(args.beta) if simulating else ()
     states, key, saved_shape = read_states(args.states, args.key)
     n_layers, batch, n, d = states.shape
@@ -563,8 +723,10 @@ def main(args) -> int:
         start = _layer_index(args.simulate_from, n_layers, "--simulate-from")
         later = layers[layers > start]
         if later.size == 0:
-            raise ValueError(f"--simulate-from {start}: no layer after it to compare with "
-                             f"(the layers shown end at {layers[-1]}; the states have {n_layers})")
+            raise ValueError(
+                f"--simulate-from {start}: no layer after it to compare with "
+                f"(the layers shown end at {layers[-1]}; the states have {n_layers})"
+            )
         ts = np.concatenate([[0.0], (later - start) * layer_time])
         config = simulation_config(args.set, betas, n, d, ts, batch)
         if args.quiet:
@@ -577,13 +739,29 @@ def main(args) -> int:
     out = output_path(args.out, os.path.join("runs", f"hist-{stem}"))
     check_target(out, overwrite=args.overwrite, flag="--overwrite", user=True)
     normalize_states(states, f"states file {args.states!r}")  # zero tokens are refused before any work
-    result = compute(states, path=args.states, key=key, shape=saved_shape, layers=layers, bins=args.bins,
-                     simulate_from=start, layer_time=layer_time, config=config,
-                     progress=bool(config is not None and config.progress))
+    result = compute(
+        states,
+        path=args.states,
+        key=key,
+        shape=saved_shape,
+        layers=layers,
+        bins=args.bins,
+        simulate_from=start,
+        layer_time=layer_time,
+        config=config,
+        progress=bool(config is not None and config.progress),
+    )
     summary = summarize(result)
     arrs, dims = arrays(result)
-    store.write_run(out, config_toml(result), summary, arrs, None if args.no_plot else figures(result), dims=dims,
-                    overwrite=args.overwrite)
+    store.write_run(
+        out,
+        config_toml(result),
+        summary,
+        arrs,
+        None if args.no_plot else figures(result),
+        dims=dims,
+        overwrite=args.overwrite,
+    )
     if args.json:
         print(json.dumps(store.jsonable(summary, "summary"), indent=2, allow_nan=False))
     else:

@@ -19,8 +19,8 @@ from ... import particles
 from ...particles import equiangular_ode as eq
 from ...solvers import simulate
 from .. import builtin
-from ..registry import Check
 from ..config import load_config
+from ..registry import Check
 
 TIGHT = dict(solver="dopri8", rtol=1e-11, atol=1e-13)
 
@@ -45,8 +45,14 @@ def check_equiangular(quick: bool) -> list[Check]:
     gram = np.asarray(jnp.einsum("tid,tjd->tij", sol.xs, sol.xs))[:, ~np.eye(n, dtype=bool)]
     gamma = np.asarray(eq.equiangular(beta, n, ts, model="usa"))
     err = float(np.max(np.abs(gram - gamma[:, None])))
-    return [Check(f"Thm 6.8, USA, orthogonal start, n = {n}, β = {beta:g}: pairs follow (6.10)", "max error ≤ 1e-6",
-                  f"{err:.1e}", err <= 1e-6)]
+    return [
+        Check(
+            f"Thm 6.8, USA, orthogonal start, n = {n}, β = {beta:g}: pairs follow (6.10)",
+            "max error ≤ 1e-6",
+            f"{err:.1e}",
+            err <= 1e-6,
+        )
+    ]
 
 
 def check_energy(quick: bool) -> list[Check]:
@@ -55,8 +61,11 @@ def check_energy(quick: bool) -> list[Check]:
     x0 = particles.init.uniform(5, n, d)
     ts = np.linspace(0.0, 10.0, 101)
     out = []
-    for name, field, sign in (("SA, V = I", particles.SA(beta), 1), ("USA, V = I", particles.USA(beta), 1),
-                              ("SA, V = −I", particles.SA(beta, V=-np.eye(d)), -1)):
+    for name, field, sign in (
+        ("SA, V = I", particles.SA(beta), 1),
+        ("USA, V = I", particles.USA(beta), 1),
+        ("SA, V = −I", particles.SA(beta, V=-np.eye(d)), -1),
+    ):
         sol = simulate(field, x0, 10.0, ts=ts, save=_energy_at(beta), **TIGHT)
         worst = float(np.min(sign * np.diff(np.asarray(sol.stats))))
         word = "non-decreasing" if sign > 0 else "non-increasing"
@@ -100,8 +109,14 @@ def check_wendel(quick: bool) -> list[Check]:
         mc = float(np.mean(_in_open_hemisphere(x)))
         p = eq.wendel_probability(n, d)
         sigma = math.sqrt(p * (1 - p) / samples)
-        out.append(Check(f"Thm 6.7 (Wendel), n = {n}, d = {d}: P(in a hemisphere)", f"{p:.4f} ± {4 * sigma:.4f}",
-                         f"{mc:.4f}", abs(mc - p) <= 4 * sigma))
+        out.append(
+            Check(
+                f"Thm 6.7 (Wendel), n = {n}, d = {d}: P(in a hemisphere)",
+                f"{p:.4f} ± {4 * sigma:.4f}",
+                f"{mc:.4f}",
+                abs(mc - p) <= 4 * sigma,
+            )
+        )
     return out
 
 
@@ -134,7 +149,8 @@ CHECKS = [
 def table(checks: list[Check]) -> str:
     """A plain-text table: check, expected, measured, pass."""
     rows = [("check", "expected", "measured", "pass")] + [
-        (c.name, c.expected, c.measured, {True: "yes", False: "NO", None: "n/a"}[c.passed]) for c in checks]
+        (c.name, c.expected, c.measured, {True: "yes", False: "NO", None: "n/a"}[c.passed]) for c in checks
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -153,6 +169,9 @@ def main(quick: bool = False) -> int:
     print(table(results))
     failed = sum(c.failed for c in results)
     skipped = sum(c.passed is None for c in results)
-    print(f"\n{len(results) - failed - skipped} passed, {failed} failed"
-          + (f", {skipped} not applicable" if skipped else "") + f" in {time.perf_counter() - start:.0f} s")
+    print(
+        f"\n{len(results) - failed - skipped} passed, {failed} failed"
+        + (f", {skipped} not applicable" if skipped else "")
+        + f" in {time.perf_counter() - start:.0f} s"
+    )
     return 0 if failed == 0 else 1

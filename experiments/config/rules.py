@@ -56,9 +56,11 @@ def check_solver_and_saves(c: Mapping[str, Any]) -> None:
         )
     dense = names(dense=True)
     if c["dense"] and c["solver"] in FIXED_STEP_SOLVERS and c["solver"] not in dense:
-        raise ConfigError(f"dense = true interpolates between {spoken(dense, quote='')} steps; the fixed-step solver "
-                          f"{c['solver']!r} has no interpolant: set solver = {spoken(dense)} (or an adaptive solver, "
-                          f"which always interpolates) or dense = false")
+        raise ConfigError(
+            f"dense = true interpolates between {spoken(dense, quote='')} steps; the fixed-step solver "
+            f"{c['solver']!r} has no interpolant: set solver = {spoken(dense)} (or an adaptive solver, "
+            f"which always interpolates) or dense = false"
+        )
     times = c["save_times"]
     for i in range(1, len(times)):
         if not times[i] > times[i - 1]:
@@ -76,8 +78,10 @@ def check_seeds(c: Mapping[str, Any]) -> None:
     if c["seed"] + c["seeds"] - 1 > SEED_MAX:
         top = SEED_MAX - c["seeds"] + 1
         fix = f"seed must lie in [0, {top}]" if top >= 0 else f"seeds must be ≤ 2**63 = {SEED_MAX + 1}"
-        raise ConfigError(f"seed + seeds - 1 must be ≤ 2**63 - 1 = {SEED_MAX} (member s draws from seed + s); got "
-                          f"seed = {c['seed']}, seeds = {c['seeds']}: {fix}")
+        raise ConfigError(
+            f"seed + seeds - 1 must be ≤ 2**63 - 1 = {SEED_MAX} (member s draws from seed + s); got "
+            f"seed = {c['seed']}, seeds = {c['seeds']}: {fix}"
+        )
 
 
 @register_check
@@ -118,8 +122,11 @@ def check_initial_condition(c: Mapping[str, Any]) -> None:
 
 def non_plain_keys(c: Mapping[str, Any]) -> list[str]:
     """The variant keys of ``c`` that take a run off plain SA/USA (which the angle form cannot express)."""
-    return ([k for k in ("heads", "mask", "positional", "norm", "weights", "value", "ff_width", "weights_file")
-             if c[k] != KEYS[k].default] + [k for k in ("noise",) if c[k] > 0])
+    return [
+        k
+        for k in ("heads", "mask", "positional", "norm", "weights", "value", "ff_width", "weights_file")
+        if c[k] != KEYS[k].default
+    ] + [k for k in ("noise",) if c[k] > 0]
 
 
 @register_check
@@ -130,13 +137,17 @@ def check_model_keys(c: Mapping[str, Any]) -> None:
     for name in MODEL_KEYS:
         if name not in spec.takes and c[name] != KEYS[name].default:
             takes = [k for k in MODEL_KEYS if k in spec.takes]
-            raise ConfigError(f"model {spec.name!r} takes no {name} (got {name} = {toml_literal(c[name])}); it takes "
-                              + (", ".join(takes) if takes else "none of the variant keys")
-                              + f": leave {name} at its default {toml_literal(KEYS[name].default)}, or choose a model "
-                              f"that takes it ({spoken(m.name for m in MODELS.values() if name in m.takes)})")
+            raise ConfigError(
+                f"model {spec.name!r} takes no {name} (got {name} = {toml_literal(c[name])}); it takes "
+                + (", ".join(takes) if takes else "none of the variant keys")
+                + f": leave {name} at its default {toml_literal(KEYS[name].default)}, or choose a model "
+                f"that takes it ({spoken(m.name for m in MODELS.values() if name in m.takes)})"
+            )
     if not spec.temperature and tuple(c["beta"]) != (1.0,):
-        raise ConfigError(f"model {spec.name!r} has no inverse temperature β, so members with β = "
-                          f"{toml_literal(c['beta'])} would not differ: leave beta at 1")
+        raise ConfigError(
+            f"model {spec.name!r} has no inverse temperature β, so members with β = "
+            f"{toml_literal(c['beta'])} would not differ: leave beta at 1"
+        )
 
 
 @register_check
@@ -147,11 +158,15 @@ def check_negative_beta(c: Mapping[str, Any]) -> None:
         return
     signed = models.names(signed_beta=True)
     if c["model"] not in signed:
-        raise ConfigError(f"beta < 0 (got {negative[0]:g}) runs with model {spoken(signed)}, whose "
-                          f"softmax subtracts the row maximum; model = {c['model']!r} needs beta ≥ 0")
+        raise ConfigError(
+            f"beta < 0 (got {negative[0]:g}) runs with model {spoken(signed)}, whose "
+            f"softmax subtracts the row maximum; model = {c['model']!r} needs beta ≥ 0"
+        )
     if c["circle"] == "yes":
-        raise ConfigError(f"beta < 0 (got {negative[0]:g}): the angle form (circle = 'yes') assumes beta ≥ 0; "
-                          "use circle = 'auto' or 'no' (points of the plane)")
+        raise ConfigError(
+            f"beta < 0 (got {negative[0]:g}): the angle form (circle = 'yes') assumes beta ≥ 0; "
+            "use circle = 'auto' or 'no' (points of the plane)"
+        )
 
 
 @register_check
@@ -164,8 +179,10 @@ def check_positional(c: Mapping[str, Any]) -> None:
     if c["positional"] == "decay" and c["heads"] > 1:
         raise ConfigError(f"positional = 'decay' weighs the tokens of one head: it needs heads = 1 (got {c['heads']})")
     if c["positional"] == "decay" and c["model"] == "sa":
-        raise ConfigError("positional = 'decay' normalizes the weights over positions, not by the content kernel: "
-                          "it needs model usa or usa-rescaled (model = 'sa' takes positional = 'alibi')")
+        raise ConfigError(
+            "positional = 'decay' normalizes the weights over positions, not by the content kernel: "
+            "it needs model usa or usa-rescaled (model = 'sa' takes positional = 'alibi')"
+        )
 
 
 @register_check
@@ -178,48 +195,69 @@ def check_variants(c: Mapping[str, Any]) -> None:
         if bad:
             raise ConfigError(f"heads must divide d: heads = {heads} does not divide d = {bad[0]}")
     if c["value"] == "-identity" and weights != "identity":
-        raise ConfigError(f"value = '-identity' applies to identity weights; with weights = {weights!r} "
-                          "use weights = 'repulsive' or 'v-minus-qk'")
+        raise ConfigError(
+            f"value = '-identity' applies to identity weights; with weights = {weights!r} "
+            "use weights = 'repulsive' or 'v-minus-qk'"
+        )
     if c["weights_file"] and weights != "identity":
         raise ConfigError("give either weights_file (user weights per layer) or a random weights ensemble, not both")
     if (c["weights_file"] or (layer_tau > 0 and weights != "identity")) and layer_tau <= 0:
         raise ConfigError("weights_file needs layer_tau > 0, the time each layer's weights act")
     if layer_tau > 0 and weights == "identity" and not c["weights_file"]:
-        raise ConfigError(f"layer_tau = {layer_tau:g} is the time each layer's weights act: it needs random weights "
-                          "redrawn per layer (weights other than 'identity') or a weights_file; or leave layer_tau "
-                          "at 0")
+        raise ConfigError(
+            f"layer_tau = {layer_tau:g} is the time each layer's weights act: it needs random weights "
+            "redrawn per layer (weights other than 'identity') or a weights_file; or leave layer_tau "
+            "at 0"
+        )
     one_step = names("fixed", grid_only=False)  # what a Strang splitting wraps
     if noise > 0 and solver not in one_step:
-        raise ConfigError(f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
-                          f"{', '.join(one_step)} and dt (got solver = {solver!r})")
+        raise ConfigError(
+            f"noise > 0 integrates an SDE with fixed steps: set solver to one of "
+            f"{', '.join(one_step)} and dt (got solver = {solver!r})"
+        )
     grid_only = solver in GRID_ONLY_SOLVERS
     if (grid_only or (c["dense"] and solver in FIXED_STEP_SOLVERS)) and (noise > 0 or layer_tau > 0):
-        what, fix = ((f"solver = {solver!r}", f"use solver = {spoken(names(dense=True, grid_only=False))}")
-                     if grid_only else ("dense = true", "set dense = false"))
-        raise ConfigError(f"{what} interpolates a smooth deterministic path: it does not combine with noise > 0 "
-                          f"or layer_tau > 0 (weights switching during the run); {fix}")
+        what, fix = (
+            (f"solver = {solver!r}", f"use solver = {spoken(names(dense=True, grid_only=False))}")
+            if grid_only
+            else ("dense = true", "set dense = false")
+        )
+        raise ConfigError(
+            f"{what} interpolates a smooth deterministic path: it does not combine with noise > 0 "
+            f"or layer_tau > 0 (weights switching during the run); {fix}"
+        )
     if norm in ("pre", "peri", "none") and solver in ROTATING_SOLVERS:
         raise ConfigError(f"norm = {norm!r} moves tokens in R^d; solver {solver!r} only rotates on the sphere")
     if c["circle"] == "yes":
         changed = non_plain_keys(c)
         if tuple(c["d"]) != (2,) or not MODELS[model].circle or changed:
-            raise ConfigError("circle = 'yes' is the angle form of plain SA/USA on the circle: it needs d = 2, "
-                              f"model {spoken(models.names(circle=True), quote='')} and no other variant key"
-                              + (f" (got {', '.join(changed)})" if changed else "")
-                              + "; circle = 'auto' uses it only where it applies")
+            raise ConfigError(
+                "circle = 'yes' is the angle form of plain SA/USA on the circle: it needs d = 2, "
+                f"model {spoken(models.names(circle=True), quote='')} and no other variant key"
+                + (f" (got {', '.join(changed)})" if changed else "")
+                + "; circle = 'auto' uses it only where it applies"
+            )
         if solver in ROTATING_SOLVERS:
             raise ConfigError(f"circle = 'yes' integrates angles in R; solver {solver!r} rotates on the sphere")
         if solver not in ANGLE_SOLVERS:
-            raise ConfigError(f"circle = 'yes' integrates angles in R; solver {solver!r} steps points with their "
-                              f"unprojected velocity, which angles do not carry: use circle = 'auto' or 'no'")
+            raise ConfigError(
+                f"circle = 'yes' integrates angles in R; solver {solver!r} steps points with their "
+                f"unprojected velocity, which angles do not carry: use circle = 'auto' or 'no'"
+            )
     if c["coalesce"] > 0 and norm in ("pre", "peri", "none"):
-        raise ConfigError(f"coalesce moves tokens on the sphere together; norm = {norm!r} leaves the sphere "
-                          "(use norm = 'post' or 'ngpt', or coalesce = 0)")
+        raise ConfigError(
+            f"coalesce moves tokens on the sphere together; norm = {norm!r} leaves the sphere "
+            "(use norm = 'post' or 'ngpt', or coalesce = 0)"
+        )
     if "attention" in c["statistics"]:
         if not MODELS[model].make(1.0, options=c).stochastic:  # the field answers, with the run's options
-            raise ConfigError(f"statistics 'attention' treat the attention matrix as a random walk, but model = "
-                              f"{model!r} has signed weights; use linear_normalize = 'sum' with linear_feature = "
-                              f"'elu' (model = 'linear'), or leave 'attention' out of statistics")
+            raise ConfigError(
+                f"statistics 'attention' treat the attention matrix as a random walk, but model = "
+                f"{model!r} has signed weights; use linear_normalize = 'sum' with linear_feature = "
+                f"'elu' (model = 'linear'), or leave 'attention' out of statistics"
+            )
         if c["n"] > ATTENTION_STATISTICS_MAX_N:
-            raise ConfigError(f"statistics 'attention' form the n×n attention matrix and its spectrum at every save "
-                              f"time: n ≤ {ATTENTION_STATISTICS_MAX_N}, got n = {c['n']}")
+            raise ConfigError(
+                f"statistics 'attention' form the n×n attention matrix and its spectrum at every save "
+                f"time: n ≤ {ATTENTION_STATISTICS_MAX_N}, got n = {c['n']}"
+            )

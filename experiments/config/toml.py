@@ -25,8 +25,12 @@ __all__ = ["HEADER", "read_toml_file", "read_source", "to_toml", "toml_literal"]
 
 HEADER = "# attnflow configuration\n"
 
-_SPECIAL_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def read_toml_file(path: str | os.PathLike) -> dict:
@@ -50,8 +54,10 @@ def read_toml_file(path: str | os.PathLike) -> dict:
         raise ConfigError(f"config file {label!r} is a directory, not a TOML file")
     for test, kind in _SPECIAL_FILES:
         if test(info.st_mode):
-            raise ConfigError(f"config file {label!r} is {kind}, not a regular file: save the configuration to a "
-                              ".toml file and give its path")
+            raise ConfigError(
+                f"config file {label!r} is {kind}, not a regular file: save the configuration to a "
+                ".toml file and give its path"
+            )
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -116,4 +122,4 @@ def toml_literal(value: Any) -> str:
         return "[" + ", ".join(toml_literal(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_key_text(k)} = {toml_literal(v)}" for k, v in value.items()) + "}"
-    return tomli_w.dumps({"v": value})[len("v = "): -1]
+    return tomli_w.dumps({"v": value})[len("v = ") : -1]

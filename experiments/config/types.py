@@ -208,8 +208,11 @@ def _coerce_scalar(key: Key, element: str, label: str, value: Any) -> Any:
             raise ConfigError(f"{label} must be {allowed}, got {show_value(value)}")
         return value
     if element == "str":
-        if (key.choices is not None and {"yes", "no"} <= set(key.choices)
-                and (isinstance(value, bool) or value in ("true", "false"))):
+        if (
+            key.choices is not None
+            and {"yes", "no"} <= set(key.choices)
+            and (isinstance(value, bool) or value in ("true", "false"))
+        ):
             value = "yes" if value in (True, "true") else "no"  # the yes/no/auto keys also take true and false
         if not isinstance(value, str):
             raise ConfigError(f"{label} must be {allowed}, got {show_value(value)}")
@@ -341,7 +344,9 @@ def split_spec(label: str, text: str) -> list:
                 f"with numbers a, b and an integer n ≥ 1"
             )
         if nums[2] > MAX_GRID_POINTS:  # refused before numpy allocates them
-            raise ConfigError(f"{label}: grid {text!r} asks for {nums[2]} values; at most {MAX_GRID_POINTS} are allowed")
+            raise ConfigError(
+                f"{label}: grid {text!r} asks for {nums[2]} values; at most {MAX_GRID_POINTS} are allowed"
+            )
         return linspace_values(nums[0], nums[1], nums[2])
     return split_commas(label, text)
 
@@ -363,7 +368,6 @@ def linspace_values(a: float, b: float, n: int) -> list[float]:
     for significant in range(1, 18):
         decimals = significant - 1 - leading
         rounded = [round(v, decimals) + 0.0 for v in exact]  # + 0.0: no -0.0
-        if (len(set(rounded)) == len(set(exact))
-                and all(abs(r - v) <= tolerance for r, v in zip(rounded, exact))):
+        if len(set(rounded)) == len(set(exact)) and all(abs(r - v) <= tolerance for r, v in zip(rounded, exact)):
             return rounded
     return exact

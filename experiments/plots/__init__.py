@@ -17,6 +17,7 @@ from .attention import attention_statistics
 from .centres import centre_counts, renyi_snapshots
 from .closure import closure_collapse, closure_rate, limit_rank_histograms
 from .clusters import cluster_count_vs_time, energy_and_clusters
+from .fitting import fit_errors
 from .histograms import (
     histogram_over_time,
     histogram_ridges,
@@ -25,12 +26,9 @@ from .histograms import (
 )
 from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
-from .fitting import fit_errors
 from .phase import phase_diagram, phase_diagram_grid
 from .retrieval import decay_snapshots, retrieval_profiles
 from .sphere_density import sphere_density_maps, sphere_rates_and_convergence
-from .synchronization import long_context_layer, synchronization_vs_beta
-from .transition import noise_sweep, transition_thresholds
 from .style import (
     BAND_COLOR,
     BETA_LABEL,
@@ -50,6 +48,7 @@ from .style import (
     TIME_LABEL,
     TITLE_SIZE,
 )
+from .synchronization import long_context_layer, synchronization_vs_beta
 from .trajectory import (
     circle_trajectories,
     pca_trajectories,
@@ -57,6 +56,7 @@ from .trajectory import (
     trajectories,
     unwrapped_angles,
 )
+from .transition import noise_sweep, transition_thresholds
 
 __all__ = [
     "animate_sphere",

@@ -54,8 +54,7 @@ def _gif_palette(frames, key_colors, backgrounds):
     composite = Image.fromarray(np.concatenate([stack, swatch], axis=0), "RGB")
     # Exact entries for paper, text and the greys of the chrome, so none of them shifts hue.
     fixed = [(255, 255, 255), (0, 0, 0)] + [(g, g, g) for g in (38, 115, 128, 140, 153)]
-    cut = composite.quantize(colors=256 - len(fixed), method=Image.Quantize.MEDIANCUT,
-                             dither=Image.Dither.NONE)
+    cut = composite.quantize(colors=256 - len(fixed), method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     learned = np.array(cut.getpalette()[: 3 * (256 - len(fixed))]).reshape(-1, 3)
     # Drop learned near-duplicates of the fixed entries: Pillow's palette lookup is
     # approximate and could otherwise turn white paper into 252-grey.
@@ -98,14 +97,29 @@ def _gif_writer_class():
                 return
             palette = _gif_palette(self._frames, self._key_colors, self._backgrounds)
             frames = [f.quantize(palette=palette, dither=Image.Dither.NONE) for f in self._frames]
-            frames[0].save(self.outfile, save_all=True, append_images=frames[1:],
-                           duration=max(int(round(1000 / self.fps)), 20), loop=0)
+            frames[0].save(
+                self.outfile,
+                save_all=True,
+                append_images=frames[1:],
+                duration=max(int(round(1000 / self.fps)), 20),
+                loop=0,
+            )
 
     return GifWriter
 
 
 def animate_sphere(
-    ts, xs, *, path, fps=15, beta=None, max_frames=150, dpi=100, trail=8, elev=None, azim=None,
+    ts,
+    xs,
+    *,
+    path,
+    fps=15,
+    beta=None,
+    max_frames=150,
+    dpi=100,
+    trail=8,
+    elev=None,
+    azim=None,
 ) -> Figure:
     """Animated GIF of particles moving on the shaded sphere (d = 3) or on the circle (d = 2).
 
@@ -144,8 +158,7 @@ def animate_sphere(
         ax.set_ylim(-1.15, 1.15)
         ax.set_aspect("equal")
         ax.set_axis_off()
-    head = title_text("Particles on the sphere" if three_d else "Particles on the circle", None,
-                      n=n, beta=beta)
+    head = title_text("Particles on the sphere" if three_d else "Particles on the circle", None, n=n, beta=beta)
     title = fig.text(0.5, 0.97, "", ha="center", va="top", fontsize=TITLE_SIZE)
     if three_d:
         from mpl_toolkits.mplot3d.art3d import Line3DCollection
@@ -159,7 +172,7 @@ def animate_sphere(
 
     def draw(frame_number):
         k = int(frames[frame_number])
-        history = frames[max(0, frame_number - int(trail)): frame_number + 1]
+        history = frames[max(0, frame_number - int(trail)) : frame_number + 1]
         if history.size > 1:
             segs = np.stack([xs[history[:-1]], xs[history[1:]]], axis=2).reshape(-1, 2, d)
             rgba = np.tile(colors, (history.size - 1, 1))
@@ -175,12 +188,21 @@ def animate_sphere(
         pts = xs[k]
         if three_d:
             state["points"] = ax.scatter(
-                pts[:, 0], pts[:, 1], pts[:, 2], s=26, c=depth_faded(colors, pts, view),
+                pts[:, 0],
+                pts[:, 1],
+                pts[:, 2],
+                s=26,
+                c=depth_faded(colors, pts, view),
                 edgecolors=depth_faded(np.tile(mcolors.to_rgba("0.15"), (n, 1)), pts, view),
-                linewidths=0.4, depthshade=False, zorder=6, gid="particles")
+                linewidths=0.4,
+                depthshade=False,
+                zorder=6,
+                gid="particles",
+            )
         else:
-            state["points"] = ax.scatter(pts[:, 0], pts[:, 1], s=34, c=colors, edgecolors="0.15",
-                                         linewidths=0.5, zorder=3, gid="particles")
+            state["points"] = ax.scatter(
+                pts[:, 0], pts[:, 1], s=34, c=colors, edgecolors="0.15", linewidths=0.5, zorder=3, gid="particles"
+            )
         title.set_text(f"{head.splitlines()[0]}\n{params_text(n=n, beta=beta)}   $t = {ts[k]:.2f}$")
         return [state["points"], trail_lines, title]
 

@@ -38,13 +38,23 @@ def _mean_band(ax, ts, series, colors, lo, hi) -> None:
         mean = np.nanmean(arr, axis=0)
         if arr.shape[0] > 1:
             sd = np.nanstd(arr, axis=0)
-            ax.fill_between(ts, np.clip(mean - sd, lo, hi), np.clip(mean + sd, lo, hi), color=color, alpha=0.2,
-                            linewidth=0)
+            ax.fill_between(
+                ts, np.clip(mean - sd, lo, hi), np.clip(mean + sd, lo, hi), color=color, alpha=0.2, linewidth=0
+            )
         ax.plot(ts, mean, color=color, linewidth=1.7, label=rf"$\beta = {beta:g}$")
 
 
 def attention_statistics(
-    ts, effective_tokens, spectral_gap, stationary, *, n=None, d=None, logx=False, title=None, path=None,
+    ts,
+    effective_tokens,
+    spectral_gap,
+    stationary,
+    *,
+    n=None,
+    d=None,
+    logx=False,
+    title=None,
+    path=None,
 ) -> Figure:
     """The attention matrix A(t) as a random walk on the tokens: how many tokens each one attends to,
     how fast the walk mixes, and where it settles.
@@ -76,14 +86,21 @@ def attention_statistics(
 
     _mean_band(ax_eff, ts, eff, colors, 1.0, float(n))
     ax_eff.axhline(n, color="0.45", linewidth=0.9, linestyle=(0, (4, 3)))
-    ax_eff.annotate(r"$n$: uniform attention", xy=(0.99, n), xycoords=("axes fraction", "data"),
-                    xytext=(0, -3), textcoords="offset points", ha="right", va="top", fontsize=TICK_SIZE,
-                    color="0.3")
+    ax_eff.annotate(
+        r"$n$: uniform attention",
+        xy=(0.99, n),
+        xycoords=("axes fraction", "data"),
+        xytext=(0, -3),
+        textcoords="offset points",
+        ha="right",
+        va="top",
+        fontsize=TICK_SIZE,
+        color="0.3",
+    )
     ax_eff.set_ylim(0.0, n * 1.06)
     ax_eff.set_ylabel("attended tokens\n" + r"mean over $i$ of $e^{H_i}$")
     ax_eff.tick_params(labelbottom=False)
-    ax_eff.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncols=min(len(eff), 5), frameon=False,
-                  borderaxespad=0.2)
+    ax_eff.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncols=min(len(eff), 5), frameon=False, borderaxespad=0.2)
     despine(ax_eff)
 
     _mean_band(ax_gap, ts, gap, colors, 0.0, 1.0)
@@ -100,8 +117,7 @@ def attention_statistics(
     if len(pis) == 1:
         beta, pi = pis[0]
         ax_pi.bar(tokens, pi, width=0.8, color=DATA_COLOR, linewidth=0)
-        ax_pi.axhline(1.0 / n_tokens, color=THEORY_COLOR, linewidth=1.1, linestyle=(0, (4, 3)),
-                      label=r"uniform $1/n$")
+        ax_pi.axhline(1.0 / n_tokens, color=THEORY_COLOR, linewidth=1.1, linestyle=(0, (4, 3)), label=r"uniform $1/n$")
         ax_pi.set_xlim(0.4, n_tokens + 0.6)
         ax_pi.set_ylim(0.0, max(1.15 * float(np.nanmax(pi)), 1.5 / n_tokens))
         ax_pi.set_xlabel(r"token $i$")
@@ -112,9 +128,14 @@ def attention_statistics(
         despine(ax_pi)
     else:
         betas = np.array([b for b, _ in pis])
-        mesh = ax_pi.pcolormesh(centers_to_edges(tokens.astype(float)), np.arange(len(pis) + 1),
-                                np.stack([p for _, p in pis]), cmap=SEQUENTIAL_CMAP, shading="flat",
-                                vmin=0.0)
+        mesh = ax_pi.pcolormesh(
+            centers_to_edges(tokens.astype(float)),
+            np.arange(len(pis) + 1),
+            np.stack([p for _, p in pis]),
+            cmap=SEQUENTIAL_CMAP,
+            shading="flat",
+            vmin=0.0,
+        )
         ax_pi.set_yticks(np.arange(len(pis)) + 0.5, [f"{b:g}" for b in betas])
         ax_pi.set_ylabel(r"$\beta$")
         ax_pi.set_xlabel(r"token $i$")

@@ -38,15 +38,24 @@ def closure_rate(sizes, errors, ts, *, d=None, beta=None, title=None, path=None)
     final = errors[:, :, -1]
     for n, row in zip(sizes, final):
         left.plot(np.full(row.size, n), row, linestyle="none", marker="o", markersize=3, color=DATA_COLOR, alpha=0.35)
-    left.plot(sizes, rms[:, -1], color=DATA_COLOR, marker="o", markersize=5, linewidth=1.5,
-              label=rf"RMS over {errors.shape[1]} replicas")
+    left.plot(
+        sizes,
+        rms[:, -1],
+        color=DATA_COLOR,
+        marker="o",
+        markersize=5,
+        linewidth=1.5,
+        label=rf"RMS over {errors.shape[1]} replicas",
+    )
     slope, intercept = np.polyfit(np.log(sizes), np.log(rms[:, -1]), 1)
     grid = np.geomspace(sizes[0], sizes[-1], 50)
-    left.plot(grid, np.exp(intercept) * grid**slope, color=THEORY_COLOR, linewidth=1.2,
-              label=f"fit: slope {slope:+.2f}")
+    left.plot(
+        grid, np.exp(intercept) * grid**slope, color=THEORY_COLOR, linewidth=1.2, label=f"fit: slope {slope:+.2f}"
+    )
     anchor = rms[0, -1] * np.sqrt(sizes[0])
-    left.plot(grid, anchor / np.sqrt(grid), color="0.35", linewidth=1.0, linestyle=(0, (4, 3)),
-              label=r"$\propto n^{-1/2}$")
+    left.plot(
+        grid, anchor / np.sqrt(grid), color="0.35", linewidth=1.0, linestyle=(0, (4, 3)), label=r"$\propto n^{-1/2}$"
+    )
     left.set_xscale("log")
     left.set_yscale("log")
     left.set_xticks(sizes, [f"{n:g}" for n in sizes])
@@ -79,8 +88,10 @@ def closure_collapse(ts, particles, closure, *, n=None, title=None, path=None) -
     particles = as_array("particles", particles, "(T, d)", 2)
     closure = as_array("closure", closure, "(T, d)", 2)
     if particles.shape != closure.shape or particles.shape[0] != ts.size:
-        raise ValueError(f"particles and closure must both have shape (T, d) with T = {ts.size}; got "
-                         f"{particles.shape}, {closure.shape}")
+        raise ValueError(
+            f"particles and closure must both have shape (T, d) with T = {ts.size}; got "
+            f"{particles.shape}, {closure.shape}"
+        )
     from matplotlib import colormaps
 
     keep = ts > 0
@@ -91,15 +102,30 @@ def closure_collapse(ts, particles, closure, *, n=None, title=None, path=None) -
     for k in range(d):
         color = cmap(0.8 * k / max(d - 1, 1))
         ax.plot(ts[keep], closure[keep, k], color=color, linewidth=1.6)
-        ax.plot(ts[keep], particles[keep, k], linestyle="none", marker="o", markersize=4, markerfacecolor="white",
-                markeredgecolor=color, markeredgewidth=1.1)
+        ax.plot(
+            ts[keep],
+            particles[keep, k],
+            linestyle="none",
+            marker="o",
+            markersize=4,
+            markerfacecolor="white",
+            markeredgecolor=color,
+            markeredgewidth=1.1,
+        )
     t = ts[keep]
     late = t >= t[-1] / 10
     ref = closure[keep, 0][late][0] * t[late][0] / t[late]
     ax.plot(t[late], 0.5 * ref, color=THEORY_COLOR, linewidth=1.0, linestyle=(0, (4, 3)), label=r"$\propto 1/t$")
     ax.plot([], [], color="0.3", linewidth=1.6, label="closure")
-    ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="0.3",
-            label="particles" + (f" ($n = {n}$)" if n else ""))
+    ax.plot(
+        [],
+        [],
+        linestyle="none",
+        marker="o",
+        markerfacecolor="white",
+        markeredgecolor="0.3",
+        label="particles" + (f" ($n = {n}$)" if n else ""),
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(t[0], t[-1])
@@ -107,13 +133,17 @@ def closure_collapse(ts, particles, closure, *, n=None, title=None, path=None) -
     ax.set_ylabel(r"eigenvalues of $\Sigma_t$")
     ax.legend(fontsize=LEGEND_SIZE, frameon=False, loc="lower left")
     despine(ax)
-    fig.suptitle(title_text("Collapse onto ker A without layer norm", title) +
-                 "\n" + r"$K = -Q$ ($Q$: $1\times d$), $V$ random positive definite")
+    fig.suptitle(
+        title_text("Collapse onto ker A without layer norm", title)
+        + "\n"
+        + r"$K = -Q$ ($Q$: $1\times d$), $V$ random positive definite"
+    )
     return finish(fig, path)
 
 
-def limit_rank_histograms(dims, counts, bounds, *, failed=None, value_labels=("V = I", "V random"), title=None,
-                          path=None) -> Figure:
+def limit_rank_histograms(
+    dims, counts, bounds, *, failed=None, value_labels=("V = I", "V random"), title=None, path=None
+) -> Figure:
     """One panel per value matrix (rows) and dimension (columns): how many random draws end at each rank, with the
     bound d − rank A (dashed) and the draws whose covariance had not settled by t = 10⁶ (grey bar, "n.s.").
     ``counts`` (D, rows, max d + 2): ranks 0 … max d, then the unsettled ones. ``failed`` (D, rows), if given: the
@@ -122,8 +152,10 @@ def limit_rank_histograms(dims, counts, bounds, *, failed=None, value_labels=("V
     counts = as_array("counts", counts, "(D, rows, max d + 2)", 3)
     bounds = as_array("bounds", bounds, "(D,)", 1)
     if counts.shape[0] != dims.size or counts.shape[1] != len(value_labels) or bounds.shape != dims.shape:
-        raise ValueError(f"counts must be (D, rows, ·) = ({dims.size}, {len(value_labels)}, ·) and bounds (D,); got "
-                         f"{counts.shape} and {bounds.shape}")
+        raise ValueError(
+            f"counts must be (D, rows, ·) = ({dims.size}, {len(value_labels)}, ·) and bounds (D,); got "
+            f"{counts.shape} and {bounds.shape}"
+        )
     if failed is not None:
         failed = as_array("failed", failed, "(D, rows)", 2)
         if failed.shape != counts.shape[:2]:
@@ -141,8 +173,13 @@ def limit_rank_histograms(dims, counts, bounds, *, failed=None, value_labels=("V
             if failed is not None:
                 ax.bar([d + 2.4], [failed[i, j]], width=0.7, color=THEORY_COLOR)
                 extra, labels = extra + [d + 2.4], labels + ["fail"]
-            ax.axvline(bounds[i], color=THEORY_COLOR, linewidth=1.2, linestyle=(0, (4, 3)),
-                       label=r"$d - \mathrm{rank}\,A$" if (i, j) == (0, 0) else None)
+            ax.axvline(
+                bounds[i],
+                color=THEORY_COLOR,
+                linewidth=1.2,
+                linestyle=(0, (4, 3)),
+                label=r"$d - \mathrm{rank}\,A$" if (i, j) == (0, 0) else None,
+            )
             ax.set_xticks(list(ranks) + extra, [str(r) for r in ranks] + labels)
             ax.yaxis.set_major_locator(ticker.MaxNLocator(nbins=5, integer=True))
             top = max(counts[i, j].max(), 0 if failed is None else failed[i, j])
@@ -156,6 +193,10 @@ def limit_rank_histograms(dims, counts, bounds, *, failed=None, value_labels=("V
             despine(ax)
     axes[0, 0].legend(fontsize=LEGEND_SIZE, frameon=False, loc="upper left")
     note = "" if failed is None else f"; fail: solve failed ({int(failed.sum())} draws)"
-    fig.suptitle(title_text("Limit ranks of the Gaussian closure", title) + "\n" +
-                 r"$K = -Q$, $Q$: $\lfloor d/2\rfloor \times d$ Gaussian; n.s.: not settled by $t = 10^6$" + note)
+    fig.suptitle(
+        title_text("Limit ranks of the Gaussian closure", title)
+        + "\n"
+        + r"$K = -Q$, $Q$: $\lfloor d/2\rfloor \times d$ Gaussian; n.s.: not settled by $t = 10^6$"
+        + note
+    )
     return finish(fig, path)

@@ -61,8 +61,18 @@ def _plateaus(plateaus):
 
 
 def energy_and_clusters(
-    ts, energy, n_clusters, *, plateaus=None, levels=None, xlabel=TIME_LABEL, logx=False,
-    beta=None, n=None, title=None, path=None,
+    ts,
+    energy,
+    n_clusters,
+    *,
+    plateaus=None,
+    levels=None,
+    xlabel=TIME_LABEL,
+    logx=False,
+    beta=None,
+    n=None,
+    title=None,
+    path=None,
 ) -> Figure:
     """Normalized energy (top) and cluster count (bottom) against a shared time axis.
 
@@ -88,17 +98,16 @@ def energy_and_clusters(
         for ax in (ax_e, ax_c):
             if ax is not None:
                 ax.axvspan(t0, t1, color=BAND_COLOR, alpha=0.28, linewidth=0, zorder=0)
-        ax_e.plot([t0, t1], [value, value], color=BAND_COLOR, linewidth=5, alpha=0.8,
-                  solid_capstyle="butt", zorder=1)
+        ax_e.plot([t0, t1], [value, value], color=BAND_COLOR, linewidth=5, alpha=0.8, solid_capstyle="butt", zorder=1)
     if plateaus:
         handles.append(Patch(color=BAND_COLOR, alpha=0.5, label="plateau"))
     for value, _ in levels:
         ax_e.axhline(value, color="0.45", linewidth=0.8, linestyle=(0, (4, 3)), zorder=1)
     if levels:
-        handles.append(Line2D([], [], color="0.45", linewidth=0.8, linestyle=(0, (4, 3)),
-                              label=r"level $\sum_q m_q^2/n^2$"))
-    (line,) = ax_e.plot(ts, energy, color=DATA_COLOR, linewidth=1.6, zorder=3, label="energy",
-                        gid="energy")
+        handles.append(
+            Line2D([], [], color="0.45", linewidth=0.8, linestyle=(0, (4, 3)), label=r"level $\sum_q m_q^2/n^2$")
+        )
+    (line,) = ax_e.plot(ts, energy, color=DATA_COLOR, linewidth=1.6, zorder=3, label="energy", gid="energy")
     handles.insert(0, line)
     set_range(ax_e, ts, logx=logx)
     finite = energy[np.isfinite(energy)]
@@ -110,8 +119,9 @@ def energy_and_clusters(
     _label_levels(ax_e, levels)
     ax_e.set_ylabel("normalized energy\n" + r"$2\beta e^{-\beta} E_\beta$")
     fig.suptitle(title_text("Energy and clusters", title, n=n, beta=beta), fontsize=TITLE_SIZE)
-    ax_e.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=len(handles),
-                frameon=False, borderaxespad=0.2)
+    ax_e.legend(
+        handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=len(handles), frameon=False, borderaxespad=0.2
+    )
     despine(ax_e)
     if ax_c is not None:
         cluster_count_panel(ax_c, ts, n_clusters, xlabel)
@@ -130,14 +140,21 @@ def _label_levels(ax, levels) -> None:
     for k in range(1, len(pos)):
         pos[k] = max(pos[k], pos[k - 1] + gap)
     for (_, label), y in zip(levels, pos):
-        ax.annotate(label, xy=(1.0, y), xycoords="axes fraction", xytext=(4, 0),
-                    textcoords="offset points", ha="left", va="center", fontsize=TICK_SIZE,
-                    color="0.3", annotation_clip=False)
+        ax.annotate(
+            label,
+            xy=(1.0, y),
+            xycoords="axes fraction",
+            xytext=(4, 0),
+            textcoords="offset points",
+            ha="left",
+            va="center",
+            fontsize=TICK_SIZE,
+            color="0.3",
+            annotation_clip=False,
+        )
 
 
-def cluster_count_vs_time(
-    ts, counts_by_beta, *, logx=False, n=None, d=None, title=None, path=None
-) -> Figure:
+def cluster_count_vs_time(ts, counts_by_beta, *, logx=False, n=None, d=None, title=None, path=None) -> Figure:
     """Metastability: median and interquartile band of the cluster count over time, per β.
 
     counts_by_beta maps β to an array (members, T) of cluster counts (a (T,) array is one
@@ -153,8 +170,7 @@ def cluster_count_vs_time(
             arr = arr[None]
         if arr.ndim != 2 or arr.shape[1] != ts.size:
             raise ValueError(
-                f"counts_by_beta[{key!r}] must have shape (members, T) with T = len(ts) = {ts.size}; "
-                f"got {arr.shape}"
+                f"counts_by_beta[{key!r}] must have shape (members, T) with T = len(ts) = {ts.size}; got {arr.shape}"
             )
         series.append((float(key), arr))
     colors = mpl.colormaps[SEQUENTIAL_CMAP](np.linspace(0.05, 0.85, len(series)))
@@ -164,16 +180,16 @@ def cluster_count_vs_time(
     for (beta, arr), color in zip(series, colors):
         q1, med, q3 = np.percentile(arr, [25, 50, 75], axis=0)
         ax.fill_between(ts, q1, q3, step="post", color=color, alpha=0.22, linewidth=0)
-        ax.step(ts, med, where="post", color=color, linewidth=1.8, label=rf"$\beta = {beta:g}$",
-                gid=f"median_beta_{beta:g}")
+        ax.step(
+            ts, med, where="post", color=color, linewidth=1.8, label=rf"$\beta = {beta:g}$", gid=f"median_beta_{beta:g}"
+        )
         top = max(top, float(np.nanmax(q3)))
     set_range(ax, ts, logx=logx)
     integer_axis(ax, np.array([top]))
     ax.set_xlabel(TIME_LABEL)
     ax.set_ylabel("number of clusters")
     members = ", ".join(sorted({str(a.shape[0]) for _, a in series}))
-    ax.set_title(title_text(f"Cluster count: median and interquartile range over {members} runs",
-                            title, d=d, n=n))
+    ax.set_title(title_text(f"Cluster count: median and interquartile range over {members} runs", title, d=d, n=n))
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, borderaxespad=0.2)
     despine(ax)
     return finish(fig, path)

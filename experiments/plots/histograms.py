@@ -46,17 +46,25 @@ def _histogram_inputs(ts, edges, counts):
     counts = as_array("counts", counts, "(T, bins) = (len(ts), len(edges) - 1)", 2)
     expected = (ts.size, edges.size - 1)
     if counts.shape != expected:
-        raise ValueError(
-            f"counts must have shape (len(ts), len(edges) - 1) = {expected}; got {counts.shape}"
-        )
+        raise ValueError(f"counts must have shape (len(ts), len(edges) - 1) = {expected}; got {counts.shape}")
     if not np.all(np.isfinite(counts)) or counts.min() < 0:
         raise ValueError("counts must be finite and non-negative")
     return ts, edges, counts
 
 
 def histogram_over_time(
-    ts, edges, counts, *, gamma=None, normalize=True, log=True, beta=None, n=None, d=None,
-    title=None, path=None,
+    ts,
+    edges,
+    counts,
+    *,
+    gamma=None,
+    normalize=True,
+    log=True,
+    beta=None,
+    n=None,
+    d=None,
+    title=None,
+    path=None,
 ) -> Figure:
     """Histogram of pairwise inner products over time as a heat map (t horizontal).
 
@@ -86,8 +94,7 @@ def histogram_over_time(
 
     fig = new_figure(7.0, 4.6)
     ax = fig.add_subplot()
-    mesh = ax.pcolormesh(centers_to_edges(ts), edges, shown.T, cmap=cmap, norm=norm,
-                         shading="flat", rasterized=True)
+    mesh = ax.pcolormesh(centers_to_edges(ts), edges, shown.T, cmap=cmap, norm=norm, shading="flat", rasterized=True)
     if ts.size > 1:
         ax.set_xlim(ts[0], ts[-1])
     ax.set_ylim(edges[0], edges[-1])
@@ -97,16 +104,21 @@ def histogram_over_time(
     cbar = fig.colorbar(mesh, ax=ax, aspect=30, pad=0.02)
     cbar.set_label("fraction of pairs in bin" if normalize else "number of pairs", fontsize=LABEL_SIZE)
     if gamma is not None:
-        (line,) = ax.plot(ts, gamma, color="#56d4ff", linewidth=1.4, linestyle=(0, (5, 2.5)),
-                          path_effects=outlined(2.8), gid="gamma",
-                          label=r"equiangular ODE $\gamma_\beta(t)$, [GLPR] (6.9)")
+        (line,) = ax.plot(
+            ts,
+            gamma,
+            color="#56d4ff",
+            linewidth=1.4,
+            linestyle=(0, (5, 2.5)),
+            path_effects=outlined(2.8),
+            gid="gamma",
+            label=r"equiangular ODE $\gamma_\beta(t)$, [GLPR] (6.9)",
+        )
         curve_legend(fig, line)
     return finish(fig, path)
 
 
-def histogram_ridges(
-    ts, edges, counts, *, times=None, n_ridges=6, gamma=None, title=None, path=None
-) -> Figure:
+def histogram_ridges(ts, edges, counts, *, times=None, n_ridges=6, gamma=None, title=None, path=None) -> Figure:
     """Ridge plot: the inner-product histogram at a handful of times, stacked upwards in time.
 
     times: the times to show (nearest saved time is used); else n_ridges evenly spaced ones.
@@ -131,17 +143,29 @@ def histogram_ridges(
         height = row / row.max() if row.max() > 0 else row
         base = k * spacing
         z = 2 * (idx.size - k)  # lower ridges in front of the ones above
-        ax.fill_between(centers, base, base + height, step="mid", color=colors[k], linewidth=0,
-                        zorder=z)
+        ax.fill_between(centers, base, base + height, step="mid", color=colors[k], linewidth=0, zorder=z)
         ax.step(centers, base + height, where="mid", color="0.15", linewidth=0.7, zorder=z + 1)
         ax.axhline(base, color="0.15", linewidth=0.5, zorder=z + 1)
-        ax.text(edges[0] - 0.02 * (edges[-1] - edges[0]), base + 0.05, f"$t = {ts[i]:g}$",
-                ha="right", va="bottom", fontsize=TICK_SIZE)
+        ax.text(
+            edges[0] - 0.02 * (edges[-1] - edges[0]),
+            base + 0.05,
+            f"$t = {ts[i]:g}$",
+            ha="right",
+            va="bottom",
+            fontsize=TICK_SIZE,
+        )
         if gamma is not None:
             # Above every ridge, and short, so it is never hidden by the ridge in front.
-            ax.plot([gamma[i]] * 2, [base, base + 0.6 * spacing], color=THEORY_COLOR,
-                    linewidth=1.6, solid_capstyle="butt", zorder=3 * idx.size + 10,
-                    path_effects=outlined(3.0, "white", 0.9), gid=f"gamma_{k}")
+            ax.plot(
+                [gamma[i]] * 2,
+                [base, base + 0.6 * spacing],
+                color=THEORY_COLOR,
+                linewidth=1.6,
+                solid_capstyle="butt",
+                zorder=3 * idx.size + 10,
+                path_effects=outlined(3.0, "white", 0.9),
+                gid=f"gamma_{k}",
+            )
     ax.set_xlim(edges[0], edges[-1])
     ax.set_ylim(0, spacing * (idx.size - 1) + 1.15)
     ax.set_yticks([])
@@ -149,9 +173,11 @@ def histogram_ridges(
     ax.set_xlabel(INNER_LABEL + r", $i < j$")
     ax.set_title(title if title is not None else "Pairwise inner products at selected times")
     if gamma is not None:
-        fig.legend(handles=[Line2D([], [], color=THEORY_COLOR, linewidth=1.6,
-                                   label=r"$\gamma_\beta(t)$, [GLPR] (6.9)")],
-                   loc="outside lower center", frameon=False)
+        fig.legend(
+            handles=[Line2D([], [], color=THEORY_COLOR, linewidth=1.6, label=r"$\gamma_\beta(t)$, [GLPR] (6.9)")],
+            loc="outside lower center",
+            frameon=False,
+        )
     return finish(fig, path)
 
 
@@ -181,8 +207,19 @@ def _sqrt_ticks(top: float) -> list:
 
 
 def layer_histograms(
-    layers, edges, counts, *, simulated=None, sim_layers=None, betas=None, start=None, model=None,
-    source=None, max_panels=30, title=None, path=None,
+    layers,
+    edges,
+    counts,
+    *,
+    simulated=None,
+    sim_layers=None,
+    betas=None,
+    start=None,
+    model=None,
+    source=None,
+    max_panels=30,
+    title=None,
+    path=None,
 ) -> Figure:
     """[GLPR] Fig. 1: the histogram of ⟨x_i, x_j⟩ (i < j) of a model's token states, one small panel per layer.
 
@@ -195,8 +232,10 @@ def layer_histograms(
     edges = axis_values("edges", edges, "(bins + 1,)")
     counts = as_array("counts", counts, "(L, bins)", 2)
     if counts.shape != (layers.size, edges.size - 1):
-        raise ValueError(f"counts must have shape (len(layers), len(edges) - 1) = {(layers.size, edges.size - 1)}; "
-                         f"got {counts.shape}")
+        raise ValueError(
+            f"counts must have shape (len(layers), len(edges) - 1) = {(layers.size, edges.size - 1)}; "
+            f"got {counts.shape}"
+        )
     fractions = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
     sim = {}
     colors = []
@@ -205,8 +244,10 @@ def layer_histograms(
         betas = list(np.atleast_1d(betas))
         simulated = as_array("simulated", simulated, "(len(betas), K, bins)", 3)
         if simulated.shape != (len(betas), sim_layers.size, edges.size - 1):
-            raise ValueError(f"simulated must have shape (len(betas), len(sim_layers), bins) = "
-                             f"{(len(betas), sim_layers.size, edges.size - 1)}; got {simulated.shape}")
+            raise ValueError(
+                f"simulated must have shape (len(betas), len(sim_layers), bins) = "
+                f"{(len(betas), sim_layers.size, edges.size - 1)}; got {simulated.shape}"
+            )
         sim_fractions = simulated / np.maximum(simulated.sum(axis=2, keepdims=True), 1)
         sim = {int(l): sim_fractions[:, k] for k, l in enumerate(sim_layers) if start is None or l != start}
         colors = _beta_colors(len(betas))
@@ -252,9 +293,16 @@ def layer_histograms(
     fig.suptitle(title if title is not None else head + (f"\n{source}" if source else ""), fontsize=TITLE_SIZE)
     if sim:
         handles = [Patch(color=DATA_COLOR, alpha=0.8, label="model")]
-        handles += [Line2D([], [], color=c, linewidth=1.4,
-                           label=f"{_model_label(model)} from layer {start}, $\\beta = {fmt_number(b)}$")
-                    for c, b in zip(colors, betas)]
+        handles += [
+            Line2D(
+                [],
+                [],
+                color=c,
+                linewidth=1.4,
+                label=f"{_model_label(model)} from layer {start}, $\\beta = {fmt_number(b)}$",
+            )
+            for c, b in zip(colors, betas)
+        ]
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), frameon=False)
     finish(fig, None)
     for ax in axes.flat:
@@ -264,7 +312,16 @@ def layer_histograms(
 
 
 def layer_distances(
-    layers, distances, betas, *, start=None, layer_time=1.0, model=None, source=None, title=None, path=None,
+    layers,
+    distances,
+    betas,
+    *,
+    start=None,
+    layer_time=1.0,
+    model=None,
+    source=None,
+    title=None,
+    path=None,
 ) -> Figure:
     """W1 between the model's and the simulation's inner-product distributions, per layer and β.
 
@@ -275,14 +332,16 @@ def layer_distances(
     betas = list(np.atleast_1d(betas))
     distances = as_array("distances", distances, "(len(betas), K)", 2)
     if distances.shape != (len(betas), layers.size):
-        raise ValueError(f"distances must have shape (len(betas), len(layers)) = {(len(betas), layers.size)}; "
-                         f"got {distances.shape}")
+        raise ValueError(
+            f"distances must have shape (len(betas), len(layers)) = {(len(betas), layers.size)}; got {distances.shape}"
+        )
     fig = new_figure(5.6, 3.6)
     ax = fig.add_subplot()
     despine(ax)
     for color, beta, row in zip(_beta_colors(len(betas)), betas, distances):
-        ax.plot(layers, row, color=color, marker="o", markersize=3.5, linewidth=1.4,
-                label=rf"$\beta = {fmt_number(beta)}$")
+        ax.plot(
+            layers, row, color=color, marker="o", markersize=3.5, linewidth=1.4, label=rf"$\beta = {fmt_number(beta)}$"
+        )
     ax.set_xlabel("layer $\\ell$")
     ax.set_ylabel(r"$W_1$(model, simulation)")
     ax.set_ylim(bottom=0)

@@ -42,7 +42,16 @@ def _pairs(name: str, value, ts: np.ndarray) -> np.ndarray:
 
 
 def inner_product_vs_ode(
-    ts, inner_products, gamma, *, d=None, n=None, beta=None, max_lines=300, title=None, path=None,
+    ts,
+    inner_products,
+    gamma,
+    *,
+    d=None,
+    n=None,
+    beta=None,
+    max_lines=300,
+    title=None,
+    path=None,
 ) -> Figure:
     """Pairwise inner products of a simulation against the equiangular ODE γ(t), [GLPR] (6.9).
 
@@ -58,8 +67,11 @@ def inner_product_vs_ode(
     lo, hi = ips.min(axis=1), ips.max(axis=1)
     ax.fill_between(ts, lo, hi, color=BAND_COLOR, alpha=0.45, linewidth=0, label="min–max over pairs")
     shown = ips[:, subsample(ips.shape[1], int(max_lines))]
-    ax.add_collection(LineCollection([np.column_stack([ts, c]) for c in shown.T], colors="0.35",
-                                     linewidths=0.35, alpha=0.35, gid="pairs"))
+    ax.add_collection(
+        LineCollection(
+            [np.column_stack([ts, c]) for c in shown.T], colors="0.35", linewidths=0.35, alpha=0.35, gid="pairs"
+        )
+    )
     ax.plot([], [], color="0.35", linewidth=0.6, label=r"pairs $\langle x_i(t), x_j(t)\rangle$")
     ax.plot(ts, gamma, color=THEORY_COLOR, linewidth=2.2, label=r"ODE $\gamma(t)$", gid="gamma")
     set_range(ax, ts)
@@ -68,19 +80,21 @@ def inner_product_vs_ode(
     pad = 0.04 * max(np.ptp(both), 1e-3)
     ax.set_ylim(both.min() - pad, both.max() + pad)
     ax.set_ylabel(INNER_LABEL)
-    fig.suptitle(title_text("Inner products against the equiangular ODE", title, d=d, n=n, beta=beta),
-                 fontsize=TITLE_SIZE)
+    fig.suptitle(
+        title_text("Inner products against the equiangular ODE", title, d=d, n=n, beta=beta), fontsize=TITLE_SIZE
+    )
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncols=3, frameon=False, borderaxespad=0.2)
     despine(ax)
 
     err = np.abs(ips - gamma[:, None])
-    for values, label, style in ((err.max(axis=1), "max over pairs", "-"),
-                                 (err.mean(axis=1), "mean over pairs", "--")):
-        ax_err.plot(ts, np.where(values > 0, values, np.nan), color=DATA_COLOR, linestyle=style,
-                    linewidth=1.4, label=label)
+    for values, label, style in ((err.max(axis=1), "max over pairs", "-"), (err.mean(axis=1), "mean over pairs", "--")):
+        ax_err.plot(
+            ts, np.where(values > 0, values, np.nan), color=DATA_COLOR, linestyle=style, linewidth=1.4, label=label
+        )
     if d is not None and d > 1:
-        ax_err.axhline(math.sqrt(math.log(d) / d), color="0.4", linewidth=0.9, linestyle=":",
-                       label=r"$\sqrt{\log d\,/\,d}$")
+        ax_err.axhline(
+            math.sqrt(math.log(d) / d), color="0.4", linewidth=0.9, linestyle=":", label=r"$\sqrt{\log d\,/\,d}$"
+        )
     ax_err.set_yscale("log")
     ax_err.set_ylabel(r"$|\langle x_i, x_j\rangle - \gamma(t)|$")
     ax_err.set_xlabel(TIME_LABEL)

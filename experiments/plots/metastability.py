@@ -43,8 +43,9 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(ticker.NullFormatter())
 
 
-def metastable_counts(betas, counts_by_d, *, kstar=None, lstar=None, n=None, delta=None, title=None,
-                      path=None) -> Figure:
+def metastable_counts(
+    betas, counts_by_d, *, kstar=None, lstar=None, n=None, delta=None, title=None, path=None
+) -> Figure:
     """The law of metastable clusters: clusters of the first metastable state vs β, on log-log axes.
 
     counts_by_d maps d to an array (len(betas), members) of counts (NaN where a member had no
@@ -64,24 +65,47 @@ def metastable_counts(betas, counts_by_d, *, kstar=None, lstar=None, n=None, del
     top = 1.0
     if kstar is not None:
         kb, kk = (np.asarray(a, dtype=float) for a in kstar)
-        ax.plot(kb, kk, drawstyle="steps-post", color=THEORY_COLOR, linewidth=1.6,
-                label=r"$k^*(\beta) = \mathrm{argmax}_k\, k^2 I_k(\beta)$ (circle)", zorder=3)
+        ax.plot(
+            kb,
+            kk,
+            drawstyle="steps-post",
+            color=THEORY_COLOR,
+            linewidth=1.6,
+            label=r"$k^*(\beta) = \mathrm{argmax}_k\, k^2 I_k(\beta)$ (circle)",
+            zorder=3,
+        )
         top = max(top, float(kk.max()))
-    ax.plot(grid, np.sqrt(2 * grid), color="0.25", linewidth=1.1, linestyle=(0, (4, 3)),
-            label=r"$\sqrt{2\beta}$", zorder=3)
+    ax.plot(
+        grid, np.sqrt(2 * grid), color="0.25", linewidth=1.1, linestyle=(0, (4, 3)), label=r"$\sqrt{2\beta}$", zorder=3
+    )
     for d, arr in series:
         color = D_COLORS.get(d, "0.4")
         q1, med, q3 = _nan_quantiles(arr, [25, 50, 75])
         members = arr.shape[1]
         ax.fill_between(betas, q1, q3, color=color, alpha=0.25, linewidth=0)
-        ax.plot(betas, med, color=color, marker="o", markersize=4.5, linewidth=1.4, zorder=4,
-                label=rf"$d = {d}$: median and interquartile range ({members} runs)", gid=f"median_d{d}")
+        ax.plot(
+            betas,
+            med,
+            color=color,
+            marker="o",
+            markersize=4.5,
+            linewidth=1.4,
+            zorder=4,
+            label=rf"$d = {d}$: median and interquartile range ({members} runs)",
+            gid=f"median_d{d}",
+        )
         if np.isfinite(q3).any():
             top = max(top, float(np.nanmax(q3)))
         if d == 3 and lstar is not None:
             lb, ll = (np.asarray(a, dtype=float) for a in lstar)
-            ax.plot(lb, ll * (ll + 1) / (2 * np.sqrt(3)), color=color, linewidth=1.2, linestyle=(0, (1, 2)),
-                    label=r"$S^2$: $\ell^*(\ell^*+1)/2\sqrt{3}$ (maxima of a degree-$\ell^*$ harmonic)")
+            ax.plot(
+                lb,
+                ll * (ll + 1) / (2 * np.sqrt(3)),
+                color=color,
+                linewidth=1.2,
+                linestyle=(0, (1, 2)),
+                label=r"$S^2$: $\ell^*(\ell^*+1)/2\sqrt{3}$ (maxima of a degree-$\ell^*$ harmonic)",
+            )
             top = max(top, float((ll * (ll + 1)).max() / (2 * np.sqrt(3))))
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -97,8 +121,9 @@ def metastable_counts(betas, counts_by_d, *, kstar=None, lstar=None, n=None, del
     return finish(fig, path)
 
 
-def plateau_lifetimes(betas, lifetimes_by_d, censored_by_d=None, *, t1=None, fits=None, n=None, title=None,
-                      path=None) -> Figure:
+def plateau_lifetimes(
+    betas, lifetimes_by_d, censored_by_d=None, *, t1=None, fits=None, n=None, title=None, path=None
+) -> Figure:
     """Lifetime T₂ of the first metastable state vs β on semilog axes (log T₂ against β).
 
     lifetimes_by_d maps d to an array (len(betas), members) of T₂ (NaN: no plateau); censored_by_d
@@ -113,8 +138,11 @@ def plateau_lifetimes(betas, lifetimes_by_d, censored_by_d=None, *, t1=None, fit
     series = _counts_by_d("lifetimes_by_d", lifetimes_by_d, betas)
     censored = {}
     for d, arr in series:
-        cens = np.zeros(arr.shape, dtype=bool) if censored_by_d is None or d not in censored_by_d else \
-            np.asarray(censored_by_d[d], dtype=bool).reshape(arr.shape)
+        cens = (
+            np.zeros(arr.shape, dtype=bool)
+            if censored_by_d is None or d not in censored_by_d
+            else np.asarray(censored_by_d[d], dtype=bool).reshape(arr.shape)
+        )
         censored[d] = cens
     fig = new_figure(6.4, 4.4)
     ax = fig.add_subplot()
@@ -130,21 +158,42 @@ def plateau_lifetimes(betas, lifetimes_by_d, censored_by_d=None, *, t1=None, fit
         done = np.isfinite(arr) & cens
         if done.any():
             any_censored = True
-            ax.scatter(x[done], arr[done], s=26, marker="^", facecolor="none", edgecolor=color, linewidth=0.9,
-                       zorder=3)
+            ax.scatter(x[done], arr[done], s=26, marker="^", facecolor="none", edgecolor=color, linewidth=0.9, zorder=3)
         (med,) = _nan_quantiles(arr, [50])
         med[2 * np.isfinite(arr).sum(axis=1) < arr.shape[1]] = np.nan
-        ax.plot(betas + offsets[d], med, color=color, linewidth=1.4, marker="o", markersize=4, zorder=4,
-                label=rf"$d = {d}$: median (censored runs at $t_1$)")
+        ax.plot(
+            betas + offsets[d],
+            med,
+            color=color,
+            linewidth=1.4,
+            marker="o",
+            markersize=4,
+            zorder=4,
+            label=rf"$d = {d}$: median (censored runs at $t_1$)",
+        )
         if fits and d in fits and fits[d] is not None and np.all(np.isfinite(fits[d])):
             a, b = fits[d]
             grid = np.linspace(float(betas.min()), float(betas.max()), 100)
-            ax.plot(grid, np.exp(a + b * grid), color=THEORY_COLOR if len(series) == 1 else color,
-                    linewidth=1.3, linestyle=(0, (4, 3)), zorder=4,
-                    label=rf"fit $\log T_2 = a + b\beta$, $b = {b:+.3g}$" + ("" if len(series) == 1 else f" (d = {d})"))
+            ax.plot(
+                grid,
+                np.exp(a + b * grid),
+                color=THEORY_COLOR if len(series) == 1 else color,
+                linewidth=1.3,
+                linestyle=(0, (4, 3)),
+                zorder=4,
+                label=rf"fit $\log T_2 = a + b\beta$, $b = {b:+.3g}$" + ("" if len(series) == 1 else f" (d = {d})"),
+            )
     if any_censored:
-        ax.scatter([], [], s=26, marker="^", facecolor="none", edgecolor="0.3", linewidth=0.9,
-                   label="still on the plateau at " + (r"$t_1$" if t1 is None else rf"$t_1 = {fmt_number(t1)}$"))
+        ax.scatter(
+            [],
+            [],
+            s=26,
+            marker="^",
+            facecolor="none",
+            edgecolor="0.3",
+            linewidth=0.9,
+            label="still on the plateau at " + (r"$t_1$" if t1 is None else rf"$t_1 = {fmt_number(t1)}$"),
+        )
     ax.set_yscale("log")
     _plain_log_ticks(ax.yaxis)
     finite = np.concatenate([a[np.isfinite(a)] for _, a in series])

@@ -32,14 +32,11 @@ def _fraction(name: str, value, betas: np.ndarray, ts: np.ndarray) -> np.ndarray
     arr = as_array(name, value, f"(len(betas), len(ts)) = {expected}", 2)
     if arr.shape != expected:
         hint = " (transposed? rows are betas, columns are times)" if arr.shape == expected[::-1] else ""
-        raise ValueError(
-            f"{name} must have shape (len(betas), len(ts)) = {expected}; got {arr.shape}{hint}"
-        )
+        raise ValueError(f"{name} must have shape (len(betas), len(ts)) = {expected}; got {arr.shape}{hint}")
     finite = arr[np.isfinite(arr)]
     if finite.size and (finite.min() < -1e-9 or finite.max() > 1 + 1e-9):
         raise ValueError(
-            f"{name} holds fractions and must lie in [0, 1]; "
-            f"got values in [{finite.min():.3g}, {finite.max():.3g}]"
+            f"{name} holds fractions and must lie in [0, 1]; got values in [{finite.min():.3g}, {finite.max():.3g}]"
         )
     return arr
 
@@ -53,8 +50,7 @@ def _gamma_curve(value, name: str = "gamma_curve") -> tuple[np.ndarray, np.ndarr
     betas = as_array(f"{name}[1] (betas)", betas, "(K,)", 1)
     if t_star.shape != betas.shape:
         raise ValueError(
-            f"{name} must be a pair (t_star, betas) of equal length; "
-            f"got lengths {t_star.shape[0]} and {betas.shape[0]}"
+            f"{name} must be a pair (t_star, betas) of equal length; got lengths {t_star.shape[0]} and {betas.shape[0]}"
         )
     # t* = inf where γ never reaches 1 − δ; a gap in the line says so.
     return np.where(np.isfinite(t_star), t_star, np.nan), betas
@@ -155,13 +151,14 @@ def phase_diagram_grid(
         raise ValueError("fractions_by_d must be a non-empty mapping {d: array (len(betas), len(ts))}")
     labelled = all(isinstance(k, str) for k in fractions_by_d)
     panels = []
-    for key in (list(fractions_by_d) if labelled else sorted(fractions_by_d)):
+    for key in list(fractions_by_d) if labelled else sorted(fractions_by_d):
         if not labelled:
             try:
                 key = int(key)
             except (TypeError, ValueError):
-                raise ValueError(f"fractions_by_d keys must be dimensions d (integers) or panel titles "
-                                 f"(strings); got {key!r}") from None
+                raise ValueError(
+                    f"fractions_by_d keys must be dimensions d (integers) or panel titles (strings); got {key!r}"
+                ) from None
         panels.append((key, _fraction(f"fractions_by_d[{key!r}]", fractions_by_d[key], betas, ts)))
     curves = {}
     if isinstance(gamma_curve, Mapping):

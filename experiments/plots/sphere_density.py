@@ -52,13 +52,15 @@ def orthographic_image(theta, phi, values, view, size: int = 240) -> np.ndarray:
     j = np.floor(lon / step).astype(int) % phi.size
     b = lon / step - np.floor(lon / step)
     j1 = (j + 1) % phi.size
-    v = ((1 - a) * ((1 - b) * values[i, j] + b * values[i, j1]) + a * ((1 - b) * values[i + 1, j]
-                                                                      + b * values[i + 1, j1]))
+    v = (1 - a) * ((1 - b) * values[i, j] + b * values[i, j1]) + a * (
+        (1 - b) * values[i + 1, j] + b * values[i + 1, j1]
+    )
     return np.where(inside, v, np.nan)
 
 
-def sphere_density_maps(theta, phi, ts, density, particles=None, *, beta=None, model="sa", n=None, view=VIEW,
-                        title=None, path=None) -> Figure:
+def sphere_density_maps(
+    theta, phi, ts, density, particles=None, *, beta=None, model="sa", n=None, view=VIEW, title=None, path=None
+) -> Figure:
     """The density 4πρ (uniform = 1, logarithmic colours) seen from one side of the sphere at the times ``ts``
     (``density`` (T, n_θ, n_φ)); below, when given, the particles (``particles`` (T, n, 3)) on the same side at the
     same times."""
@@ -109,8 +111,21 @@ def sphere_density_maps(theta, phi, ts, density, particles=None, *, beta=None, m
     return finish(fig, path)
 
 
-def sphere_rates_and_convergence(degrees, measured, theory_degrees, theory, betas, counts=None, distance=None, *,
-                                 t1=None, t_start=None, model="sa", title=None, path=None) -> Figure:
+def sphere_rates_and_convergence(
+    degrees,
+    measured,
+    theory_degrees,
+    theory,
+    betas,
+    counts=None,
+    distance=None,
+    *,
+    t1=None,
+    t_start=None,
+    model="sa",
+    title=None,
+    path=None,
+) -> Figure:
     """Left: the growth rates of the degrees ℓ measured from the solver (``measured`` (β, seeds, ℓ)) over the linear
     theory (``theory`` (β, L) at ``theory_degrees``), the fastest degree marked. Right, with ``distance``
     (β, seeds, len(counts)): the H^{−2} distance of n particles to the density at t1 against n, with n^{−1/2}."""
@@ -119,10 +134,15 @@ def sphere_rates_and_convergence(degrees, measured, theory_degrees, theory, beta
     betas = axis_values("betas", betas, "(B,)")
     measured = as_array("measured", measured, "(B, seeds, K)", 3)
     theory = as_array("theory", theory, "(B, L)", 2)
-    if measured.shape[0] != betas.size or measured.shape[-1] != degrees.size or theory.shape != (betas.size,
-                                                                                                 theory_degrees.size):
-        raise ValueError(f"measured must be (B, seeds, K) and theory (B, L) with B = {betas.size}, K = {degrees.size}, "
-                         f"L = {theory_degrees.size}; got {measured.shape}, {theory.shape}")
+    if (
+        measured.shape[0] != betas.size
+        or measured.shape[-1] != degrees.size
+        or theory.shape != (betas.size, theory_degrees.size)
+    ):
+        raise ValueError(
+            f"measured must be (B, seeds, K) and theory (B, L) with B = {betas.size}, K = {degrees.size}, "
+            f"L = {theory_degrees.size}; got {measured.shape}, {theory.shape}"
+        )
     panels = 2 if distance is not None else 1
     fig = new_figure(5.4 * panels + 0.6, 4.3)
     axes = fig.subplots(1, panels, squeeze=False)[0]
@@ -134,12 +154,26 @@ def sphere_rates_and_convergence(degrees, measured, theory_degrees, theory, beta
         color = cmap(0.15 + 0.7 * j / max(betas.size - 1, 1))
         ax.plot(theory_degrees, theory[j], color=color, linewidth=1.5, label=rf"theory, $\beta = {beta:g}$")
         for row in measured[j]:
-            ax.plot(degrees, row, linestyle="none", marker="o", markersize=5, markerfacecolor="white",
-                    markeredgecolor=color, markeredgewidth=1.3)
+            ax.plot(
+                degrees,
+                row,
+                linestyle="none",
+                marker="o",
+                markersize=5,
+                markerfacecolor="white",
+                markeredgecolor=color,
+                markeredgewidth=1.3,
+            )
         top = int(theory_degrees[np.argmax(theory[j])])
         ax.axvline(top, color=color, linewidth=0.9, linestyle=(0, (4, 3)))
-        ax.annotate(rf"$\ell^* = {top}$", (top, float(theory[j].max())), textcoords="offset points", xytext=(5, 4),
-                    fontsize=LEGEND_SIZE, color=color)
+        ax.annotate(
+            rf"$\ell^* = {top}$",
+            (top, float(theory[j].max())),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=LEGEND_SIZE,
+            color=color,
+        )
     ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="0.3", label="solver")
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     ax.set_xticks(np.arange(0, int(theory_degrees.max()) + 1, 2))
@@ -157,10 +191,21 @@ def sphere_rates_and_convergence(degrees, measured, theory_degrees, theory, beta
         ax.plot(counts, mean, color=DATA_COLOR, marker="o", markersize=6, linewidth=1.5, label="mean over members")
         if np.all(np.isfinite(mean)) and counts.size >= 2:
             slope, icpt = np.polyfit(np.log(counts), np.log(mean), 1)
-            ax.plot(counts, np.exp(icpt) * counts ** slope, color=THEORY_COLOR, linewidth=1.2,
-                    label=rf"fit $\propto n^{{{slope:.2f}}}$")
-            ax.plot(counts, mean[0] * (counts / counts[0]) ** -0.5, color="0.3", linewidth=1.0,
-                    linestyle=(0, (4, 3)), label=r"$\propto n^{-1/2}$")
+            ax.plot(
+                counts,
+                np.exp(icpt) * counts**slope,
+                color=THEORY_COLOR,
+                linewidth=1.2,
+                label=rf"fit $\propto n^{{{slope:.2f}}}$",
+            )
+            ax.plot(
+                counts,
+                mean[0] * (counts / counts[0]) ** -0.5,
+                color="0.3",
+                linewidth=1.0,
+                linestyle=(0, (4, 3)),
+                label=r"$\propto n^{-1/2}$",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(counts)
@@ -173,6 +218,7 @@ def sphere_rates_and_convergence(degrees, measured, theory_degrees, theory, beta
         ax.set_title(when, fontsize=LEGEND_SIZE + 1)
         ax.legend(fontsize=LEGEND_SIZE, frameon=False)
     despine(*axes)
-    fig.suptitle(title_text(f"Mean field of {_MODEL_NAMES.get(model, model)} on the sphere: linear rates and particles",
-                            title))
+    fig.suptitle(
+        title_text(f"Mean field of {_MODEL_NAMES.get(model, model)} on the sphere: linear rates and particles", title)
+    )
     return finish(fig, path)

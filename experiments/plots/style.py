@@ -114,11 +114,7 @@ def fmt_number(value: float) -> str:
 def params_text(**values) -> str:
     """Mathtext list of the given parameters, e.g. "$d = 2$, $\\beta = 4$"; None values are left out."""
     symbols = {"d": "d", "n": "n", "beta": r"\beta", "delta": r"\delta"}
-    parts = [
-        rf"${symbols.get(key, key)} = {fmt_number(val)}$"
-        for key, val in values.items()
-        if val is not None
-    ]
+    parts = [rf"${symbols.get(key, key)} = {fmt_number(val)}$" for key, val in values.items() if val is not None]
     return ", ".join(parts)
 
 
@@ -138,9 +134,7 @@ def as_array(name: str, value, shape_doc: str, ndim: int | None = None) -> np.nd
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be a numeric array of shape {shape_doc}; got {type(value).__name__}"
-        ) from None
+        raise ValueError(f"{name} must be a numeric array of shape {shape_doc}; got {type(value).__name__}") from None
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have shape {shape_doc} ({ndim}-D); got shape {arr.shape}")
     return arr
@@ -162,9 +156,7 @@ def as_series(name: str, value, ts: np.ndarray, *, allow_nan: bool = True) -> np
     """A (T,) array of one value per time in ts."""
     arr = as_array(name, value, "(T,) with T = len(ts)", 1)
     if arr.shape[0] != ts.shape[0]:
-        raise ValueError(
-            f"{name} must have shape (T,) with T = len(ts) = {ts.shape[0]}; got shape {arr.shape}"
-        )
+        raise ValueError(f"{name} must have shape (T,) with T = len(ts) = {ts.shape[0]}; got shape {arr.shape}")
     if not allow_nan and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite")
     return arr
@@ -174,10 +166,7 @@ def as_states(name: str, value, ts: np.ndarray, *, d=None) -> np.ndarray:
     """Particle states xs of shape (T, n, d) matching ts."""
     arr = as_array(name, value, "(T, n, d)", 3)
     if arr.shape[0] != ts.shape[0]:
-        raise ValueError(
-            f"{name} must have shape (T, n, d) with T = len(ts) = {ts.shape[0]}; "
-            f"got shape {arr.shape}"
-        )
+        raise ValueError(f"{name} must have shape (T, n, d) with T = len(ts) = {ts.shape[0]}; got shape {arr.shape}")
     if arr.shape[1] == 0:
         raise ValueError(f"{name} holds no particles (n = 0)")
     if d is not None and arr.shape[2] not in np.atleast_1d(d):
@@ -254,9 +243,14 @@ def curve_legend(fig, line) -> None:
 
     swatch = Patch(facecolor="0.3", edgecolor="none")
     # Outside the axes: inside, any legend would hide part of the heat map.
-    fig.legend(handles=[(swatch, line)], labels=[line.get_label()], loc="outside lower center",
-               frameon=False, handler_map={tuple: HandlerTuple(ndivide=1, pad=0)},
-               handlelength=3.0)
+    fig.legend(
+        handles=[(swatch, line)],
+        labels=[line.get_label()],
+        loc="outside lower center",
+        frameon=False,
+        handler_map={tuple: HandlerTuple(ndivide=1, pad=0)},
+        handlelength=3.0,
+    )
 
 
 def cluster_count_panel(ax, ts, n_clusters, xlabel) -> None:
@@ -373,11 +367,11 @@ def draw_sphere(ax, elev: float, azim: float, *, resolution: int = 72) -> None:
     lambert = np.clip(normals @ light, 0.0, 1.0)
     shade = 0.72 + 0.28 * lambert + 0.08 * lambert**12  # ambient + diffuse + a soft highlight
     base = np.array(mcolors.to_rgb(SPHERE_COLOR))
-    rgba = np.concatenate([np.clip(base[None] * shade[:, None], 0, 1),
-                           np.ones((len(quads), 1))], axis=1)
+    rgba = np.concatenate([np.clip(base[None] * shade[:, None], 0, 1), np.ones((len(quads), 1))], axis=1)
     ax.add_collection3d(
-        Poly3DCollection(quads, facecolors=rgba, edgecolors="none", linewidths=0,
-                         antialiased=False, zorder=2, gid="sphere"),
+        Poly3DCollection(
+            quads, facecolors=rgba, edgecolors="none", linewidths=0, antialiased=False, zorder=2, gid="sphere"
+        ),
         autolim=False,
     )
     # Silhouette: the great circle orthogonal to the viewing direction.
@@ -390,8 +384,14 @@ def draw_sphere(ax, elev: float, azim: float, *, resolution: int = 72) -> None:
     eq = np.column_stack([np.cos(s), np.sin(s), np.zeros_like(s)])
     front = eq @ view >= 0
     for mask, alpha in ((front, 0.55), (~front, 0.15)):
-        ax.plot(*np.where(mask[:, None], eq, np.nan).T, color="0.45", linewidth=0.6,
-                linestyle=(0, (3, 3)), alpha=alpha, zorder=3)
+        ax.plot(
+            *np.where(mask[:, None], eq, np.nan).T,
+            color="0.45",
+            linewidth=0.6,
+            linestyle=(0, (3, 3)),
+            alpha=alpha,
+            zorder=3,
+        )
     ax.set_xlim(-1, 1)
     ax.set_ylim(-1, 1)
     ax.set_zlim(-1, 1)

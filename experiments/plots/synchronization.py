@@ -29,9 +29,20 @@ def _shares(name: str, value, betas: np.ndarray) -> np.ndarray:
     return arr
 
 
-def synchronization_vs_beta(betas, synchronized, stuck, *, sync_beta: float, no_sync_beta: float,
-                            rate=None, n=None, members=None, stuck_label: str = "at the equilateral triangle",
-                            title=None, path=None) -> Figure:
+def synchronization_vs_beta(
+    betas,
+    synchronized,
+    stuck,
+    *,
+    sync_beta: float,
+    no_sync_beta: float,
+    rate=None,
+    n=None,
+    members=None,
+    stuck_label: str = "at the equilateral triangle",
+    title=None,
+    path=None,
+) -> Figure:
     """Left: the share of starts that synchronize (end in one point) and of those ``stuck`` elsewhere,
     against β, with the proved regimes shaded (every start synchronizes for β ≥ ``sync_beta``; global
     synchronization fails below ``no_sync_beta``). Right, when ``rate`` = (β grid, μ(β)) is given: the
@@ -54,31 +65,56 @@ def synchronization_vs_beta(betas, synchronized, stuck, *, sync_beta: float, no_
         despine(ax)
     ax = axes[0]
     ax.plot(betas, synced, color=DATA_COLOR, marker="o", markersize=4.5, linewidth=1.4, label="synchronized")
-    ax.plot(betas, stuck, color=THEORY_COLOR, marker="s", markersize=4, markerfacecolor="white", linewidth=1.1,
-            label=stuck_label)
+    ax.plot(
+        betas,
+        stuck,
+        color=THEORY_COLOR,
+        marker="s",
+        markersize=4,
+        markerfacecolor="white",
+        linewidth=1.1,
+        label=stuck_label,
+    )
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("share of random starts" + (f" ({members} per β)" if members else ""))
-    ax.text(no_sync_beta - pad / 2, 0.5, r"$\beta < -2/3$: no global synchronization", rotation=90, va="center",
-            ha="right", fontsize=LEGEND_SIZE, color="0.3")
-    ax.text(sync_beta + pad / 2, 0.5, r"$\beta \geq -0.16$: every start synchronizes", rotation=90, va="center",
-            ha="left", fontsize=LEGEND_SIZE, color="0.3")
+    ax.text(
+        no_sync_beta - pad / 2,
+        0.5,
+        r"$\beta < -2/3$: no global synchronization",
+        rotation=90,
+        va="center",
+        ha="right",
+        fontsize=LEGEND_SIZE,
+        color="0.3",
+    )
+    ax.text(
+        sync_beta + pad / 2,
+        0.5,
+        r"$\beta \geq -0.16$: every start synchronizes",
+        rotation=90,
+        va="center",
+        ha="left",
+        fontsize=LEGEND_SIZE,
+        color="0.3",
+    )
     ax.legend(fontsize=LEGEND_SIZE, frameon=False, loc="lower right")
     if rate is not None:
         grid, mu = (np.asarray(a, dtype=float) for a in rate)
         ax = axes[1]
         ax.axhline(0.0, color="0.5", linewidth=0.8)
-        ax.plot(grid, mu, color=THEORY_COLOR, linewidth=1.6,
-                label=r"$\mu(\beta) = e^{-\beta/2}\,(1/2 + 3\beta/4)$")
-        ax.fill_between(grid, np.minimum(mu, 0.0), 0.0, color=THEORY_COLOR, alpha=0.18, linewidth=0,
-                        label="the triangle attracts")
+        ax.plot(grid, mu, color=THEORY_COLOR, linewidth=1.6, label=r"$\mu(\beta) = e^{-\beta/2}\,(1/2 + 3\beta/4)$")
+        ax.fill_between(
+            grid, np.minimum(mu, 0.0), 0.0, color=THEORY_COLOR, alpha=0.18, linewidth=0, label="the triangle attracts"
+        )
         ax.set_ylabel("linear rate at the equilateral triangle (n = 3)")
         ax.legend(fontsize=LEGEND_SIZE, frameon=False, loc="upper left")
     fig.suptitle(title_text("Synchronization on the circle for either sign of β", title, n=n))
     return finish(fig, path)
 
 
-def long_context_layer(curve_n, curve_cosine, token_n, token_cosine, gammas, limits, *, rho, critical,
-                       residual=0.0, title=None, path=None) -> Figure:
+def long_context_layer(
+    curve_n, curve_cosine, token_n, token_cosine, gammas, limits, *, rho, critical, residual=0.0, title=None, path=None
+) -> Figure:
     """The cosine between two outputs of one attention layer at β = γ log n against the context length n:
     one exact curve per γ (``curve_cosine`` (G, N) at ``curve_n``), the values from token arrays as dots
     (``token_cosine`` (G, K) at ``token_n``, NaN where not computed) and each γ's limit as n → ∞."""
@@ -88,11 +124,16 @@ def long_context_layer(curve_n, curve_cosine, token_n, token_cosine, gammas, lim
     curve_cosine = np.asarray(curve_cosine, dtype=float)
     token_cosine = np.asarray(token_cosine, dtype=float)
     limits = np.asarray(limits, dtype=float)
-    if curve_cosine.shape != (gammas.size, curve_n.size) or token_cosine.shape != (gammas.size, token_n.size) \
-            or limits.shape != gammas.shape:
-        raise ValueError(f"curve_cosine must be (G, N) = {(gammas.size, curve_n.size)}, token_cosine (G, K) = "
-                         f"{(gammas.size, token_n.size)} and limits (G,); got {curve_cosine.shape}, "
-                         f"{token_cosine.shape}, {limits.shape}")
+    if (
+        curve_cosine.shape != (gammas.size, curve_n.size)
+        or token_cosine.shape != (gammas.size, token_n.size)
+        or limits.shape != gammas.shape
+    ):
+        raise ValueError(
+            f"curve_cosine must be (G, N) = {(gammas.size, curve_n.size)}, token_cosine (G, K) = "
+            f"{(gammas.size, token_n.size)} and limits (G,); got {curve_cosine.shape}, "
+            f"{token_cosine.shape}, {limits.shape}"
+        )
     from matplotlib import colormaps
 
     cmap = colormaps["viridis"]
@@ -101,14 +142,29 @@ def long_context_layer(curve_n, curve_cosine, token_n, token_cosine, gammas, lim
     span = max(float(gammas.max() - gammas.min()), 1e-12)
     for g, curve, dots, lim in zip(gammas, curve_cosine, token_cosine, limits):
         color = cmap(0.85 * (g - gammas.min()) / span)
-        regime = ("collapse" if g < critical - 1e-12 else "critical" if abs(g - critical) <= 1e-12 else "identity")
+        regime = "collapse" if g < critical - 1e-12 else "critical" if abs(g - critical) <= 1e-12 else "identity"
         ax.plot(curve_n, curve, color=color, linewidth=1.6, label=rf"$\gamma = {g:g}$ ({regime})")
         ok = np.isfinite(dots)
-        ax.plot(token_n[ok], dots[ok], linestyle="none", marker="o", markersize=5, markerfacecolor="white",
-                markeredgecolor=color, markeredgewidth=1.3)
+        ax.plot(
+            token_n[ok],
+            dots[ok],
+            linestyle="none",
+            marker="o",
+            markersize=5,
+            markerfacecolor="white",
+            markeredgecolor=color,
+            markeredgewidth=1.3,
+        )
         ax.axhline(lim, color=color, linewidth=0.9, linestyle=(0, (4, 3)))
-    ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="0.3",
-            label="from token arrays (d = n + 1)")
+    ax.plot(
+        [],
+        [],
+        linestyle="none",
+        marker="o",
+        markerfacecolor="white",
+        markeredgecolor="0.3",
+        label="from token arrays (d = n + 1)",
+    )
     ax.plot([], [], color="0.3", linewidth=0.9, linestyle=(0, (4, 3)), label=r"limit $n \to \infty$")
     ax.set_xscale("log")
     ax.set_xlabel(r"context length $n$")

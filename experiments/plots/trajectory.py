@@ -121,8 +121,13 @@ def _trajectory_segments_3d(ax, xs, colors, view, *, linewidth):
         c = rgba[mask]
         c[:, 3] = alpha
         ax.add_collection3d(
-            Line3DCollection(seg[mask], colors=c, linewidths=linewidth, zorder=zorder,
-                             gid="trajectories_front" if is_front else "trajectories_back")
+            Line3DCollection(
+                seg[mask],
+                colors=c,
+                linewidths=linewidth,
+                zorder=zorder,
+                gid="trajectories_front" if is_front else "trajectories_back",
+            )
         )
 
 
@@ -130,11 +135,28 @@ def _endpoint_markers(ax, start, end, colors, *, size=14.0, view=None):
     """Hollow markers at the initial points, filled ones at the final points (2-D or 3-D)."""
     three_d = start.shape[1] == 3
     kw = dict(depthshade=False) if three_d else {}
-    ax.scatter(*start.T, s=size, facecolors="none", edgecolors=depth_faded(colors, start, view),
-               linewidths=0.8, zorder=5, label="initial position", gid="initial", **kw)
-    ax.scatter(*end.T, s=size * 1.6, c=depth_faded(colors, end, view),
-               edgecolors=depth_faded(np.tile(mcolors.to_rgba("0.15"), (len(end), 1)), end, view),
-               linewidths=0.4, zorder=6, label="final position", gid="final", **kw)
+    ax.scatter(
+        *start.T,
+        s=size,
+        facecolors="none",
+        edgecolors=depth_faded(colors, start, view),
+        linewidths=0.8,
+        zorder=5,
+        label="initial position",
+        gid="initial",
+        **kw,
+    )
+    ax.scatter(
+        *end.T,
+        s=size * 1.6,
+        c=depth_faded(colors, end, view),
+        edgecolors=depth_faded(np.tile(mcolors.to_rgba("0.15"), (len(end), 1)), end, view),
+        linewidths=0.4,
+        zorder=6,
+        label="final position",
+        gid="final",
+        **kw,
+    )
 
 
 def sphere_trajectories(ts, xs, *, beta=None, elev=None, azim=None, title=None, path=None) -> Figure:
@@ -157,8 +179,7 @@ def sphere_trajectories(ts, xs, *, beta=None, elev=None, azim=None, title=None, 
     _trajectory_segments_3d(ax, xs, colors, view, linewidth=0.9 if xs.shape[1] <= 128 else 0.5)
     _endpoint_markers(ax, xs[0], xs[-1], colors, view=view)
     ax.set_title(
-        title_text(rf"Particles on the sphere $S^2$, $t \in [{ts[0]:g}, {ts[-1]:g}]$", title,
-                   n=xs.shape[1], beta=beta),
+        title_text(rf"Particles on the sphere $S^2$, $t \in [{ts[0]:g}, {ts[-1]:g}]$", title, n=xs.shape[1], beta=beta),
         pad=0,
     )
     _endpoint_legend(fig, ts)
@@ -168,10 +189,24 @@ def sphere_trajectories(ts, xs, *, beta=None, elev=None, azim=None, title=None, 
 def _endpoint_legend(fig: Figure, ts: np.ndarray) -> None:
     """Legend for the hollow (initial) and filled (final) markers of the trajectory plots."""
     handles = [
-        Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markeredgecolor="0.3",
-               label=f"initial ($t = {ts[0]:g}$)"),
-        Line2D([], [], marker="o", linestyle="", markerfacecolor="0.3", markeredgecolor="0.15",
-               label=f"final ($t = {ts[-1]:g}$)"),
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            markerfacecolor="none",
+            markeredgecolor="0.3",
+            label=f"initial ($t = {ts[0]:g}$)",
+        ),
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            markerfacecolor="0.3",
+            markeredgecolor="0.15",
+            label=f"final ($t = {ts[-1]:g}$)",
+        ),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
 
@@ -213,8 +248,13 @@ def pca_trajectories(ts, xs, *, n_components=2, beta=None, title=None, path=None
         fig = new_figure(6.0, 5.6)
         ax = fig.add_subplot()
         ax.add_collection(
-            LineCollection([proj[:, i] for i in range(n)], colors=colors, alpha=0.85,
-                           linewidths=0.9 if n <= 128 else 0.5, gid="trajectories")
+            LineCollection(
+                [proj[:, i] for i in range(n)],
+                colors=colors,
+                alpha=0.85,
+                linewidths=0.9 if n <= 128 else 0.5,
+                gid="trajectories",
+            )
         )
         _endpoint_markers(ax, proj[0], proj[-1], colors)
         ax.set_aspect("equal", adjustable="datalim")
@@ -227,8 +267,9 @@ def pca_trajectories(ts, xs, *, n_components=2, beta=None, title=None, path=None
 
         fig = new_figure(6.0, 6.0)
         ax = fig.add_subplot(projection="3d")
-        ax.add_collection3d(Line3DCollection([proj[:, i] for i in range(n)], colors=colors,
-                                             linewidths=0.8, gid="trajectories"))
+        ax.add_collection3d(
+            Line3DCollection([proj[:, i] for i in range(n)], colors=colors, linewidths=0.8, gid="trajectories")
+        )
         _endpoint_markers(ax, proj[0], proj[-1], colors)
         lo, hi = proj.min(axis=(0, 1)), proj.max(axis=(0, 1))
         ax.set_xlim(lo[0], hi[0])

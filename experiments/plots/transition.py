@@ -20,29 +20,47 @@ from .style import (
 )
 
 UP_COLOR = "#e08a00"  # the sweep up: orange, apart from the sweep down's blue and the theory's red
-SWEEP_STYLE = {"down": dict(color=DATA_COLOR, marker="v", label=r"noise swept down (from uniform)"),
-               "up": dict(color=UP_COLOR, marker="^", label=r"noise swept up (from gathered)")}
+SWEEP_STYLE = {
+    "down": dict(color=DATA_COLOR, marker="v", label=r"noise swept down (from uniform)"),
+    "up": dict(color=UP_COLOR, marker="^", label=r"noise swept up (from gathered)"),
+}
 
 
 def _order_panel(ax, ratios, panel: dict) -> None:
     order = np.asarray(panel["order"], dtype=float)  # (seeds, 2, levels)
     if order.ndim != 3 or order.shape[1:] != (2, ratios.size):
         raise ValueError(f"order must be (seeds, 2, levels = {ratios.size}); got {order.shape}")
-    ax.axvline(1.0, color=THEORY_COLOR, linewidth=1.2, linestyle=(0, (5, 3)),
-               label=r"predicted $\sigma_\# = 1/\sqrt{K_\#}$")
+    ax.axvline(
+        1.0, color=THEORY_COLOR, linewidth=1.2, linestyle=(0, (5, 3)), label=r"predicted $\sigma_\# = 1/\sqrt{K_\#}$"
+    )
     offsets = {"down": -0.002, "up": 0.002}  # keep the two sweeps' error bars apart
     for s, name in enumerate(("down", "up")):
         mean = order[:, s].mean(axis=0)
         spread = order[:, s].std(axis=0, ddof=1) if order.shape[0] > 1 else np.zeros_like(mean)
         style = SWEEP_STYLE[name]
-        ax.errorbar(ratios + offsets[name], mean, yerr=spread, color=style["color"], marker=style["marker"],
-                    markersize=5, linewidth=1.1, capsize=2, elinewidth=0.8,
-                    label=style["label"] + (f", {order.shape[0]} seeds" if s == 0 else ""))
+        ax.errorbar(
+            ratios + offsets[name],
+            mean,
+            yerr=spread,
+            color=style["color"],
+            marker=style["marker"],
+            markersize=5,
+            linewidth=1.1,
+            capsize=2,
+            elinewidth=0.8,
+            label=style["label"] + (f", {order.shape[0]} seeds" if s == 0 else ""),
+        )
     mean_field = panel.get("meanfield")
     if mean_field is not None:
         mean_field = np.asarray(mean_field, dtype=float)
-        ax.plot(ratios, mean_field[0], color="0.15", linewidth=1.0, linestyle=(0, (2, 2)),
-                label=r"$n = \infty$ (mean field), down")
+        ax.plot(
+            ratios,
+            mean_field[0],
+            color="0.15",
+            linewidth=1.0,
+            linestyle=(0, (2, 2)),
+            label=r"$n = \infty$ (mean field), down",
+        )
         ax.plot(ratios, mean_field[1], color="0.15", linewidth=1.0, label=r"$n = \infty$ (mean field), up")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlim(ratios[0] - 0.02, ratios[-1] + 0.02)
@@ -50,9 +68,11 @@ def _order_panel(ax, ratios, panel: dict) -> None:
     continuous = panel["beta"] <= panel["beta_star"]
     kind = "continuous" if continuous else "discontinuous"
     sign = r"\leq" if continuous else ">"
-    ax.set_title(rf"$d = {panel['d']}$, $\beta = {panel['beta']:g} {sign} \beta^* = {panel['beta_star']:.4f}$: "
-                 f"{kind}\n" + rf"$\sigma_\# = {panel['sigma_sharp']:.4g}$, $K_\# = {panel['coupling']:.4g}$",
-                 fontsize=LEGEND_SIZE + 1)
+    ax.set_title(
+        rf"$d = {panel['d']}$, $\beta = {panel['beta']:g} {sign} \beta^* = {panel['beta_star']:.4f}$: "
+        f"{kind}\n" + rf"$\sigma_\# = {panel['sigma_sharp']:.4g}$, $K_\# = {panel['coupling']:.4g}$",
+        fontsize=LEGEND_SIZE + 1,
+    )
     despine(ax)
 
 
@@ -80,8 +100,9 @@ def noise_sweep(ratios, panels: list[dict], *, n: int, title: str | None = None,
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(handles, labels, fontsize=LEGEND_SIZE, frameon=False, loc="outside lower center",
-               ncols=min(len(handles), 5))
+    fig.legend(
+        handles, labels, fontsize=LEGEND_SIZE, frameon=False, loc="outside lower center", ncols=min(len(handles), 5)
+    )
 
     ax = axes[-1]
     grid = np.linspace(0.0, 1.0, 50)
@@ -93,8 +114,17 @@ def noise_sweep(ratios, panels: list[dict], *, n: int, title: str | None = None,
     for k, panel in enumerate(panels):
         xs, ys = (np.asarray(a, dtype=float) for a in panel["susceptibility"])
         color = cmap(0.15 + 0.7 * k / max(len(panels) - 1, 1))
-        ax.plot(xs, ys, linestyle="none", marker=markers[k % len(markers)], markersize=6, markerfacecolor="white",
-                markeredgecolor=color, markeredgewidth=1.4, label=rf"$d = {panel['d']}$, $\beta = {panel['beta']:g}$")
+        ax.plot(
+            xs,
+            ys,
+            linestyle="none",
+            marker=markers[k % len(markers)],
+            markersize=6,
+            markerfacecolor="white",
+            markeredgecolor=color,
+            markeredgewidth=1.4,
+            label=rf"$d = {panel['d']}$, $\beta = {panel['beta']:g}$",
+        )
     ax.axhline(0.0, color="0.5", linewidth=0.8)
     ax.set_xlim(0.0, 1.05)
     ax.set_ylim(-0.05, 1.05)
@@ -126,10 +156,23 @@ def transition_thresholds(curves: list[dict], betas, *, title: str | None = None
         below = grid <= curve["beta_star"]
         ax.plot(grid[below], K[below], color=color, linewidth=1.8, label=rf"$d = {curve['d']}$")
         ax.plot(grid[~below], K[~below], color=color, linewidth=1.8, linestyle=(0, (5, 2.5)))
-        ax.plot([curve["beta_star"]], [curve["coupling_star"]], marker="o", markersize=6, color=color,
-                markeredgecolor="white", zorder=3)
-        ax.annotate(rf"$\beta^* = {curve['beta_star']:.4f}$", (curve["beta_star"], curve["coupling_star"]),
-                    xytext=(6, 4), textcoords="offset points", fontsize=LEGEND_SIZE, color=color)
+        ax.plot(
+            [curve["beta_star"]],
+            [curve["coupling_star"]],
+            marker="o",
+            markersize=6,
+            color=color,
+            markeredgecolor="white",
+            zorder=3,
+        )
+        ax.annotate(
+            rf"$\beta^* = {curve['beta_star']:.4f}$",
+            (curve["beta_star"], curve["coupling_star"]),
+            xytext=(6, 4),
+            textcoords="offset points",
+            fontsize=LEGEND_SIZE,
+            color=color,
+        )
     for b in betas:
         ax.axvline(b, color="0.55", linewidth=0.9, linestyle=(0, (1, 2)))
     ax.plot([], [], color="0.3", linewidth=1.8, label=r"$\beta \leq \beta^*$: continuous")

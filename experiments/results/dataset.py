@@ -114,7 +114,7 @@ def _load_run(run_dir: Path):
     if time_coord is not None:
         coords["time"] = ("time", time_coord)
     # a 1-D array named after its own dimension (d, beta, ...) labels that dimension
-    for name, (names, arr) in list(variables.items()):
+    for name, (names, _) in list(variables.items()):
         if names == [name] and name not in coords:
             coords[name] = variables.pop(name)
     attrs = _flatten(config)
@@ -167,8 +167,7 @@ def _load_sweep(sweep_dir: Path):
         except (ValueError, KeyError):
             ds = None  # not a grid xarray can lay out: fall back to a run dimension
     if ds is None:
-        kw = dict(data_vars="all", coords="different", compat="equals", join="outer",
-                  combine_attrs="drop_conflicts")
+        kw = dict(data_vars="all", coords="different", compat="equals", join="outer", combine_attrs="drop_conflicts")
         ds = xr.concat([_indexed(d) for d in datasets], dim="run", **kw)
         coords = {ax: ("run", [_coord_value(r["point"][ax]) for r in runs]) for ax in names if ax not in ds.dims}
         coords["run_name"] = ("run", [r["name"] for r in runs])

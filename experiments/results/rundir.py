@@ -274,8 +274,10 @@ def _states_of_every_d(arrays: dict[str, np.ndarray], dims: dict[str, list[str]]
     xs = arrays["xs"]
     ds = [int(v) for v in np.ravel(arrays.get("d", [xs.shape[-1]]))]
     if not ds or ds[-1] != xs.shape[-1]:
-        raise StoreError(f"{path}: 'xs' holds points in dimension {xs.shape[-1]}, but the run's last d is "
-                         f"{ds[-1] if ds else 'missing'}")
+        raise StoreError(
+            f"{path}: 'xs' holds points in dimension {xs.shape[-1]}, but the run's last d is "
+            f"{ds[-1] if ds else 'missing'}"
+        )
     if len(ds) == 1:
         padded = xs[None]
     else:

@@ -58,9 +58,14 @@ def summarize(result: runner.RunResult) -> dict:
         "min_inner_product": mean("min_inner_product"),
         "clustered_fraction": mean("clustered_fraction"),
         # a member that became non-finite has no count after that time: null
-        "n_clusters": ([[None if not math.isfinite(v) else int(v) for v in row]
-                        for row in np.asarray(result.member("n_clusters"), dtype=float).T]
-                       if "n_clusters" in result.stats else []),
+        "n_clusters": (
+            [
+                [None if not math.isfinite(v) else int(v) for v in row]
+                for row in np.asarray(result.member("n_clusters"), dtype=float).T
+            ]
+            if "n_clusters" in result.stats
+            else []
+        ),
         "energy": mean("energy"),
         "t_clustered": _finite_or_none(runner.t_clustered(result)),
         "steps": int(round(float(np.mean(result.steps)))),
@@ -71,15 +76,23 @@ def summarize(result: runner.RunResult) -> dict:
 
 def arrays(result: runner.RunResult) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
     """The run's arrays for results.npz and the names of their dimensions."""
-    out = {"d": np.asarray(result.config.d), "beta": np.asarray(result.config.beta, dtype=float),
-           "seed": result.config.seed + np.arange(result.config.seeds), "steps": result.steps,
-           "t_clustered": runner.t_clustered(result).reshape(result.steps.shape)}
-    dims = {"d": ["d"], "beta": ["beta"], "seed": ["seed"], "steps": ["d", "beta", "seed"],
-            "t_clustered": ["d", "beta", "seed"]}
+    out = {
+        "d": np.asarray(result.config.d),
+        "beta": np.asarray(result.config.beta, dtype=float),
+        "seed": result.config.seed + np.arange(result.config.seeds),
+        "steps": result.steps,
+        "t_clustered": runner.t_clustered(result).reshape(result.steps.shape),
+    }
+    dims = {
+        "d": ["d"],
+        "beta": ["beta"],
+        "seed": ["seed"],
+        "steps": ["d", "beta", "seed"],
+        "t_clustered": ["d", "beta", "seed"],
+    }
     for name, value in result.stats.items():
         out[name] = value
-        dims[name] = list(runner.STAT_DIMENSIONS.get(name)
-                          or list(runner.STAT_DIMS) + runner.EXTRA_DIMS.get(name, []))
+        dims[name] = list(runner.STAT_DIMENSIONS.get(name) or list(runner.STAT_DIMS) + runner.EXTRA_DIMS.get(name, []))
     if result.xs is not None:
         out["xs"] = result.xs
         dims["xs"] = list(STATE_DIMS)
@@ -88,8 +101,15 @@ def arrays(result: runner.RunResult) -> tuple[dict[str, np.ndarray], dict[str, l
     return out, dims
 
 
-def save(out: Path, result: runner.RunResult, experiment: Experiment, *, plot: bool = True,
-         error: str | None = None, overwrite: bool = False) -> dict:
+def save(
+    out: Path,
+    result: runner.RunResult,
+    experiment: Experiment,
+    *,
+    plot: bool = True,
+    error: str | None = None,
+    overwrite: bool = False,
+) -> dict:
     """Write the run directory (atomically) and return its summary; ``error`` (a run that stopped
     early, e.g. on non-finite values) is recorded in the summary as ``"error"``; ``overwrite``
     replaces an existing run's files (``store.write_run``)."""
@@ -97,8 +117,15 @@ def save(out: Path, result: runner.RunResult, experiment: Experiment, *, plot: b
     if error is not None:
         summary["error"] = error
     data, dims = arrays(result)
-    store.write_run(out, to_toml(result.config), summary, data,
-                    figures.writers(result, experiment) if plot else None, dims=dims, overwrite=overwrite)
+    store.write_run(
+        out,
+        to_toml(result.config),
+        summary,
+        data,
+        figures.writers(result, experiment) if plot else None,
+        dims=dims,
+        overwrite=overwrite,
+    )
     return summary
 
 
@@ -111,8 +138,10 @@ def print_report(result: runner.RunResult, experiment: Experiment, out: Path) ->
     # a configuration of one's own has no theory checks to skip
     changed = builtin.changed_model_keys(c, experiment) if experiment.name in builtin.EXPERIMENTS else []
     if changed and checks:
-        print(f"  theory checks skipped: they hold for {experiment.name}'s own model, and this run sets "
-              + ", ".join(changed))
+        print(
+            f"  theory checks skipped: they hold for {experiment.name}'s own model, and this run sets "
+            + ", ".join(changed)
+        )
     else:
         for check in checks:
             print(f"  [{check.mark}] {check.name}: expected {check.expected}, measured {check.measured}")
@@ -138,10 +167,16 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, Experiment]:
         missing.append(f"{store.RESULTS_FILE}: xs on ({', '.join(STATE_DIMS)})")
     if missing:
         raise ValueError(f"{str(run_dir)!r} is not a complete attnflow run: it lacks {', '.join(missing)}")
-    stats = {k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs")
-             and arrs[k].ndim >= 4}
-    result = runner.RunResult(config=config, ts=np.asarray(summary["times"], dtype=float), stats=stats,
-                              xs=arrs.get("xs"), steps=arrs["steps"],
-                              t_event=np.where(np.isnan(arrs["t_clustered"]), np.inf, arrs["t_clustered"]),
-                              wall_time_s=float(summary.get("wall_time_s", 0.0)))
+    stats = {
+        k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs") and arrs[k].ndim >= 4
+    }
+    result = runner.RunResult(
+        config=config,
+        ts=np.asarray(summary["times"], dtype=float),
+        stats=stats,
+        xs=arrs.get("xs"),
+        steps=arrs["steps"],
+        t_event=np.where(np.isnan(arrs["t_clustered"]), np.inf, arrs["t_clustered"]),
+        wall_time_s=float(summary.get("wall_time_s", 0.0)),
+    )
     return result, builtin.resolve(config.experiment)

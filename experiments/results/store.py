@@ -39,7 +39,34 @@ from typing import Any
 import numpy as np
 
 from .dataset import load
-from .rundir import CONFIG_FILE, DIMS_KEY, MANIFEST_FILE, MANIFEST_FORMAT, OWNED_FILE, OWNED_FORMAT, RESULTS_FILE, STATUSES, SUMMARY_FILE, RunFiles, StoreError, check_entry_name, command_of, foreign_files, unowned_run_files, is_complete, is_run, jsonable, owned_files, parse_dims, read_arrays, read_config, read_manifest, read_run, read_summary, validate_manifest
+from .rundir import (
+    CONFIG_FILE,
+    DIMS_KEY,
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    OWNED_FILE,
+    OWNED_FORMAT,
+    RESULTS_FILE,
+    STATUSES,
+    SUMMARY_FILE,
+    RunFiles,
+    StoreError,
+    check_entry_name,
+    command_of,
+    foreign_files,
+    is_complete,
+    is_run,
+    jsonable,
+    owned_files,
+    parse_dims,
+    read_arrays,
+    read_config,
+    read_manifest,
+    read_run,
+    read_summary,
+    unowned_run_files,
+    validate_manifest,
+)
 
 __all__ = [
     "StoreError",
@@ -123,6 +150,7 @@ def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
                     np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
         f.flush()
         os.fsync(f.fileno())
+
 
 def _temp_name(name: str, tag: str) -> str:
     return f".{name}.{tag}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -403,21 +431,26 @@ def check_name_lengths(out: Path, given: str | None = None) -> None:
     for part in out.parts[1:]:
         room = name_max - (_TEMPORARY_NAME_BYTES if part == out.name else 0)
         if len(os.fsencode(part)) > room:
-            raise StoreError(f"--out {_short(given)!r}: the name {_short(part)!r} has {len(os.fsencode(part))} "
-                             f"bytes; this file system allows {name_max} ({room} for the run's own name, which "
-                             "attnflow first writes under a longer temporary one): give a shorter --out")
+            raise StoreError(
+                f"--out {_short(given)!r}: the name {_short(part)!r} has {len(os.fsencode(part))} "
+                f"bytes; this file system allows {name_max} ({room} for the run's own name, which "
+                "attnflow first writes under a longer temporary one): give a shorter --out"
+            )
     if len(os.fsencode(str(out))) + _INNER_PATH_BYTES > path_max:
-        raise StoreError(f"--out {_short(given)!r}: the path has {len(os.fsencode(str(out)))} bytes; this file "
-                         f"system allows {path_max} (less {_INNER_PATH_BYTES} for the files inside): give a "
-                         "shorter --out")
+        raise StoreError(
+            f"--out {_short(given)!r}: the path has {len(os.fsencode(str(out)))} bytes; this file "
+            f"system allows {path_max} (less {_INNER_PATH_BYTES} for the files inside): give a "
+            "shorter --out"
+        )
 
 
 def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def check_target(out: str | os.PathLike, *, overwrite: bool = False, flag: str = "overwrite=True",
-                 user: bool = False) -> None:
+def check_target(
+    out: str | os.PathLike, *, overwrite: bool = False, flag: str = "overwrite=True", user: bool = False
+) -> None:
     """Refuse a path that cannot become this run's directory: a link, a file, a directory holding anything but
     an attnflow run, a run holding files attnflow did not write (its own would replace them), or, unless
     ``overwrite``, an existing run. ``flag`` names the remedy (``--overwrite`` on the command line).
@@ -448,23 +481,31 @@ def _check_place(out: Path, subject: str, other: str, overwrite: bool, flag: str
     if not os.path.lexists(out):
         return
     if out.is_symlink():
-        raise StoreError(f"{subject} is a symbolic link (to {os.readlink(out)!r}); attnflow writes only into real "
-                         f"directories: give the directory itself, or another {other}")
+        raise StoreError(
+            f"{subject} is a symbolic link (to {os.readlink(out)!r}); attnflow writes only into real "
+            f"directories: give the directory itself, or another {other}"
+        )
     if not out.is_dir():
         raise StoreError(f"{subject} is a file, not a directory")
     if is_run(out):
         theirs = unowned_run_files(out)
         if theirs:
-            raise StoreError(f"{subject} holds {theirs[0]!r}, which attnflow did not write (its {OWNED_FILE} does "
-                             f"not list it), and attnflow never replaces a file of yours: move it away, or choose "
-                             f"another {other}")
+            raise StoreError(
+                f"{subject} holds {theirs[0]!r}, which attnflow did not write (its {OWNED_FILE} does "
+                f"not list it), and attnflow never replaces a file of yours: move it away, or choose "
+                f"another {other}"
+            )
         if not overwrite:
-            raise StoreError(f"{name} already holds an attnflow run; pass {flag} to replace it (files attnflow did "
-                             f"not write are kept), or choose another {other}")
+            raise StoreError(
+                f"{name} already holds an attnflow run; pass {flag} to replace it (files attnflow did "
+                f"not write are kept), or choose another {other}"
+            )
         return
     if any(out.iterdir()):
-        raise StoreError(f"{subject} is a non-empty directory that is not an attnflow run; refusing to replace it: "
-                         f"choose another {other}")
+        raise StoreError(
+            f"{subject} is a non-empty directory that is not an attnflow run; refusing to replace it: "
+            f"choose another {other}"
+        )
 
 
 def _check_parent(out: Path) -> None:
@@ -498,8 +539,10 @@ def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
         new = set(os.listdir(tmp))
         clash = sorted(new & set(kept))
         if clash:
-            raise StoreError(f"cannot replace run {out}: it holds {clash[0]!r}, which attnflow did not write and "
-                             f"the new run would write over; move it away or choose another directory")
+            raise StoreError(
+                f"cannot replace run {out}: it holds {clash[0]!r}, which attnflow did not write and "
+                f"the new run would write over; move it away or choose another directory"
+            )
         if kept:
             _replace_in_place(tmp, out, new)
         else:

@@ -17,7 +17,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...particles.models import MODELS, query_key_product
-from ..config import ANGLE_SOLVERS, FIXED_STEP_SOLVERS, MODELS as MODEL_NAMES, NORMS, WEIGHTS, Config, ConfigError, non_plain_keys
+from ..config import (
+    ANGLE_SOLVERS,
+    FIXED_STEP_SOLVERS,
+    NORMS,
+    WEIGHTS,
+    Config,
+    ConfigError,
+    non_plain_keys,
+)
+from ..config import (
+    MODELS as MODEL_NAMES,
+)
 
 
 def _member_keys(seeds: np.ndarray):
@@ -58,7 +69,8 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
         n_layers = max(1, int(np.ceil(config.t1 / config.layer_tau)))
         plain = spec.make(1.0, options=config)
         stacks = jax.vmap(lambda k: LayerWise.redrawn(plain, k, config.weights, d, n_layers, config.layer_tau))(
-            _member_keys(seeds))
+            _member_keys(seeds)
+        )
         return LayerWise(inner, Qs=stacks.Qs, Ks=stacks.Ks, Vs=stacks.Vs, tau=config.layer_tau)
     return inner
 
@@ -69,8 +81,14 @@ def in_angles(config: Config, d: int) -> bool:
     (not the rotations of lie_euler and cg3, nor renormalized_euler, which needs the velocity's radial part)."""
     if config.circle == "yes":
         return True
-    return (config.circle == "auto" and d == 2 and MODELS[config.model].circle and not non_plain_keys(config)
-            and config.solver in ANGLE_SOLVERS and min(config.beta) >= 0)
+    return (
+        config.circle == "auto"
+        and d == 2
+        and MODELS[config.model].circle
+        and not non_plain_keys(config)
+        and config.solver in ANGLE_SOLVERS
+        and min(config.beta) >= 0
+    )
 
 
 def build_field(config: Config, beta, seeds: np.ndarray, d: int):
@@ -92,15 +110,17 @@ def build_field(config: Config, beta, seeds: np.ndarray, d: int):
         key = jax.random.fold_in(jax.random.key(config.seed), 2**31 - 1)
         ka, kb, kw = jax.random.split(key, 3)
         m = config.ff_width
-        field = field + FeedForward(jax.random.normal(ka, (m, d)) / np.sqrt(d), jax.random.normal(kb, (m,)),
-                                    config.ff_scale * jax.random.normal(kw, (d, m)) / np.sqrt(m),
-                                    activation=config.ff_activation)
+        field = field + FeedForward(
+            jax.random.normal(ka, (m, d)) / np.sqrt(d),
+            jax.random.normal(kb, (m,)),
+            config.ff_scale * jax.random.normal(kw, (d, m)) / np.sqrt(m),
+            activation=config.ff_activation,
+        )
     if config.norm != "post":
         from ...particles import layernorm
 
         wrap = {"pre": layernorm.PreLN, "peri": layernorm.PeriLN, "none": layernorm.NoLN}
-        field = (layernorm.NGPT(field, alpha=config.ngpt_alpha) if config.norm == "ngpt"
-                 else wrap[config.norm](field))
+        field = layernorm.NGPT(field, alpha=config.ngpt_alpha) if config.norm == "ngpt" else wrap[config.norm](field)
     if config.coalesce > 0:
         from ...particles.coalesce import Coalesced
 
@@ -133,8 +153,9 @@ def span_reduction(config: Config, d: int) -> str | None:
     return None
 
 
-def simulate_arguments(config: Config, ts, *, progress: bool | str = False, key=None,
-                       method_only: bool = False) -> dict:
+def simulate_arguments(
+    config: Config, ts, *, progress: bool | str = False, key=None, method_only: bool = False
+) -> dict:
     """``simulate``'s keyword arguments for the members of ``config`` saved at ``ts``.
 
     dt is passed to fixed-step solvers, and to adaptive ones as their first step when it is set
@@ -143,15 +164,25 @@ def simulate_arguments(config: Config, ts, *, progress: bool | str = False, key=
     method alone (solver, dt, tolerances, max_steps), for particles that are not the configuration's
     ensemble: they keep the precision they are given, are saved where asked only and run to the end.
     """
-    out = dict(ts=ts, solver=config.solver,
-               dt=config.dt if config.solver in FIXED_STEP_SOLVERS or config.dt > 0 else None,
-               rtol=config.rtol, atol=config.atol, max_steps=config.max_steps, progress=progress, key=key)
+    out = dict(
+        ts=ts,
+        solver=config.solver,
+        dt=config.dt if config.solver in FIXED_STEP_SOLVERS or config.dt > 0 else None,
+        rtol=config.rtol,
+        atol=config.atol,
+        max_steps=config.max_steps,
+        progress=progress,
+        key=key,
+    )
     if not method_only:
-        out.update(dtype=config.dtype, dense=config.dense,
-                   stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None)
+        out.update(
+            dtype=config.dtype,
+            dense=config.dense,
+            stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None,
+        )
     return out
 
 
 def describe() -> str:
     """One paragraph per variant key group, for ``attnflow list --keys``."""
-    return ("model: " + ", ".join(MODEL_NAMES) + "; norm: " + ", ".join(NORMS) + "; weights: " + ", ".join(WEIGHTS))
+    return "model: " + ", ".join(MODEL_NAMES) + "; norm: " + ", ".join(NORMS) + "; weights: " + ", ".join(WEIGHTS)

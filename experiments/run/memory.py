@@ -31,8 +31,15 @@ from ..config import Config, ConfigError
 from .fields import in_angles, span_reduction
 from .plan import chunk_size, ensemble_key, keep_attention, keep_states, statistics_groups
 
-__all__ = ["STATE_COPIES", "estimate_bytes", "machine_bytes", "check_fits", "check_fits_all", "check_parts",
-           "format_bytes"]
+__all__ = [
+    "STATE_COPIES",
+    "estimate_bytes",
+    "machine_bytes",
+    "check_fits",
+    "check_fits_all",
+    "check_parts",
+    "format_bytes",
+]
 
 STATE_COPIES = {m.name: m.state_copies for m in METHODS.values()}
 """State-sized arrays one step holds per member: the stages, the start and end points, the error
@@ -43,7 +50,6 @@ STAT_VALUES = {"pairs": 4, "clustered": 1, "clusters": 2, "energy": 3, "attentio
 
 ATTENTION_COPIES = 3
 """n×n arrays of the dense attention (logits, their exponentials, one temporary); tiles on the blocked path."""
-
 
 
 def _attention_words(config: Config, n: int, d: int, block, r: int | None = None) -> tuple[int, bool]:
@@ -113,10 +119,15 @@ def estimate_bytes(config: Config, *, block="auto", needs: Iterable[str] = ()) -
     return sum(_parts(config, block, needs)[0].values())
 
 
-_WHAT = {"states": "states and solver stages", "jacobian": "the implicit solver's Jacobians",
-         "weights": "the weights and the feed-forward term",
-         "attention": "the attention", "initial": "the initial conditions",
-         "statistics": "the statistics of every member", "trajectories": "the saved trajectories"}
+_WHAT = {
+    "states": "states and solver stages",
+    "jacobian": "the implicit solver's Jacobians",
+    "weights": "the weights and the feed-forward term",
+    "attention": "the attention",
+    "initial": "the initial conditions",
+    "statistics": "the statistics of every member",
+    "trajectories": "the saved trajectories",
+}
 
 
 def check_fits(config: Config, *, block="auto", needs: Iterable[str] = ()) -> None:
@@ -137,8 +148,13 @@ def check_fits(config: Config, *, block="auto", needs: Iterable[str] = ()) -> No
     remedies = []
     if largest == "attention" and dense:
         if MODELS[config.model].dense_only or config.heads > 1 or any(in_angles(config, d) for d in config.d):
-            why = (f"model = {config.model!r}" if MODELS[config.model].dense_only
-                   else f"heads = {config.heads}" if config.heads > 1 else "the angle form (circle)")
+            why = (
+                f"model = {config.model!r}"
+                if MODELS[config.model].dense_only
+                else f"heads = {config.heads}"
+                if config.heads > 1
+                else "the angle form (circle)"
+            )
             remedies.append(f"fewer particles (n; {why} evaluates the full n×n attention)")
         else:
             remedies.append("the blocked evaluation (block = 'auto', memory O(n·d))")
@@ -148,7 +164,8 @@ def check_fits(config: Config, *, block="auto", needs: Iterable[str] = ()) -> No
         remedies.append("fewer particles (n) or dimensions (d)")
     if largest == "weights":
         remedies += (["a larger layer_tau (fewer layers of weights)"] if config.layer_tau > 0 else []) + (
-            ["a smaller ff_width"] if config.ff_width else [])
+            ["a smaller ff_width"] if config.ff_width else []
+        )
     if 4 * parts["trajectories"] > need:
         remedies.append("save_states = 'no'")
     if 4 * (parts["trajectories"] + parts["statistics"]) > need:
@@ -173,8 +190,7 @@ def check_fits_all(configs: Iterable[Config], *, needs: Callable[[Config], Itera
     for config in configs:
         groups.setdefault(ensemble_key(config), []).append(config)
     for members in groups.values():
-        merged = members[0] if len(members) == 1 else members[0].replace(
-            beta=[b for c in members for b in c.beta])
+        merged = members[0] if len(members) == 1 else members[0].replace(beta=[b for c in members for b in c.beta])
         check_fits(merged, needs=() if needs is None else needs(merged))
 
 
@@ -190,5 +206,7 @@ def check_parts(parts: dict[str, int], who: str) -> None:
     largest = max(parts, key=parts.get)
     what, _, keys = largest.partition(" [")
     remedy = f": make {keys.rstrip(']')} smaller" if keys else ""
-    raise ConfigError(f"this run of {who} needs about {format_bytes(need)} of memory (mostly {what}, "
-                      f"{format_bytes(parts[largest])}), more than this machine's {format_bytes(have)}{remedy}")
+    raise ConfigError(
+        f"this run of {who} needs about {format_bytes(need)} of memory (mostly {what}, "
+        f"{format_bytes(parts[largest])}), more than this machine's {format_bytes(have)}{remedy}"
+    )

@@ -13,11 +13,21 @@ from collections.abc import Iterable
 
 import jax
 
-from . import fields
 from ..config import Config
+from . import fields
 
-__all__ = ["GROUPS", "statistics_groups", "keep_states", "keep_attention", "chunk_size", "ensemble_key",
-           "STATES_LIMIT", "ATTENTION_MATRIX_LIMIT", "CPU_CHUNK_BYTES", "CPU_STATE_BYTES"]
+__all__ = [
+    "GROUPS",
+    "statistics_groups",
+    "keep_states",
+    "keep_attention",
+    "chunk_size",
+    "ensemble_key",
+    "STATES_LIMIT",
+    "ATTENTION_MATRIX_LIMIT",
+    "CPU_CHUNK_BYTES",
+    "CPU_STATE_BYTES",
+]
 
 GROUPS = {
     "pairs": ("mean_inner_product", "min_inner_product", "max_inner_product", "clustered_fraction"),
@@ -94,7 +104,7 @@ A(t) itself (32 MiB in float64); beyond, only its summaries (gap, stationary law
 
 def keep_attention(config: Config, members_per_d: int, n_times: int) -> bool:
     """Whether a run with the "attention" statistics keeps A(t) itself (``ATTENTION_MATRIX_LIMIT``)."""
-    return len(config.d) * members_per_d * n_times * config.n ** 2 <= ATTENTION_MATRIX_LIMIT
+    return len(config.d) * members_per_d * n_times * config.n**2 <= ATTENTION_MATRIX_LIMIT
 
 
 def ensemble_key(config: Config) -> tuple:

@@ -21,9 +21,9 @@ import numpy as np
 
 from ...solvers import problem
 from ...solvers.dense import grid_steps
-from . import memory
 from ..config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, Config, ConfigError
 from ..config.toml import toml_literal
+from . import memory
 
 __all__ = ["AMBIENT_KEYS", "check", "check_files", "check_keys_read", "check_steps", "keys_read"]
 
@@ -65,15 +65,16 @@ def check_keys_read(config: Config, experiment=None) -> None:
         leave = f"leave {name} at its default {toml_literal(key.default)}"
         if custom:
             listed = ", ".join(sorted(reads - AMBIENT_KEYS))
-            raise ConfigError(f"experiment {experiment.name!r} does not read {name} (got {shown}): its run reads "
-                              f"{listed}; {leave}")
+            raise ConfigError(
+                f"experiment {experiment.name!r} does not read {name} (got {shown}): its run reads {listed}; {leave}"
+            )
         if key.applies is not None and not _acts(key, config):
             other, values = key.applies
             where = f"{other} > 0" if values == ">0" else f"{other} = " + " or ".join(repr(v) for v in values)
-            raise ConfigError(f"{shown} acts only with {where} (got {other} = {toml_literal(config[other])}): set "
-                              f"{other}, or {leave}")
-        raise ConfigError(f"{shown} is read by another experiment, not by a particle run ({name}: {key.doc}); "
-                          f"{leave}")
+            raise ConfigError(
+                f"{shown} acts only with {where} (got {other} = {toml_literal(config[other])}): set {other}, or {leave}"
+            )
+        raise ConfigError(f"{shown} is read by another experiment, not by a particle run ({name}: {key.doc}); {leave}")
 
 
 def check_steps(config: Config) -> None:
@@ -149,8 +150,9 @@ def _weights_file(config: Config) -> None:
     for stack in (layered.Qs, layered.Ks, layered.Vs):
         for d in config.d:
             if stack is not None and stack.shape[-1] != d:
-                raise ConfigError(f"weights_file {path!r} holds matrices acting on d = {stack.shape[-1]}, "
-                                  f"but the run has d = {d}")
+                raise ConfigError(
+                    f"weights_file {path!r} holds matrices acting on d = {stack.shape[-1]}, but the run has d = {d}"
+                )
 
 
 def check_files(config: Config) -> None:
@@ -162,8 +164,9 @@ def check_files(config: Config) -> None:
         _weights_file(config)
 
 
-def check(configs: Config | Iterable[Config], *, experiment=None,
-          needs: Callable[[Config], Iterable[str]] | None = None) -> None:
+def check(
+    configs: Config | Iterable[Config], *, experiment=None, needs: Callable[[Config], Iterable[str]] | None = None
+) -> None:
     """Everything a run or a sweep must pass before it starts; ``configs``: one Config, or a sweep's grid points.
 
     ``experiment`` (an ``Experiment``; None for a particle run of one's own): ``experiment.check`` (the keys
@@ -193,8 +196,16 @@ def check(configs: Config | Iterable[Config], *, experiment=None,
         check_steps(config)
     seen = set()
     for config in configs:
-        files = (config.init, config.init_file, config.weights_file, config.n, config.d, config.seeds,
-                 config.dtype, config.layer_tau)
+        files = (
+            config.init,
+            config.init_file,
+            config.weights_file,
+            config.n,
+            config.d,
+            config.seeds,
+            config.dtype,
+            config.layer_tau,
+        )
         if files not in seen and (config.init == "file" or config.weights_file):
             seen.add(files)
             check_files(config)

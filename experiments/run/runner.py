@@ -14,7 +14,8 @@ import platform
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 
 import jax
 import jax.numpy as jnp
@@ -26,11 +27,9 @@ from ...particles.energy import energy, normalized_energy
 from ...solvers import NonFiniteError, simulate
 from ...solvers.fusion import materialized
 from ...solvers.progress import Counter
-from . import fields, plan
-from . import preflight
 from ..config import Config
+from . import fields, plan, preflight
 from .plan import GROUPS, statistics_groups
-from ..results.rundir import STATE_DIMS
 
 
 @dataclass
@@ -87,9 +86,15 @@ class RunResult:
         """The members whose β lies in ``sl`` (an index range of the β list) as the run of ``config``,
         the wall time shared in proportion (a sweep's grid point cut from a merged run)."""
         share = len(range(*sl.indices(self.steps.shape[1]))) / self.steps.shape[1]
-        return RunResult(config=config, ts=self.ts, stats={k: v[:, sl] for k, v in self.stats.items()},
-                         xs=None if self.xs is None else self.xs[:, sl], steps=self.steps[:, sl],
-                         t_event=self.t_event[:, sl], wall_time_s=self.wall_time_s * share)
+        return RunResult(
+            config=config,
+            ts=self.ts,
+            stats={k: v[:, sl] for k, v in self.stats.items()},
+            xs=None if self.xs is None else self.xs[:, sl],
+            steps=self.steps[:, sl],
+            t_event=self.t_event[:, sl],
+            wall_time_s=self.wall_time_s * share,
+        )
 
 
 def save_times(config: Config) -> np.ndarray:
@@ -98,7 +103,7 @@ def save_times(config: Config) -> np.ndarray:
         return np.asarray(config.save_times, dtype=float)
     t1, n_save = config.t1, config.n_save
     if config.save_spacing == "log" and t1 > 0:
-        return np.concatenate([[0.0], np.geomspace(t1 * 10.0 ** -config.log_decades, t1, n_save - 1)])
+        return np.concatenate([[0.0], np.geomspace(t1 * 10.0**-config.log_decades, t1, n_save - 1)])
     return np.linspace(0.0, t1, n_save)
 
 
@@ -122,7 +127,9 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
     if init == "file":
         x = particles.init.from_array(config.init_file, dtype=dtype)
         if x.shape[-1] != d or x.shape[-2] != n:
-            raise ValueError(f"init_file {config.init_file!r} holds shape {tuple(x.shape)}, but the run has n = {n}, d = {d}")
+            raise ValueError(
+                f"init_file {config.init_file!r} holds shape {tuple(x.shape)}, but the run has n = {n}, d = {d}"
+            )
         if x.ndim == 3 and x.shape[0] != seeds:
             raise ValueError(f"init_file {config.init_file!r} holds {x.shape[0]} configurations but seeds = {seeds}")
         return jnp.broadcast_to(x, (seeds, n, d))
@@ -167,9 +174,14 @@ def _in_span(field, frames, r: int):
     return reduced
 
 
-@functools.lru_cache(maxsize=None)
-def statistics(delta: float, bins: int, keep_states: bool = False,
-               groups: tuple[str, ...] = ("pairs", "clusters", "energy"), keep_attention: bool = False):
+@functools.cache
+def statistics(
+    delta: float,
+    bins: int,
+    keep_states: bool = False,
+    groups: tuple[str, ...] = ("pairs", "clusters", "energy"),
+    keep_attention: bool = False,
+):
     """The on-the-fly statistics of a run (one cached function per (δ, bins, groups), so runs reuse compilations).
 
     Per member and save time, by group: "pairs": mean/min/max of ⟨x_i,x_j⟩ over i ≠ j and the
@@ -216,8 +228,11 @@ def statistics(delta: float, bins: int, keep_states: bool = False,
                 # log E = log Σ_ij e^{β⟨Qx_i,Kx_j⟩} − log(2βn²): the energy of the field's own kernel, never
                 # overflowing; it increases along SA when QᵀK is symmetric and V = QᵀK ([GLPR] §3)
                 # (NaN for β ≤ 0: E_β is then not positive)
-                out["log_energy"] = jnp.where(beta > 0, jax.scipy.special.logsumexp(logits)
-                                              - jnp.log(2.0 * jnp.maximum(beta, 1e-300) * x.shape[0] ** 2), jnp.nan)
+                out["log_energy"] = jnp.where(
+                    beta > 0,
+                    jax.scipy.special.logsumexp(logits) - jnp.log(2.0 * jnp.maximum(beta, 1e-300) * x.shape[0] ** 2),
+                    jnp.nan,
+                )
         if bins:
             out["histogram"] = observables.inner_product_histogram(x, bins)
         if keep_states:
@@ -244,8 +259,13 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
     members_per_d = nb * seeds
     keep = plan.keep_states(config, members_per_d, len(ts))
     groups = statistics_groups(config, needs)
-    stats_fn = statistics(float(config.delta), int(config.histogram_bins), keep, groups,
-                          keep_attention="attention" in groups and plan.keep_attention(config, members_per_d, len(ts)))
+    stats_fn = statistics(
+        float(config.delta),
+        int(config.histogram_bins),
+        keep,
+        groups,
+        keep_attention="attention" in groups and plan.keep_attention(config, members_per_d, len(ts)),
+    )
     start = time.perf_counter()
 
     # every d's states written in place into one array padded with NaN to the largest d, allocated at
@@ -286,11 +306,13 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"
             # Brownian paths of noisy runs: one key per chunk from the run's seed
             key = jax.random.fold_in(jax.random.key(config.seed), lo) if config.noise > 0 else None
-            arguments = fields.simulate_arguments(config, ts, progress=label if show and meter is None else False,
-                                                  key=key)
+            arguments = fields.simulate_arguments(
+                config, ts, progress=label if show and meter is None else False, key=key
+            )
             try:
-                sol = simulate(field, x0[idx % seeds], config.t1, save=stats_fn, save_reads_time="attention" in groups,
-                               **arguments)
+                sol = simulate(
+                    field, x0[idx % seeds], config.t1, save=stats_fn, save_reads_time="attention" in groups, **arguments
+                )
             except NonFiniteError as err:
                 # the other members go on; the error is raised with every member's statistics at the end
                 sol = err.solution
@@ -315,8 +337,15 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
     if meter is not None:
         meter.__exit__(None, None, None)
     stats = {k: np.stack([s[k] for s in per_d_stats]) for k in per_d_stats[0]}
-    result = RunResult(config=config, ts=ts, stats=stats, xs=states, steps=np.stack(steps),
-                       t_event=np.stack(events), wall_time_s=time.perf_counter() - start)
+    result = RunResult(
+        config=config,
+        ts=ts,
+        stats=stats,
+        xs=states,
+        steps=np.stack(steps),
+        t_event=np.stack(events),
+        wall_time_s=time.perf_counter() - start,
+    )
     if failed:
         raise _non_finite(result, failed)
     return result
@@ -332,13 +361,22 @@ def _non_finite(result: RunResult, failed: list) -> NonFiniteError:
     return NonFiniteError(
         f"run: the member d = {d}, β = {beta:g}, seed = {seed}{others} became non-finite after t = {t:.6g} "
         f"(its last finite state); {cause}",
-        member=members[0], t=t, members=members, times=[f[2] for f in failed], cause=cause, result=result)
+        member=members[0],
+        t=t,
+        members=members,
+        times=[f[2] for f in failed],
+        cause=cause,
+        result=result,
+    )
 
 
 STAT_DIMS = ("d", "beta", "seed", "time")
 # the trailing dimensions of statistics with more than one value per member and time
-EXTRA_DIMS = {"histogram": ["bin"], "stationary_distribution": ["particle"],
-               "attention_matrix": ["particle", "attended"]}
+EXTRA_DIMS = {
+    "histogram": ["bin"],
+    "stationary_distribution": ["particle"],
+    "attention_matrix": ["particle", "attended"],
+}
 # all the dimensions of statistics that are not (d, beta, seed, time, ...), registered by the experiments that save them
 STAT_DIMENSIONS: dict[str, list[str]] = {}
 

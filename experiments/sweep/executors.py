@@ -28,7 +28,9 @@ EXECUTORS = ("local", "dask")
 
 # the schemes of Dask's network transports (distributed's comm backends; "inproc" reaches no other process)
 SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
-_ADDRESS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})")
+_ADDRESS = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})"
+)
 
 # JAX reads these when its backend starts (at the first computation, not at import): set before
 # a worker's first task, they let several worker processes share one GPU
@@ -42,11 +44,15 @@ def check_scheduler_address(address) -> str:
     example = "e.g. tcp://10.0.0.5:8786"
     match = _ADDRESS.fullmatch(address) if isinstance(address, str) else None
     if match is None:
-        raise ValueError(f"--scheduler {address!r} is not a Dask scheduler address: give SCHEME://HOST:PORT "
-                         f"with SCHEME one of {', '.join(SCHEDULER_SCHEMES)} ({example})")
+        raise ValueError(
+            f"--scheduler {address!r} is not a Dask scheduler address: give SCHEME://HOST:PORT "
+            f"with SCHEME one of {', '.join(SCHEDULER_SCHEMES)} ({example})"
+        )
     if match["scheme"] not in SCHEDULER_SCHEMES:
-        raise ValueError(f"--scheduler {address!r}: unknown scheme {match['scheme']!r}; Dask's are "
-                         f"{', '.join(SCHEDULER_SCHEMES)} ({example})")
+        raise ValueError(
+            f"--scheduler {address!r}: unknown scheme {match['scheme']!r}; Dask's are "
+            f"{', '.join(SCHEDULER_SCHEMES)} ({example})"
+        )
     if not 1 <= int(match["port"]) <= 65535:
         raise ValueError(f"--scheduler {address!r}: port {int(match['port'])} is not in 1 … 65535 ({example})")
     return address
@@ -114,16 +120,18 @@ class DaskExecutor:
 
     name = "dask"
 
-    def __init__(self, scheduler: str | None = None, workers: int | None = None, *, retries: int = 1,
-                 timeout: float = 30.0):
+    def __init__(
+        self, scheduler: str | None = None, workers: int | None = None, *, retries: int = 1, timeout: float = 30.0
+    ):
         if scheduler is not None:
             check_scheduler_address(scheduler)
         try:
             import dask
             import distributed
         except ImportError:
-            raise ValueError('--executor dask needs Dask: pip install "attnflow[dask]" '
-                             '(or pip install "dask[distributed]")') from None
+            raise ValueError(
+                '--executor dask needs Dask: pip install "attnflow[dask]" (or pip install "dask[distributed]")'
+            ) from None
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be a positive integer, got {workers!r}")
         if scheduler is not None and workers is not None:
@@ -137,8 +145,8 @@ class DaskExecutor:
                 os.environ.setdefault(name, value)  # inherited by the spawned workers
             n = workers or min(os.cpu_count() or 1, 8)
             self._cluster = distributed.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                silence_logs=logging.ERROR)
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
+            )
             self.client = distributed.Client(self._cluster, set_as_default=False)
         else:
             try:

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 from .. import builtin
-from . import executors
-from ..run import plan, preflight, runner
-from ..results import store
-from .executors import Task
 from ..config import Config, expand_grid, load_config, parse_grid, shorten
+from ..results import store
 from ..results.runs import format_number, save
+from ..run import plan, preflight, runner
+from . import executors
+from .executors import Task
 
 NEUTRAL_KEYS = ("progress", "memory_gb")
 """Keys that change how a run is shown or chunked, not its results: a resumed sweep ignores them."""
@@ -63,14 +63,20 @@ def tasks_of(points: list, todo: list[int], parts_per_group: int = 1) -> list[Ta
         k = max(1, min(parts_per_group, len(members)))
         size = -(-len(members) // k)
         for p, lo in enumerate(range(0, len(members), size)):
-            part = members[lo: lo + size]
+            part = members[lo : lo + size]
             configs = [points[i][1] for i in part]
             # each run keeps the statistics its own figures read, whatever it is merged with
             wanted = {g for c in configs for g in builtin.statistics_groups(c)}
-            merged = configs[0].replace(beta=[b for c in configs for b in c.beta],
-                                        statistics=[g for g in plan.GROUPS if g in wanted])
-            tasks.append(Task(key=f"attnflow-sweep-group{g}-part{p}-{secrets.token_hex(4)}",
-                              config=merged.to_dict(), runs=tuple(part)))
+            merged = configs[0].replace(
+                beta=[b for c in configs for b in c.beta], statistics=[g for g in plan.GROUPS if g in wanted]
+            )
+            tasks.append(
+                Task(
+                    key=f"attnflow-sweep-group{g}-part{p}-{secrets.token_hex(4)}",
+                    config=merged.to_dict(),
+                    runs=tuple(part),
+                )
+            )
     return tasks
 
 
@@ -87,8 +93,11 @@ def config_differences(run_dir: Path, wanted: Config) -> list[str]:
     except ValueError as err:  # ConfigError, StoreError: a config this attnflow cannot read is not ``wanted``
         return [f"config.toml unreadable ({' '.join(str(err).split())[:80]})"]
     requested = wanted.to_dict()
-    return [f"{k}: stored {_short(stored.get(k))}, requested {_short(requested.get(k))}"
-            for k in requested if k not in NEUTRAL_KEYS and stored.get(k) != requested.get(k)]
+    return [
+        f"{k}: stored {_short(stored.get(k))}, requested {_short(requested.get(k))}"
+        for k in requested
+        if k not in NEUTRAL_KEYS and stored.get(k) != requested.get(k)
+    ]
 
 
 def _stale(out: Path, names: list[str], points: list) -> dict[str, list[str]]:
@@ -102,8 +111,9 @@ def _stale(out: Path, names: list[str], points: list) -> dict[str, list[str]]:
     return found
 
 
-def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: bool = False,
-                overwrite: bool = False) -> tuple[list, list]:
+def check_sweep(
+    config: Config, grid_specs: list[str], out: Path, *, resume: bool = False, overwrite: bool = False
+) -> tuple[list, list]:
     """Everything about a sweep that can be refused before it runs: the grid, every point's
     config, the output directory, and (``resume``) runs stored there with another configuration.
     Returns (axes, points); raises ValueError, writing nothing."""
@@ -117,16 +127,20 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
     out = Path(out)
     store.check_name_lengths(out)
     if out.is_symlink():
-        raise ValueError(f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "
-                         "give the directory itself, or another --out")
+        raise ValueError(
+            f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "
+            "give the directory itself, or another --out"
+        )
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file, not a directory")
     manifest_path = out / store.MANIFEST_FILE
     if out.is_dir() and any(out.iterdir()) and not manifest_path.is_file():
         raise ValueError(f"--out {str(out)!r} is a non-empty directory that is not an attnflow sweep")
     if manifest_path.is_file() and not (resume or overwrite):
-        raise ValueError(f"{str(out)!r} already holds a sweep; pass --resume to complete it, --overwrite to "
-                         "replace its runs (files attnflow did not write are kept), or choose another --out")
+        raise ValueError(
+            f"{str(out)!r} already holds a sweep; pass --resume to complete it, --overwrite to "
+            "replace its runs (files attnflow did not write are kept), or choose another --out"
+        )
     if manifest_path.is_file():
         store.read_manifest(out)  # a corrupt manifest is one line, before anything runs
     for point, _ in points:  # where a run will be written: nothing in the way that is not attnflow's
@@ -139,15 +153,26 @@ def check_sweep(config: Config, grid_specs: list[str], out: Path, *, resume: boo
             done = sum(store.is_complete(out / store.run_name(point)) for point, _ in points)
             keys = sorted({d.split(":", 1)[0] for diff in stale.values() for d in diff})
             first = next(iter(stale.values()))
-            raise ValueError(f"cannot resume the sweep in {str(out)!r}: {len(stale)} of the {done} complete runs "
-                             f"there were made with another configuration (differing keys: {', '.join(keys)}; e.g. {'; '.join(first[:3])}); "
-                             "pass --overwrite to replace them, or choose another --out")
+            raise ValueError(
+                f"cannot resume the sweep in {str(out)!r}: {len(stale)} of the {done} complete runs "
+                f"there were made with another configuration (differing keys: {', '.join(keys)}; e.g. {'; '.join(first[:3])}); "
+                "pass --overwrite to replace them, or choose another --out"
+            )
     store.check_target(out / "probe", flag="--overwrite", user=True)
     return axes, points
 
 
-def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, resume: bool = False,
-              overwrite: bool = False, plot: bool = True, executor=None) -> list[dict]:
+def run_sweep(
+    config: Config,
+    experiment,
+    grid_specs: list[str],
+    out: Path,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    plot: bool = True,
+    executor=None,
+) -> list[dict]:
     """Run every grid point not yet complete in ``out``; return the manifest's runs.
 
     The grid is the product of ``grid_specs`` (``--grid`` options) applied to ``config``, each point
@@ -171,8 +196,10 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
     names = [store.run_name(point) for point, _ in points]
     if overwrite and (out / store.MANIFEST_FILE).is_file():
         _remove_old_runs(out, names, points)
-    runs = SweepRuns({"name": name, "point": point, "status": "done" if resume and store.is_complete(out / name)
-                      else "pending"} for name, (point, _) in zip(names, points))
+    runs = SweepRuns(
+        {"name": name, "point": point, "status": "done" if resume and store.is_complete(out / name) else "pending"}
+        for name, (point, _) in zip(names, points)
+    )
     axes_dict = {k: list(v) for k, v in axes}
     store.write_manifest(out, axes_dict, runs)
 
@@ -201,20 +228,24 @@ def run_sweep(config: Config, experiment, grid_specs: list[str], out: Path, *, r
                 done += len(task.runs)
             store.write_manifest(out, axes_dict, runs)
             if config.progress:
-                print(f"sweep: {done}/{len(runs)} runs complete ({time.perf_counter() - start:.1f} s)",
-                      file=sys.stderr)
+                print(f"sweep: {done}/{len(runs)} runs complete ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
     except KeyboardInterrupt:
         store.write_manifest(out, axes_dict, runs)
-        print(f"sweep: interrupted with {done} of {len(runs)} runs complete in {out}; "
-              f"rerun with --resume to finish", file=sys.stderr)
+        print(
+            f"sweep: interrupted with {done} of {len(runs)} runs complete in {out}; rerun with --resume to finish",
+            file=sys.stderr,
+        )
         raise
     finally:
         if own:
             executor.close()
     if failed:
         first = next(r for r in runs if r["status"] == "failed")
-        raise SweepError(f"{failed} of {len(runs)} runs failed (the others are in {out}; "
-                         f"{store.MANIFEST_FILE} names each failure); first: {first['name']}: {first['error']}", runs)
+        raise SweepError(
+            f"{failed} of {len(runs)} runs failed (the others are in {out}; "
+            f"{store.MANIFEST_FILE} names each failure); first: {first['name']}: {first['error']}",
+            runs,
+        )
     return runs
 
 
@@ -228,8 +259,10 @@ def _remove_old_runs(out: Path, names: list[str], points: list) -> None:
     for name in stale:
         kept = store.remove_run(out / name)
         if kept:
-            print(f"sweep: kept {len(kept)} file(s) attnflow did not write in {out / name}: {', '.join(kept)}",
-                  file=sys.stderr)
+            print(
+                f"sweep: kept {len(kept)} file(s) attnflow did not write in {out / name}: {', '.join(kept)}",
+                file=sys.stderr,
+            )
 
 
 def _run_summary(run_dir: Path) -> dict | None:
@@ -248,9 +281,13 @@ def report(out: Path, runs: list[dict]) -> dict:
     summary object (null where it has none)."""
     out = Path(out)
     counts = {status: sum(r["status"] == status for r in runs) for status in store.STATUSES}
-    return {"sweep": str(out), "runs_total": len(runs), **counts, "reused": getattr(runs, "reused", 0),
-            "runs": [{**r, "summary": _run_summary(out / r["name"]) if r["status"] == "done" else None}
-                     for r in runs]}
+    return {
+        "sweep": str(out),
+        "runs_total": len(runs),
+        **counts,
+        "reused": getattr(runs, "reused", 0),
+        "runs": [{**r, "summary": _run_summary(out / r["name"]) if r["status"] == "done" else None} for r in runs],
+    }
 
 
 def _clustering(summary: dict | None) -> str:

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.results import runs as results, store
-from attnflow.experiments.run import runner
 from attnflow.experiments.commands.cli import main
+from attnflow.experiments.results import store
+from attnflow.experiments.run import runner
 
 TINY = """\
 model = "sa"
@@ -40,8 +40,18 @@ N_RUNS = 16
 
 
 def _sweep_cmd(cfg: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "attnflow.experiments.commands.cli", "sweep", str(cfg), *GRID, "--out", str(out),
-            "--quiet", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "attnflow.experiments.commands.cli",
+        "sweep",
+        str(cfg),
+        *GRID,
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    ]
 
 
 def _env(tmp: Path) -> dict:
@@ -87,8 +97,9 @@ def test_sigkill_at_random_moments_then_resume_leaves_every_run_once(tmp_path):
     kills = 0
     for attempt, target in enumerate((2, 7, 12)):
         extra = ["--resume"] if attempt else []
-        proc = subprocess.Popen(_sweep_cmd(cfg, out, *extra), env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            _sweep_cmd(cfg, out, *extra), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + 120
         while _done(out) < target and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -110,8 +121,7 @@ def test_sigint_stops_cleanly_with_a_consistent_manifest(tmp_path):
     cfg.write_text(TINY, encoding="utf-8")
     out = tmp_path / "sweep"
     env = _env(tmp_path)
-    proc = subprocess.Popen(_sweep_cmd(cfg, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(_sweep_cmd(cfg, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while _done(out) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -139,8 +149,9 @@ def test_sigint_at_random_moments_ends_with_130_and_never_a_crash(tmp_path):
     for attempt in range(8):
         out = tmp_path / f"sweep{attempt}"
         env = dict(_env(tmp_path), ATTNFLOW_CACHE_DIR=str(tmp_path / f"cache{attempt}"))  # compiling, each time
-        proc = subprocess.Popen(_sweep_cmd(cfg, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            _sweep_cmd(cfg, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 120
         while not (out / store.MANIFEST_FILE).is_file() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)  # past the imports: the sweep has started
@@ -201,8 +212,9 @@ def test_a_full_disk_during_a_sweep_keeps_the_finished_runs(tiny, tmp_path, monk
     assert rc == 1 and "No space left on device" in err
     manifest = store.read_manifest(out)
     assert [r["status"] for r in manifest["runs"]].count("done") == 2
-    assert _entries(out) == sorted([r["name"] for r in manifest["runs"] if r["status"] == "done"]
-                                   + [store.MANIFEST_FILE])
+    assert _entries(out) == sorted(
+        [r["name"] for r in manifest["runs"] if r["status"] == "done"] + [store.MANIFEST_FILE]
+    )
 
 
 _FILE_SIZE_LIMIT = """\
@@ -233,8 +245,13 @@ def test_a_file_size_limit_while_writing_is_exit_1_and_leaves_directories_as_the
     assert figures and min((run / f).stat().st_size for f in figures) > 8192
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir()}
     commands = [["plot", str(run)], ["hist", str(tmp_path / "states.npz"), "--out", str(tmp_path / "new"), "--quiet"]]
-    proc = subprocess.run([sys.executable, "-c", _FILE_SIZE_LIMIT, "4096", json.dumps(commands)], env=_env(tmp_path),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _FILE_SIZE_LIMIT, "4096", json.dumps(commands)],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     (plot_rc, plot_err), (hist_rc, hist_err) = json.loads(proc.stdout)
     assert plot_rc == 1 and hist_rc == 1, (plot_err, hist_err)
@@ -283,8 +300,9 @@ def test_stale_temporaries_of_dead_processes_are_removed_and_live_ones_kept(tmp_
 # -- reproducibility --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("extra", [[], ["--set", "solver=tsit5"], ["--set", "noise=0.3"]],
-                         ids=["rk4", "tsit5", "noisy"])
+@pytest.mark.parametrize(
+    "extra", [[], ["--set", "solver=tsit5"], ["--set", "noise=0.3"]], ids=["rk4", "tsit5", "noisy"]
+)
 def test_the_same_config_and_seeds_give_identical_results(tiny, tmp_path, capsys, extra):
     outs = [tmp_path / "a", tmp_path / "b"]
     for out in outs:
@@ -305,8 +323,25 @@ def test_a_run_that_becomes_non_finite_keeps_what_came_before(tiny, tmp_path, ca
     """USA in [GLPR]'s time at β = 70 overflows float32 within the first steps: exit status 1, one line
     naming the member, the time and the cause, and the statistics before the failure on disk."""
     out = tmp_path / "run"
-    rc = main(["run", str(tiny), "--set", "model=usa", "--set", "beta=[1.0, 70.0]", "--set", "dtype=float32",
-               "--set", "t1=2.0", "--set", "n_save=5", "--out", str(out), "--quiet"])
+    rc = main(
+        [
+            "run",
+            str(tiny),
+            "--set",
+            "model=usa",
+            "--set",
+            "beta=[1.0, 70.0]",
+            "--set",
+            "dtype=float32",
+            "--set",
+            "t1=2.0",
+            "--set",
+            "n_save=5",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     err = _one_line(capsys.readouterr().err)
     assert rc == 1
     assert "β = 70" in err and "seed = 0" in err and "became non-finite after t = " in err

@@ -18,22 +18,22 @@ import os
 import pickle
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_helpers import SMALL, cli, tree
 
 import attnflow as af
 from attnflow.experiments import builtin
-from attnflow.experiments.sweep import executors
-from attnflow.experiments.run import memory, plan, runner
-from attnflow.experiments.results import store
 from attnflow.experiments.config import MAX_GRID_POINTS, ConfigError, expand_grid, load_config, parse_grid, to_toml
+from attnflow.experiments.results import store
+from attnflow.experiments.run import memory, plan, runner
+from attnflow.experiments.sweep import executors
 from attnflow.particles import LayerWise
-from cli_helpers import SMALL, cli, tree
 
 SENTINEL = "UNPICKLED"  # created in the working directory if anything ever unpickles our files
 
@@ -70,8 +70,15 @@ def _lying_npy(shape) -> bytes:
     return buf.getvalue()
 
 
-def _fake_run(root: Path, name: str, *, config: str = SMALL, summary: str = '{"times": [0.0, 1.0]}',
-              results: bytes | None = None, sentinel: Path | None = None) -> Path:
+def _fake_run(
+    root: Path,
+    name: str,
+    *,
+    config: str = SMALL,
+    summary: str = '{"times": [0.0, 1.0]}',
+    results: bytes | None = None,
+    sentinel: Path | None = None,
+) -> Path:
     """A directory that looks like a complete run: its files as given, or results.npz holding a pickled
     object array that would create ``sentinel`` if it were ever unpickled."""
     run = root / name
@@ -83,17 +90,24 @@ def _fake_run(root: Path, name: str, *, config: str = SMALL, summary: str = '{"t
     else:
         arr = np.empty((1, 2, 2, 2), dtype=object)
         arr.fill(Evil(str(sentinel)))
-        np.savez(run / "results.npz", steps=np.zeros((1, 2, 2)), t_clustered=np.zeros((1, 2, 2)),
-                 mean_inner_product=arr)
+        np.savez(
+            run / "results.npz", steps=np.zeros((1, 2, 2)), t_clustered=np.zeros((1, 2, 2)), mean_inner_product=arr
+        )
     return run
 
 
 def _stored_run(path: Path, config) -> Path:
     """A run directory as attnflow writes it for ``config`` (made-up numbers: nothing here simulates)."""
     times = [0.0, config.t1]
-    return store.write_run(path, to_toml(config), {"times": times},
-                           {"steps": np.ones((1, len(config.beta), config.seeds)),
-                            "t_clustered": np.full((1, len(config.beta), config.seeds), np.nan)})
+    return store.write_run(
+        path,
+        to_toml(config),
+        {"times": times},
+        {
+            "steps": np.ones((1, len(config.beta), config.seeds)),
+            "t_clustered": np.full((1, len(config.beta), config.seeds), np.nan),
+        },
+    )
 
 
 def _stored_sweep(path: Path, config, axis: str, values) -> Path:
@@ -113,7 +127,7 @@ def _corrupt_compressed(run: Path) -> None:
     data = bytearray(path.read_bytes())
     info = zipfile.ZipFile(path).getinfo("steps.npy")
     start = info.header_offset + 30 + len(info.filename) + len(info.extra) + info.compress_size // 3
-    data[start:start + 3] = bytes(b ^ 0x5A for b in data[start:start + 3])
+    data[start : start + 3] = bytes(b ^ 0x5A for b in data[start : start + 3])
     path.write_bytes(bytes(data))
 
 
@@ -182,9 +196,17 @@ def workdir(small_workdir):
     os.symlink("nowhere.toml", tmp_path / "broken.toml")
     os.symlink("emptydir", tmp_path / "linkdir")
     (tmp_path / "escsweep").mkdir()
-    (tmp_path / "escsweep" / "manifest.json").write_text(json.dumps(
-        {"format": "attnflow-sweep", "version": 1, "axes": {"beta": [1.0]},
-         "runs": [{"name": "../../etc", "point": {"beta": 1.0}, "status": "done"}]}), encoding="utf-8")
+    (tmp_path / "escsweep" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": "attnflow-sweep",
+                "version": 1,
+                "axes": {"beta": [1.0]},
+                "runs": [{"name": "../../etc", "point": {"beta": 1.0}, "status": "done"}],
+            }
+        ),
+        encoding="utf-8",
+    )
     return tmp_path
 
 
@@ -283,23 +305,30 @@ CASES = {
     "cli/list-extra-argument": Cli(("list", "extra"), ("unrecognized arguments: extra",)),
     "cli/validate-unknown-flag": Cli(("validate", "--fast"), ("--fast",)),
     "cli/run-without-target": Cli(("run",), ("NAME|FILE.toml", "required")),
-    "cli/unknown-experiment": Cli(run("fig4-circel"), ("unknown experiment 'fig4-circel'",
-                                                        "did you mean 'fig4-circle'", "fig3-phase-diagram")),
-    "cli/unknown-experiment-sweep": Cli(("sweep", "nonesuch", "--grid", "beta=1,2", "--out", "OUT"),
-                                        ("unknown experiment 'nonesuch'", "staircase")),
+    "cli/unknown-experiment": Cli(
+        run("fig4-circel"), ("unknown experiment 'fig4-circel'", "did you mean 'fig4-circle'", "fig3-phase-diagram")
+    ),
+    "cli/unknown-experiment-sweep": Cli(
+        ("sweep", "nonesuch", "--grid", "beta=1,2", "--out", "OUT"), ("unknown experiment 'nonesuch'", "staircase")
+    ),
     "cli/empty-experiment-name": Cli(run(""), ("unknown experiment ''",)),
     "cli/missing-config-file": Cli(run("missing.toml"), ("'missing.toml'", "does not exist")),
     "cli/config-is-a-directory": Cli(run("dir.toml"), ("'dir.toml'", "is a directory")),
-    "cli/config-is-a-pipe": Cli(run("pipe.toml"), ("config file 'pipe.toml' is a named pipe (FIFO)",
-                                                   "not a regular file", "save the configuration")),
+    "cli/config-is-a-pipe": Cli(
+        run("pipe.toml"),
+        ("config file 'pipe.toml' is a named pipe (FIFO)", "not a regular file", "save the configuration"),
+    ),
     "cli/config-links-to-a-device": Cli(run("device.toml"), ("'device.toml' is a character device",)),
     "cli/config-broken-link": Cli(run("broken.toml"), ("'broken.toml' is a broken symbolic link", "'nowhere.toml'")),
     "cli/config-process-substitution": Cli(run("/dev/fd/0"), ("'/dev/fd/0'", "not a regular file")),
     "cli/simulate-is-a-target": Cli(run("simulate", "--set", "bta=1"), ("unknown key 'bta'", "did you mean 'beta'")),
-    "cli/simulate-misspelt": Cli(run("simulat"), ("unknown experiment 'simulat'", "did you mean 'simulate'",
-                                                  "a configuration of your own", "--set KEY=VALUE")),
-    "cli/sweep-simulate-is-a-target": Cli(("sweep", "simulate", "--grid", "bta=1,2", "--out", "OUT"),
-                                          ("unknown key 'bta'",)),
+    "cli/simulate-misspelt": Cli(
+        run("simulat"),
+        ("unknown experiment 'simulat'", "did you mean 'simulate'", "a configuration of your own", "--set KEY=VALUE"),
+    ),
+    "cli/sweep-simulate-is-a-target": Cli(
+        ("sweep", "simulate", "--grid", "bta=1,2", "--out", "OUT"), ("unknown key 'bta'",)
+    ),
     # ---- --set: keys, types, values ---------------------------------------------------------------
     "set/unknown-key": Cli(fig4("bta=1"), ("unknown key 'bta'", "did you mean 'beta'")),
     "set/unknown-key-huge": Cli(fig4("k" * 5000 + "=1"), ("unknown key 'kkkkk", "…'", "valid keys:")),
@@ -316,16 +345,18 @@ CASES = {
     "set/d-one": Cli(fig4("d=1"), ("d must be an integer", "≥ 2", "got 1")),
     "set/d-negative-in-list": Cli(fig4("d=[2, -8]"), ("d[1] must be an integer ≥ 2, got -8",)),
     "set/d-inf": Cli(fig4("d=inf"), ("d must be an integer", "got inf")),
-    "set/beta-negative": Cli(fig4("beta=-1"), ("experiment 'fig4-circle'", "theory of beta ≥ 0", "got beta = -1",
-                                               "negative-beta")),
+    "set/beta-negative": Cli(
+        fig4("beta=-1"), ("experiment 'fig4-circle'", "theory of beta ≥ 0", "got beta = -1", "negative-beta")
+    ),
     "set/beta-nan": Cli(fig4("beta=nan"), ("beta must be a finite number", "got nan")),
     "set/beta-inf": Cli(fig4("beta=inf"), ("beta must be a finite number", "got inf")),
     "set/beta-minus-inf-in-list": Cli(fig4("beta=[1.0, -inf]"), ("beta[1]", "got -inf")),
     "set/beta-text": Cli(fig4("beta=hot"), ("beta must be", "'hot'")),
     "set/beta-empty-list": Cli(fig4("beta=[]"), ("beta must be", "empty list")),
     "set/beta-linspace-zero-points": Cli(fig4("beta=1:9:0"), ("beta", "'1:9:0'", "a:b:n", "n ≥ 1")),
-    "set/beta-linspace-huge": Cli(fig4("beta=0:1:10000000000"), ("beta", "'0:1:10000000000'",
-                                                                  f"at most {MAX_GRID_POINTS}")),
+    "set/beta-linspace-huge": Cli(
+        fig4("beta=0:1:10000000000"), ("beta", "'0:1:10000000000'", f"at most {MAX_GRID_POINTS}")
+    ),
     "set/t1-negative": Cli(fig4("t1=-1"), ("t1 must be a finite number > 0, got -1",)),
     "set/t1-zero": Cli(fig4("t1=0"), ("t1 must be a finite number > 0, got 0",)),
     "set/t1-nan": Cli(fig4("t1=nan"), ("t1 must be a finite number > 0, got nan",)),
@@ -341,8 +372,9 @@ CASES = {
     "set/seeds-fraction": Cli(fig4("seeds=2.5"), ("seeds must be an integer ≥ 1, got 2.5",)),
     "set/seeds-zero": Cli(fig4("seeds=0"), ("seeds must be an integer ≥ 1, got 0",)),
     "set/seed-negative": Cli(fig4("seed=-1"), ("seed must be an integer ≥ 0, got -1",)),
-    "set/unknown-solver": Cli(fig4("solver=rk5"), ("solver must be one of", SOLVER_CHOICES, "'rk5'",
-                                                    "did you mean 'rk4'")),
+    "set/unknown-solver": Cli(
+        fig4("solver=rk5"), ("solver must be one of", SOLVER_CHOICES, "'rk5'", "did you mean 'rk4'")
+    ),
     "set/unknown-init": Cli(fig4("init=gaussian"), ("init must be one of", INIT_CHOICES, "'gaussian'")),
     "set/unknown-model": Cli(fig4("model=gpt"), ("model must be one of", MODEL_CHOICES, "'gpt'")),
     "set/unknown-dtype": Cli(fig4("dtype=float16"), ("dtype must be one of 'float32', 'float64'", "'float16'")),
@@ -353,8 +385,10 @@ CASES = {
     "set/init-file-without-path": Cli(fig4("init=file"), ("init = 'file' needs init_file",)),
     "set/heads-not-dividing-d": Cli(fig4("heads=3"), ("heads must divide d", "heads = 3", "d = 2")),
     "set/noise-with-adaptive-solver": Cli(fig4("noise=0.5"), ("noise > 0", "solver", "'tsit5'")),
-    "set/grid-experiment-own-axis": Cli(run("fig5-random-matrices", "--quick", "--set", "weights=ginibre"),
-                                        ("fig5-random-matrices sweeps weights itself",)),
+    "set/grid-experiment-own-axis": Cli(
+        run("fig5-random-matrices", "--quick", "--set", "weights=ginibre"),
+        ("fig5-random-matrices sweeps weights itself",),
+    ),
     # ---- output paths -----------------------------------------------------------------------------
     "out/is-a-file": Cli(("run", "small.toml", "--out", "afile"), ("--out", "afile", "is a file")),
     "out/under-a-file": Cli(("run", "small.toml", "--out", "afile/sub"), ("afile", "is a file")),
@@ -362,90 +396,166 @@ CASES = {
     "out/nul-character": Cli(("run", "small.toml", "--out", "a\0b"), ("--out", "NUL")),
     "out/control-character": Cli(("run", "small.toml", "--out", "a\nb"), ("--out", "control characters")),
     "out/hidden-name": Cli(("run", "small.toml", "--out", ".hidden"), ("--out", "'.hidden'")),
-    "out/sweep-into-a-file": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", "afile"),
-                                 ("--out", "afile", "is a file")),
+    "out/sweep-into-a-file": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,2", "--out", "afile"), ("--out", "afile", "is a file")
+    ),
     "out/run-empty": Cli(("run", "small.toml", "--out", ""), ("--out '' is empty", "runs/small")),
-    "out/sweep-empty": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", ""),
-                           ("--out '' is empty", "sweeps/small")),
+    "out/sweep-empty": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,2", "--out", ""), ("--out '' is empty", "sweeps/small")
+    ),
     "out/hist-empty": Cli(("hist", "states.npz", "--out", ""), ("--out '' is empty", "runs/hist-states")),
     "out/fit-empty": Cli(("fit", "states.npz", "--out", ""), ("--out '' is empty", "runs/fit-states")),
     "out/blank": Cli(("run", "small.toml", "--out", "  "), ("--out '  ' is empty",)),
-    "out/name-too-long": Cli(("run", "small.toml", "--out", LONG_NAME), ("--out 'nnnn", "has 300 bytes",
-                                                                          "this file system allows", "shorter")),
+    "out/name-too-long": Cli(
+        ("run", "small.toml", "--out", LONG_NAME),
+        ("--out 'nnnn", "has 300 bytes", "this file system allows", "shorter"),
+    ),
     "out/name-too-long-below": Cli(("run", "small.toml", "--out", f"{LONG_NAME}/run"), ("has 300 bytes",)),
-    "out/sweep-name-too-long": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", LONG_NAME),
-                                   ("has 300 bytes",)),
+    "out/sweep-name-too-long": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,2", "--out", LONG_NAME), ("has 300 bytes",)
+    ),
     "out/hist-name-too-long": Cli(("hist", "states.npz", "--out", LONG_NAME), ("has 300 bytes",)),
     "out/fit-name-too-long": Cli(("fit", "states.npz", "--out", LONG_NAME), ("has 300 bytes",)),
     "plot/name-too-long": Cli(("plot", LONG_NAME), ("nnnn", "File name too long")),
-    "out/users-own-run-overwrite": Cli(("run", "small.toml", "--out", "userrun", "--overwrite"),
-                                       ("--out 'userrun' holds 'config.toml', which attnflow did not write",
-                                        ".attnflow.json", "never replaces", "move it away")),
-    "out/users-own-run": Cli(("run", "small.toml", "--out", "userrun"),
-                             ("holds 'config.toml', which attnflow did not write",)),
-    "out/hist-into-users-own-run": Cli(("hist", "states.npz", "--out", "userrun", "--overwrite"),
-                                       ("holds 'config.toml', which attnflow did not write",)),
-    "out/sweep-over-users-own-run": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "usersweep",
-                                         "--overwrite"), ("beta=3.0", "holds 'config.toml'",
-                                                          "which attnflow did not write", "move it away")),
-    "out/sweep-into-foreign-directory": Cli(("sweep", "small.toml", "--grid", "beta=1,2", "--out", "foreign",
-                                             "--resume"), ("foreign", "not an attnflow sweep")),
+    "out/users-own-run-overwrite": Cli(
+        ("run", "small.toml", "--out", "userrun", "--overwrite"),
+        (
+            "--out 'userrun' holds 'config.toml', which attnflow did not write",
+            ".attnflow.json",
+            "never replaces",
+            "move it away",
+        ),
+    ),
+    "out/users-own-run": Cli(
+        ("run", "small.toml", "--out", "userrun"), ("holds 'config.toml', which attnflow did not write",)
+    ),
+    "out/hist-into-users-own-run": Cli(
+        ("hist", "states.npz", "--out", "userrun", "--overwrite"),
+        ("holds 'config.toml', which attnflow did not write",),
+    ),
+    "out/sweep-over-users-own-run": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,3", "--out", "usersweep", "--overwrite"),
+        ("beta=3.0", "holds 'config.toml'", "which attnflow did not write", "move it away"),
+    ),
+    "out/sweep-into-foreign-directory": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,2", "--out", "foreign", "--resume"),
+        ("foreign", "not an attnflow sweep"),
+    ),
     # ---- existing results: never replaced without --overwrite, never reused for another configuration ----
-    "out/existing-run": Cli(("run", "small.toml", "--out", "donerun"),
-                            ("--out 'donerun' already holds an attnflow run", "--overwrite",
-                             "files attnflow did not write are kept", "another --out")),
-    "out/existing-run-other-config": Cli(("run", "fig4-circle", "--quick", "--out", "donerun"),
-                                         ("'donerun' already holds an attnflow run", "--overwrite")),
-    "out/hist-into-existing-run": Cli(("hist", "states.npz", "--out", "donerun"),
-                                      ("'donerun' already holds an attnflow run", "--overwrite")),
-    "out/hist-simulation-into-existing-run": Cli(("hist", "states.npz", "--simulate-from", "0", "--beta", "1",
-                                                  "--out", "donerun"), ("already holds an attnflow run",)),
-    "out/run-into-a-sweep": Cli(("run", "small.toml", "--out", "donesweep", "--overwrite"),
-                                ("donesweep", "not an attnflow run")),
-    "out/symbolic-link": Cli(("run", "small.toml", "--out", "linkdir"), ("--out 'linkdir' is a symbolic link",
-                                                                         "'emptydir'", "real directories")),
-    "out/symbolic-link-overwrite": Cli(("run", "small.toml", "--out", "linkdir", "--overwrite"),
-                                       ("symbolic link",)),
+    "out/existing-run": Cli(
+        ("run", "small.toml", "--out", "donerun"),
+        (
+            "--out 'donerun' already holds an attnflow run",
+            "--overwrite",
+            "files attnflow did not write are kept",
+            "another --out",
+        ),
+    ),
+    "out/existing-run-other-config": Cli(
+        ("run", "fig4-circle", "--quick", "--out", "donerun"),
+        ("'donerun' already holds an attnflow run", "--overwrite"),
+    ),
+    "out/hist-into-existing-run": Cli(
+        ("hist", "states.npz", "--out", "donerun"), ("'donerun' already holds an attnflow run", "--overwrite")
+    ),
+    "out/hist-simulation-into-existing-run": Cli(
+        ("hist", "states.npz", "--simulate-from", "0", "--beta", "1", "--out", "donerun"),
+        ("already holds an attnflow run",),
+    ),
+    "out/run-into-a-sweep": Cli(
+        ("run", "small.toml", "--out", "donesweep", "--overwrite"), ("donesweep", "not an attnflow run")
+    ),
+    "out/symbolic-link": Cli(
+        ("run", "small.toml", "--out", "linkdir"),
+        ("--out 'linkdir' is a symbolic link", "'emptydir'", "real directories"),
+    ),
+    "out/symbolic-link-overwrite": Cli(("run", "small.toml", "--out", "linkdir", "--overwrite"), ("symbolic link",)),
     "out/hist-symbolic-link": Cli(("hist", "states.npz", "--out", "linkdir"), ("symbolic link",)),
-    "out/sweep-symbolic-link": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "linkdir"),
-                                   ("--out 'linkdir' is a symbolic link",)),
-    "out/sweep-existing-without-resume": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "donesweep"),
-                                             ("'donesweep' already holds a sweep", "--resume", "--overwrite")),
-    "out/sweep-resume-other-n": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--set", "n=16", "--out",
-                                     "donesweep", "--resume"),
-                                    ("cannot resume the sweep in 'donesweep': 2 of the 2 complete runs", "another configuration",
-                                     "differing keys: n", "n: stored 6, requested 16", "--overwrite")),
-    "out/sweep-resume-other-solver": Cli(("sweep", "small.toml", "--grid", "beta=1,2,3", "--set", "solver=rk4",
-                                          "--set", "dt=0.01", "--out", "donesweep", "--resume"),
-                                         ("2 of the 2 complete runs", "differing keys: dt", "stored 0.05, requested 0.01")),
-    "out/sweep-resume-other-file": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--set", "init=file", "--set",
-                                        "init_file=good.npy", "--set", "seeds=1", "--out", "donesweep", "--resume"),
-                                       ("differing keys: init, init_file, seeds",)),
-    "out/sweep-resume-and-overwrite": Cli(("sweep", "small.toml", "--grid", "beta=1,3", "--out", "donesweep",
-                                           "--resume", "--overwrite"), ("--resume", "--overwrite", "give one")),
-    "out/grid-experiment-rerun-other-config": Cli(("run", "fig5-random-matrices", "--quick", "--out", "fig5sweep"),
-                                                  ("cannot resume the sweep in 'fig5sweep'", "differing keys: n",
-                                                   "stored 5, requested", "--overwrite")),
+    "out/sweep-symbolic-link": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,3", "--out", "linkdir"), ("--out 'linkdir' is a symbolic link",)
+    ),
+    "out/sweep-existing-without-resume": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,3", "--out", "donesweep"),
+        ("'donesweep' already holds a sweep", "--resume", "--overwrite"),
+    ),
+    "out/sweep-resume-other-n": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,3", "--set", "n=16", "--out", "donesweep", "--resume"),
+        (
+            "cannot resume the sweep in 'donesweep': 2 of the 2 complete runs",
+            "another configuration",
+            "differing keys: n",
+            "n: stored 6, requested 16",
+            "--overwrite",
+        ),
+    ),
+    "out/sweep-resume-other-solver": Cli(
+        (
+            "sweep",
+            "small.toml",
+            "--grid",
+            "beta=1,2,3",
+            "--set",
+            "solver=rk4",
+            "--set",
+            "dt=0.01",
+            "--out",
+            "donesweep",
+            "--resume",
+        ),
+        ("2 of the 2 complete runs", "differing keys: dt", "stored 0.05, requested 0.01"),
+    ),
+    "out/sweep-resume-other-file": Cli(
+        (
+            "sweep",
+            "small.toml",
+            "--grid",
+            "beta=1,3",
+            "--set",
+            "init=file",
+            "--set",
+            "init_file=good.npy",
+            "--set",
+            "seeds=1",
+            "--out",
+            "donesweep",
+            "--resume",
+        ),
+        ("differing keys: init, init_file, seeds",),
+    ),
+    "out/sweep-resume-and-overwrite": Cli(
+        ("sweep", "small.toml", "--grid", "beta=1,3", "--out", "donesweep", "--resume", "--overwrite"),
+        ("--resume", "--overwrite", "give one"),
+    ),
+    "out/grid-experiment-rerun-other-config": Cli(
+        ("run", "fig5-random-matrices", "--quick", "--out", "fig5sweep"),
+        ("cannot resume the sweep in 'fig5sweep'", "differing keys: n", "stored 5, requested", "--overwrite"),
+    ),
     # ---- step counts and seeds: refused before anything runs, never zero steps or a wrapped seed -----
     "steps/dt-tiny": Cli(small("dt=1e-12"), ("solver 'rk4'", "needs at least 2e+12 steps", "max_steps = 1000000")),
     "steps/t1-huge": Cli(small("t1=1e300"), ("dt = 0.05", "below the resolution of float64", "t = 1e+300")),
     "steps/dt-vanishing": Cli(small("dt=1e-300"), ("dt = 1e-300", "below the resolution of float64")),
     "steps/ab4-grid": Cli(small("solver=ab4", "dt=1e-9"), ("solver 'ab4'", "needs 2e+09 steps", "max_steps")),
-    "steps/float32-resolution": Cli(small("dtype=float32", "dt=1e-8", "max_steps=1000000000"),
-                                    ("below the resolution of float32", "float64")),
-    "steps/save-times": Cli(small("solver=tsit5", "n_save=100000000", "seeds=1", "beta=1", "statistics=clustered",
-                                  "save_states=no"), ("n_save = 100000000", "max_steps")),
+    "steps/float32-resolution": Cli(
+        small("dtype=float32", "dt=1e-8", "max_steps=1000000000"), ("below the resolution of float32", "float64")
+    ),
+    "steps/save-times": Cli(
+        small("solver=tsit5", "n_save=100000000", "seeds=1", "beta=1", "statistics=clustered", "save_states=no"),
+        ("n_save = 100000000", "max_steps"),
+    ),
     "steps/sweep-point": Cli(sweep("--grid", "dt=0.05,1e-12"), ("dt = 1e-12", "max_steps")),
     "steps/max-steps-zero": Cli(small("max_steps=0"), ("max_steps must be an integer ≥ 1, got 0",)),
-    "set/seed-beyond-int64": Cli(small("seed=18446744073709551615"), ("seed = 18446744073709551615", "seeds = 2",
-                                                                      "[0, 9223372036854775806]")),
+    "set/seed-beyond-int64": Cli(
+        small("seed=18446744073709551615"), ("seed = 18446744073709551615", "seeds = 2", "[0, 9223372036854775806]")
+    ),
     "set/seed-wraps": Cli(small("seed=9223372036854775807"), ("seed = 9223372036854775807", "seeds = 2")),
     # ---- grids --------------------------------------------------------------------------------------
     "grid/missing": Cli(sweep(), ("--grid",)),
     "grid/empty": Cli(sweep("--grid", "beta="), ("--grid beta", "the grid is empty")),
     "grid/empty-list": Cli(sweep("--grid", "beta=[]"), ("grid beta is empty",)),
-    "grid/too-many-points": Cli(sweep("--grid", "beta=0:1:1000", "--grid", "seed=0:999:1000"),
-                                ("grid has 1000000 points", f"at most {MAX_GRID_POINTS}")),
+    "grid/too-many-points": Cli(
+        sweep("--grid", "beta=0:1:1000", "--grid", "seed=0:999:1000"),
+        ("grid has 1000000 points", f"at most {MAX_GRID_POINTS}"),
+    ),
     "grid/huge-linspace": Cli(sweep("--grid", "beta=0:1:10000000000"), ("--grid beta", f"at most {MAX_GRID_POINTS}")),
     "grid/unknown-key": Cli(sweep("--grid", "bta=1,2"), ("unknown key 'bta'", "did you mean 'beta'")),
     "grid/repeated-value": Cli(sweep("--grid", "beta=1,1"), ("grid beta repeats the value 1.0",)),
@@ -453,34 +563,40 @@ CASES = {
     "grid/unknown-solver-value": Cli(sweep("--grid", "solver=rk4,rk5"), ("grid solver, value 1", SOLVER_CHOICES)),
     "grid/invalid-point": Cli(sweep("--grid", "dt=0.1,0"), ("grid point dt=0.0", "dt must be > 0")),
     # ---- files given to a run: initial conditions and weights, never unpickled ------------------------
-    "file/init-pickled-object-array": Cli(small("init=file", "init_file=evil.npy"),
-                                          ("init_file", "evil.npy", "pickle")),
+    "file/init-pickled-object-array": Cli(
+        small("init=file", "init_file=evil.npy"), ("init_file", "evil.npy", "pickle")
+    ),
     "file/init-raw-pickle": Cli(small("init=file", "init_file=rawpickle.npy"), ("init_file", "rawpickle.npy")),
     "file/init-garbage": Cli(small("init=file", "init_file=garbage.npy"), ("init_file", "garbage.npy")),
-    "file/init-complex": Cli(small("init=file", "init_file=complex.npy"), ("init_file", "complex.npy",
-                                                                           "complex128")),
+    "file/init-complex": Cli(small("init=file", "init_file=complex.npy"), ("init_file", "complex.npy", "complex128")),
     "file/init-strings": Cli(small("init=file", "init_file=strings.npy"), ("init_file", "strings.npy", "<U1")),
-    "file/init-wrong-n": Cli(small("init=file", "init_file=wrongshape.npy"), ("init_file", "wrongshape.npy",
-                                                                              "(4, 3)", "n = 6")),
+    "file/init-wrong-n": Cli(
+        small("init=file", "init_file=wrongshape.npy"), ("init_file", "wrongshape.npy", "(4, 3)", "n = 6")
+    ),
     "file/init-one-dimensional": Cli(small("init=file", "init_file=flat.npy"), ("init_file", "flat.npy", "(18,)")),
     "file/init-nan": Cli(small("init=file", "init_file=nan.npy"), ("init_file", "nan.npy", "non-finite")),
-    "file/init-wrong-batch": Cli(small("init=file", "init_file=batch3.npy"), ("init_file", "batch3.npy",
-                                                                              "3 configurations", "seeds = 2")),
+    "file/init-wrong-batch": Cli(
+        small("init=file", "init_file=batch3.npy"), ("init_file", "batch3.npy", "3 configurations", "seeds = 2")
+    ),
     "file/init-not-npy": Cli(small("init=file", "init_file=x.txt"), ("init_file", "x.txt", ".npy")),
-    "file/init-missing": Cli(small("init=file", "init_file=nowhere.npy"), ("init_file", "nowhere.npy",
-                                                                           "does not exist")),
+    "file/init-missing": Cli(
+        small("init=file", "init_file=nowhere.npy"), ("init_file", "nowhere.npy", "does not exist")
+    ),
     "file/init-empty": Cli(small("init=file", "init_file=empty.npy"), ("init_file", "empty.npy")),
     "file/init-header-lies-about-size": Cli(small("init=file", "init_file=lying.npy"), ("init_file", "lying.npy")),
-    "file/init-directory": Cli(small("init=file", "init_file=folder.npy"), ("init_file", "folder.npy",
-                                                                            "not a file")),
-    "file/init-npz-in-disguise": Cli(small("init=file", "init_file=archive.npy"), ("init_file", "archive.npy",
-                                                                                   ".npz archive")),
-    "file/weights-header-lies-about-size": Cli(small("weights_file=lying_weights.npz", "layer_tau=1"),
-                                               ("weights_file", "lying_weights.npz", "corrupt")),
-    "file/init-pickle-in-sweep": Cli(sweep("--set", "init=file", "--set", "init_file=evil.npy",
-                                           "--grid", "beta=1,2"), ("init_file", "evil.npy")),
-    "file/weights-pickled": Cli(small("weights_file=evil_weights.npz", "layer_tau=1"),
-                                ("weights_file", "evil_weights.npz")),
+    "file/init-directory": Cli(small("init=file", "init_file=folder.npy"), ("init_file", "folder.npy", "not a file")),
+    "file/init-npz-in-disguise": Cli(
+        small("init=file", "init_file=archive.npy"), ("init_file", "archive.npy", ".npz archive")
+    ),
+    "file/weights-header-lies-about-size": Cli(
+        small("weights_file=lying_weights.npz", "layer_tau=1"), ("weights_file", "lying_weights.npz", "corrupt")
+    ),
+    "file/init-pickle-in-sweep": Cli(
+        sweep("--set", "init=file", "--set", "init_file=evil.npy", "--grid", "beta=1,2"), ("init_file", "evil.npy")
+    ),
+    "file/weights-pickled": Cli(
+        small("weights_file=evil_weights.npz", "layer_tau=1"), ("weights_file", "evil_weights.npz")
+    ),
     "file/weights-missing": Cli(small("weights_file=nowhere.npz", "layer_tau=1"), ("weights_file", "nowhere.npz")),
     "file/weights-not-npz": Cli(small("weights_file=good.npy", "layer_tau=1"), ("weights_file", "good.npy")),
     # ---- plot: run and sweep directories are data --------------------------------------------------
@@ -513,15 +629,18 @@ CASES = {
     "hist/several-arrays": Cli(hist("states_two.npz"), ("2 arrays (a, b)", "--key")),
     "hist/unknown-key": Cli(hist("states_two.npz", "--key", "c"), ("no array 'c'", "a, b")),
     "hist/key-on-npy": Cli(hist("batch3.npy", "--key", "x"), ("--key", ".npy")),
-    "hist/layers-out-of-range": Cli(hist("states.npz", "--layers", "0,5"), ("--layers", "layer 5 is out of range",
-                                                                          "3 layers")),
+    "hist/layers-out-of-range": Cli(
+        hist("states.npz", "--layers", "0,5"), ("--layers", "layer 5 is out of range", "3 layers")
+    ),
     "hist/layers-not-numbers": Cli(hist("states.npz", "--layers", "first"), ("--layers", "'first'")),
     "hist/bins-zero": Cli(hist("states.npz", "--bins", "0"), ("--bins", "positive integer")),
     "hist/bins-huge": Cli(hist("states.npz", "--bins", "10000000000"), ("--bins", "at most")),
-    "hist/simulate-from-out-of-range": Cli(hist("states.npz", "--simulate-from", "3", "--beta", "1"),
-                                           ("--simulate-from 3", "out of range")),
-    "hist/simulate-from-last-layer": Cli(hist("states.npz", "--simulate-from", "2", "--beta", "1"),
-                                         ("--simulate-from 2", "no layer after it")),
+    "hist/simulate-from-out-of-range": Cli(
+        hist("states.npz", "--simulate-from", "3", "--beta", "1"), ("--simulate-from 3", "out of range")
+    ),
+    "hist/simulate-from-last-layer": Cli(
+        hist("states.npz", "--simulate-from", "2", "--beta", "1"), ("--simulate-from 2", "no layer after it")
+    ),
     "hist/simulate-without-beta": Cli(hist("states.npz", "--simulate-from", "0"), ("--simulate-from needs --beta",)),
     "hist/beta-without-simulate": Cli(hist("states.npz", "--beta", "1"), ("--beta", "--simulate-from")),
     "hist/beta-infinite": Cli(hist("states.npz", "--simulate-from", "0", "--beta", "1,-inf"), ("--beta", "-inf")),
@@ -531,106 +650,146 @@ CASES = {
     "hist/set-rk4-without-dt": Cli(hist_sim("--set", "solver=rk4"), ("dt must be > 0", "'rk4'")),
     "hist/out-is-a-file": Cli(("hist", "states.npz", "--out", "afile"), ("--out", "afile", "is a file")),
     "hist/out-foreign-directory": Cli(("hist", "states.npz", "--out", "foreign"), ("foreign", "not an attnflow run")),
-    "hist/named-pipe": Cli(hist("pipe.toml"), ("states file 'pipe.toml' is a named pipe (FIFO)", "not a regular file",
-                                               ".npz or .npy file")),
+    "hist/named-pipe": Cli(
+        hist("pipe.toml"), ("states file 'pipe.toml' is a named pipe (FIFO)", "not a regular file", ".npz or .npy file")
+    ),
     "hist/device": Cli(hist("device.toml"), ("states file 'device.toml' is a character device",)),
     "hist/broken-link": Cli(hist("broken.toml"), ("states file 'broken.toml' is a broken symbolic link",)),
     "hist/name-too-long": Cli(hist(LONG_NAME + ".npz"), ("states file 'nnnn", "File name too long")),
     # ---- fit: optimizer settings ----------------------------------------------------------------------
-    "fit/lbfgs-steps-negative": Cli(("fit", "states.npz", "--lbfgs-steps", "-3", "--out", "OUT"),
-                                    ("--lbfgs-steps", "an integer ≥ 0", "'-3'")),
+    "fit/lbfgs-steps-negative": Cli(
+        ("fit", "states.npz", "--lbfgs-steps", "-3", "--out", "OUT"), ("--lbfgs-steps", "an integer ≥ 0", "'-3'")
+    ),
     "fit/steps-negative": Cli(("fit", "states.npz", "--steps", "-1", "--out", "OUT"), ("--steps", "'-1'")),
     "fit/seed-negative": Cli(("fit", "states.npz", "--seed", "-1", "--out", "OUT"), ("--seed", "an integer ≥ 0")),
     "fit/complex-states": Cli(("fit", "complex.npy", "--out", "OUT"), ("complex.npy", "complex128")),
     # ---- Dask ----------------------------------------------------------------------------------------
-    "dask/scheduler-not-a-url": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler", "notaurl"),
-                                    ("--scheduler 'notaurl' is not a Dask scheduler address", "SCHEME://HOST:PORT",
-                                     "tcp, tls, ws, wss, ucx")),
-    "dask/scheduler-unknown-scheme": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler",
-                                               "http://localhost:8786"), ("unknown scheme 'http'",)),
-    "dask/scheduler-bad-port": Cli(sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler",
-                                         "tcp://localhost:99999"), ("port 99999",)),
+    "dask/scheduler-not-a-url": Cli(
+        sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler", "notaurl"),
+        ("--scheduler 'notaurl' is not a Dask scheduler address", "SCHEME://HOST:PORT", "tcp, tls, ws, wss, ucx"),
+    ),
+    "dask/scheduler-unknown-scheme": Cli(
+        sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler", "http://localhost:8786"),
+        ("unknown scheme 'http'",),
+    ),
+    "dask/scheduler-bad-port": Cli(
+        sweep("--grid", "beta=1,2", "--executor", "dask", "--scheduler", "tcp://localhost:99999"), ("port 99999",)
+    ),
     # ---- sizes beyond the machine, refused up front ------------------------------------------------
-    "memory/trajectories": Cli(fig4("n=1000000000", "save_states=yes"), ("needs about", "memory",
-                                                                          "save_states = 'no'")),
+    "memory/trajectories": Cli(
+        fig4("n=1000000000", "save_states=yes"), ("needs about", "memory", "save_states = 'no'")
+    ),
     "memory/save-times": Cli(fig4("n_save=10000000000"), ("needs about", "n_save")),
     "memory/ensemble": Cli(fig4("seeds=1000000000"), ("needs about", "memory", "seeds")),
-    "memory/weight-layers": Cli(fig4("weights=ginibre", "layer_tau=1e-12"), ("needs about", "the weights",
-                                                                              "layer_tau")),
+    "memory/weight-layers": Cli(
+        fig4("weights=ginibre", "layer_tau=1e-12"), ("needs about", "the weights", "layer_tau")
+    ),
     "memory/feed-forward": Cli(fig4("ff_width=1000000000000"), ("needs about", "ff_width")),
     "memory/histogram": Cli(fig4("histogram_bins=1000000000000"), ("needs about", "histogram_bins")),
-    "memory/kvaerno-jacobian": Cli(fig4("n=100000", "solver=kvaerno5", "seeds=1", "save_states=no"),
-                                   ("needs about", "Jacobians", "tsit5")),
-    "memory/sinkhorn-dense": Cli(fig4("n=1000000", "model=sinkhorn", "seeds=1", "save_states=no"),
-                                 ("needs about", "the attention", "fewer particles")),
+    "memory/kvaerno-jacobian": Cli(
+        fig4("n=100000", "solver=kvaerno5", "seeds=1", "save_states=no"), ("needs about", "Jacobians", "tsit5")
+    ),
+    "memory/sinkhorn-dense": Cli(
+        fig4("n=1000000", "model=sinkhorn", "seeds=1", "save_states=no"),
+        ("needs about", "the attention", "fewer particles"),
+    ),
     "memory/sweep": Cli(sweep("--set", "n=1000000000", "--grid", "beta=1,2"), ("needs about", "memory")),
     # ---- experiments with runners of their own: the same preflight as particle runs --------------------
     # memory, per experiment
-    "own/memory-meanfield-circle": Cli(own("meanfield-circle", "modes=100000000"),
-                                       ("experiment 'meanfield-circle' needs about", "modes")),
-    "own/memory-meanfield-sphere": Cli(own("meanfield-sphere", "degree=100000"),
-                                       ("experiment 'meanfield-sphere' needs about", "degree")),
-    "own/memory-lost-in-the-middle": Cli(own("lost-in-the-middle", "profile_runs=10000000000"),
-                                         ("experiment 'lost-in-the-middle' needs about", "profile_runs")),
-    "own/memory-gaussian-closure": Cli(own("gaussian-closure", "rank_draws=1000000000"),
-                                       ("experiment 'gaussian-closure' needs about", "rank_draws")),
-    "own/memory-long-context": Cli(own("long-context", "particle_max=10000000", "context_lengths=[10, 10000000]"),
-                                   ("experiment 'long-context' needs about", "particle_max")),
-    "own/memory-noisy-transition": Cli(own("noisy-transition", "modes=1000000000", "meanfield_time=1"),
-                                       ("experiment 'noisy-transition' needs about", "modes")),
+    "own/memory-meanfield-circle": Cli(
+        own("meanfield-circle", "modes=100000000"), ("experiment 'meanfield-circle' needs about", "modes")
+    ),
+    "own/memory-meanfield-sphere": Cli(
+        own("meanfield-sphere", "degree=100000"), ("experiment 'meanfield-sphere' needs about", "degree")
+    ),
+    "own/memory-lost-in-the-middle": Cli(
+        own("lost-in-the-middle", "profile_runs=10000000000"),
+        ("experiment 'lost-in-the-middle' needs about", "profile_runs"),
+    ),
+    "own/memory-gaussian-closure": Cli(
+        own("gaussian-closure", "rank_draws=1000000000"), ("experiment 'gaussian-closure' needs about", "rank_draws")
+    ),
+    "own/memory-long-context": Cli(
+        own("long-context", "particle_max=10000000", "context_lengths=[10, 10000000]"),
+        ("experiment 'long-context' needs about", "particle_max"),
+    ),
+    "own/memory-noisy-transition": Cli(
+        own("noisy-transition", "modes=1000000000", "meanfield_time=1"),
+        ("experiment 'noisy-transition' needs about", "modes"),
+    ),
     # keys the run does not read, per experiment
-    "own/unread-meanfield-circle": Cli(own("meanfield-circle", "degree=40"),
-                                       ("experiment 'meanfield-circle' does not read degree", "modes")),
-    "own/unread-meanfield-sphere": Cli(own("meanfield-sphere", "heads=3"),
-                                       ("experiment 'meanfield-sphere' does not read heads",)),
-    "own/unread-lost-in-the-middle": Cli(own("lost-in-the-middle", "mask=causal"),
-                                         ("experiment 'lost-in-the-middle' does not read mask", "decay_rate")),
-    "own/unread-key-at-its-default": Cli(own("gaussian-closure", "norm=post"),
-                                         ("experiment 'gaussian-closure' does not read norm",)),
-    "own/unread-gaussian-closure": Cli(own("gaussian-closure", "solver=tsit5"),
-                                       ("experiment 'gaussian-closure' does not read solver",)),
-    "own/unread-long-context": Cli(own("long-context", "n=5"), ("experiment 'long-context' does not read n",
-                                                                 "context_lengths")),
-    "own/unread-noisy-transition": Cli(own("noisy-transition", "noise=0.1"),
-                                       ("experiment 'noisy-transition' does not read noise", "noise_ratios")),
-    "own/unread-in-a-sweep": Cli(("sweep", "long-context", "--quick", "--grid", "n=4,8", "--out", "OUT"),
-                                 ("experiment 'long-context' does not read n",)),
+    "own/unread-meanfield-circle": Cli(
+        own("meanfield-circle", "degree=40"), ("experiment 'meanfield-circle' does not read degree", "modes")
+    ),
+    "own/unread-meanfield-sphere": Cli(
+        own("meanfield-sphere", "heads=3"), ("experiment 'meanfield-sphere' does not read heads",)
+    ),
+    "own/unread-lost-in-the-middle": Cli(
+        own("lost-in-the-middle", "mask=causal"), ("experiment 'lost-in-the-middle' does not read mask", "decay_rate")
+    ),
+    "own/unread-key-at-its-default": Cli(
+        own("gaussian-closure", "norm=post"), ("experiment 'gaussian-closure' does not read norm",)
+    ),
+    "own/unread-gaussian-closure": Cli(
+        own("gaussian-closure", "solver=tsit5"), ("experiment 'gaussian-closure' does not read solver",)
+    ),
+    "own/unread-long-context": Cli(
+        own("long-context", "n=5"), ("experiment 'long-context' does not read n", "context_lengths")
+    ),
+    "own/unread-noisy-transition": Cli(
+        own("noisy-transition", "noise=0.1"), ("experiment 'noisy-transition' does not read noise", "noise_ratios")
+    ),
+    "own/unread-in-a-sweep": Cli(
+        ("sweep", "long-context", "--quick", "--grid", "n=4,8", "--out", "OUT"),
+        ("experiment 'long-context' does not read n",),
+    ),
     # values the runner cannot take, and horizons no step count reaches
     "own/decay-rate-overflows": Cli(own("lost-in-the-middle", "decay_rate=1e300"), ("decay_rate must be ≤ 700",)),
     "own/classes-below-one": Cli(own("lost-in-the-middle", "classes=1e-300"), ("classes must be ≥ 1",)),
     "own/one-token": Cli(own("lost-in-the-middle", "n=1"), ("needs n ≥ 3 tokens",)),
-    "own/profile-times-beyond-t1": Cli(own("lost-in-the-middle", "profile_times=[0.5, 100.0]"),
-                                       ("profile_times must lie within", "t1 = 10")),
-    "own/context-beyond-float": Cli(own("long-context", "context_lengths=[10, 100000000000000000000]"),
-                                    ("context_lengths must be ≤ 1e15",)),
+    "own/profile-times-beyond-t1": Cli(
+        own("lost-in-the-middle", "profile_times=[0.5, 100.0]"), ("profile_times must lie within", "t1 = 10")
+    ),
+    "own/context-beyond-float": Cli(
+        own("long-context", "context_lengths=[10, 100000000000000000000]"), ("context_lengths must be ≤ 1e15",)
+    ),
     "own/t1-meanfield-circle": Cli(own("meanfield-circle", "t1=1e300"), ("beyond what the adaptive steps resolve",)),
     "own/t1-meanfield-sphere": Cli(own("meanfield-sphere", "t1=1e300"), ("beyond what the adaptive steps resolve",)),
     "own/t1-lost-in-the-middle": Cli(own("lost-in-the-middle", "t1=1e300"), ("dt = 0.025 is below the resolution",)),
     "own/t1-gaussian-closure": Cli(own("gaussian-closure", "t1=1e300"), ("below the resolution",)),
-    "own/collapse-time-gaussian-closure": Cli(own("gaussian-closure", "collapse_time=1e9"),
-                                              ("needs", "steps, more than max_steps")),
-    "own/t1-noisy-transition": Cli(own("noisy-transition", "t1=1e9"), ("dt = 0.025 is below the resolution of float32",)),
+    "own/collapse-time-gaussian-closure": Cli(
+        own("gaussian-closure", "collapse_time=1e9"), ("needs", "steps, more than max_steps")
+    ),
+    "own/t1-noisy-transition": Cli(
+        own("noisy-transition", "t1=1e9"), ("dt = 0.025 is below the resolution of float32",)
+    ),
     # ---- what an experiment's figures and theory need, refused before anything runs ---------------------
     "needs/fig4-in-d3": Cli(fig4("d=3"), ("experiment 'fig4-circle' runs one dimension, d = 2", "got d = [3]")),
-    "needs/fig4-sweep-in-d3": Cli(("sweep", "fig4-circle", "--quick", "--set", "d=3", "--grid", "beta=1,2", "--out",
-                                   "OUT"), ("experiment 'fig4-circle' runs one dimension, d = 2",)),
-    "needs/renyi-in-d3": Cli(own("renyi-centres", "d=3"), ("experiment 'renyi-centres' runs one dimension",
-                                                            "parking count")),
+    "needs/fig4-sweep-in-d3": Cli(
+        ("sweep", "fig4-circle", "--quick", "--set", "d=3", "--grid", "beta=1,2", "--out", "OUT"),
+        ("experiment 'fig4-circle' runs one dimension, d = 2",),
+    ),
+    "needs/renyi-in-d3": Cli(
+        own("renyi-centres", "d=3"), ("experiment 'renyi-centres' runs one dimension", "parking count")
+    ),
     "needs/renyi-without-states": Cli(own("renyi-centres", "save_states=no"), ("saved states",)),
     "needs/negative-beta-in-d3": Cli(own("negative-beta", "d=3"), ("experiment 'negative-beta' runs one dimension",)),
     "needs/sphere-movie-in-d4": Cli(own("sphere-movie", "d=4"), ("d = 2 or d = 3",)),
     # ---- keys a model does not take, and keys that act only with another: refused, never dropped --------
-    "model/hardmax-causal": Cli(small("model=hardmax", "mask=causal"), ("model 'hardmax' takes no mask",
-                                                                        "it takes weights, value")),
-    "model/hardmax-layer-wise": Cli(small("model=hardmax", "weights=ginibre", "layer_tau=0.5"),
-                                    ("model 'hardmax' takes no layer_tau",)),
+    "model/hardmax-causal": Cli(
+        small("model=hardmax", "mask=causal"), ("model 'hardmax' takes no mask", "it takes weights, value")
+    ),
+    "model/hardmax-layer-wise": Cli(
+        small("model=hardmax", "weights=ginibre", "layer_tau=0.5"), ("model 'hardmax' takes no layer_tau",)
+    ),
     "model/sa-sinkhorn-tol": Cli(small("sinkhorn_tol=1e-3"), ("model 'sa' takes no sinkhorn_tol", "'sinkhorn'")),
     "model/linear-beta-list": Cli(small("model=linear", "beta=[1, 2]"), ("model 'linear' has no inverse temperature",)),
     "model/alibi-slope-alone": Cli(small("alibi_slope=0.5"), ("alibi_slope = 0.5 acts only with positional",)),
     "model/layer-tau-without-weights": Cli(small("layer_tau=0.5"), ("layer_tau = 0.5", "random weights")),
     "model/rho-without-equiangular": Cli(small("rho=0.5"), ("rho = 0.5 acts only with init = 'equiangular'",)),
-    "model/experiment-key-in-a-particle-run": Cli(small("degree=40"), ("degree = 40 is read by another experiment",
-                                                                       "meanfield-sphere")),
+    "model/experiment-key-in-a-particle-run": Cli(
+        small("degree=40"), ("degree = 40 is read by another experiment", "meanfield-sphere")
+    ),
     # ---- TOML config files ---------------------------------------------------------------------------
     "toml/syntax-error": Toml('model = "sa"\nn = = 3\n', ("case.toml: malformed TOML", "line 2")),
     "toml/duplicate-key": Toml("n = 3\nn = 4\n", ("case.toml: malformed TOML", "line 2")),
@@ -655,30 +814,41 @@ CASES = {
     "toml/unknown-experiment": Toml('experiment = "fig5"\n', ("case.toml", "unknown experiment 'fig5'")),
     "toml/experiment-not-a-string": Toml("experiment = 5\n", ("case.toml", "experiment must be a string")),
     "toml/unknown-init": Toml('init = "sobol"\n', ("case.toml", "init must be one of", INIT_CHOICES)),
-    "toml/init-pickle": Toml('n = 6\nd = 3\nseeds = 2\ninit = "file"\ninit_file = "evil.npy"\n',
-                             ("init_file", "evil.npy")),
-    "toml/init-complex": Toml('n = 6\nd = 3\nseeds = 2\ninit = "file"\ninit_file = "complex.npy"\n',
-                              ("init_file", "complex.npy", "complex128")),
+    "toml/init-pickle": Toml(
+        'n = 6\nd = 3\nseeds = 2\ninit = "file"\ninit_file = "evil.npy"\n', ("init_file", "evil.npy")
+    ),
+    "toml/init-complex": Toml(
+        'n = 6\nd = 3\nseeds = 2\ninit = "file"\ninit_file = "complex.npy"\n',
+        ("init_file", "complex.npy", "complex128"),
+    ),
     "toml/huge-trajectories": Toml('n = 1000000000\nsave_states = "yes"\n', ("needs about", "save_states = 'no'")),
     "toml/huge-n-bigint": Toml("n = 99999999999999999999999\n", ("needs about", "memory")),
-    "toml/rk4-dt-tiny": Toml('solver = "rk4"\ndt = 1e-12\nt1 = 2.0\nn = 4\nseeds = 1\n',
-                             ("needs at least 2e+12 steps", "max_steps")),
-    "toml/seed-wraps": Toml('seed = 9223372036854775807\nseeds = 2\n', ("seed = 9223372036854775807", "seeds = 2")),
+    "toml/rk4-dt-tiny": Toml(
+        'solver = "rk4"\ndt = 1e-12\nt1 = 2.0\nn = 4\nseeds = 1\n', ("needs at least 2e+12 steps", "max_steps")
+    ),
+    "toml/seed-wraps": Toml("seed = 9223372036854775807\nseeds = 2\n", ("seed = 9223372036854775807", "seeds = 2")),
     # ---- Python API ---------------------------------------------------------------------------------------
     "api/SA-beta-nan": Api(lambda p: af.SA(beta=float("nan")), r"beta must be finite, got nan"),
-    "api/Sinkhorn-beta-negative": Api(lambda p: af.Sinkhorn(beta=-1.0),
-                                      r"beta must be ≥ 0 for Sinkhorn, got -1.0; β < 0 runs with SA, USA"),
+    "api/Sinkhorn-beta-negative": Api(
+        lambda p: af.Sinkhorn(beta=-1.0), r"beta must be ≥ 0 for Sinkhorn, got -1.0; β < 0 runs with SA, USA"
+    ),
     "api/SA-beta-2d": Api(lambda p: af.SA(beta=jnp.ones((2, 2))), r"beta must be .* 1-D array .*shape \(2, 2\)"),
-    "api/SA-beta-string": Api(lambda p: af.SA(beta="hot"),
-                              r"beta must be a finite number or a 1-D array of them, got 'hot' \(a string\)"),
-    "api/SA-beta-none": Api(lambda p: af.SA(beta=None), r"beta must be a finite number or a 1-D array of them, got None"),
+    "api/SA-beta-string": Api(
+        lambda p: af.SA(beta="hot"), r"beta must be a finite number or a 1-D array of them, got 'hot' \(a string\)"
+    ),
+    "api/SA-beta-none": Api(
+        lambda p: af.SA(beta=None), r"beta must be a finite number or a 1-D array of them, got None"
+    ),
     "api/USA-beta-dict": Api(lambda p: af.USA(beta={"low": 1}), r"beta must be .*\{'low': 1\} \(a dict\)"),
-    "api/SA-beta-list-of-strings": Api(lambda p: af.SA(beta=["1", "2"]), r"beta must be .*\['1', '2'\] \(a list of strings\)"),
+    "api/SA-beta-list-of-strings": Api(
+        lambda p: af.SA(beta=["1", "2"]), r"beta must be .*\['1', '2'\] \(a list of strings\)"
+    ),
     "api/SA-beta-bool": Api(lambda p: af.SA(beta=True), r"beta must be .*True \(a bool\)"),
     "api/Sinkhorn-beta-complex": Api(lambda p: af.Sinkhorn(beta=1 + 2j), r"beta must be .*\(1\+2j\) \(a complex\)"),
     "api/SA-beta-empty-list": Api(lambda p: af.SA(beta=[]), r"beta must not be empty: give at least one temperature"),
-    "api/Circle-beta-empty-array": Api(lambda p: af.Circle(beta=jnp.zeros(0)),
-                                       r"beta must not be empty: give at least one temperature"),
+    "api/Circle-beta-empty-array": Api(
+        lambda p: af.Circle(beta=jnp.zeros(0)), r"beta must not be empty: give at least one temperature"
+    ),
     "api/SA-block": Api(lambda p: af.SA(1.0, block="big"), r"block must be None \(dense\), 'auto' or a positive int"),
     "api/USA-time": Api(lambda p: af.USA(1.0, time="bogus"), r"time must be one of 'glpr', 'rescaled'; got 'bogus'"),
     "api/simulate-unknown-solver": Api(lambda p: _sim(solver="rk5"), r"solver must be one of 'euler', .*got 'rk5'"),
@@ -690,27 +860,38 @@ CASES = {
     "api/simulate-dt-missing": Api(lambda p: _sim(solver="rk4"), r"dt is required for the fixed-step solver 'rk4'"),
     "api/simulate-x0-vector": Api(lambda p: _sim(x0=jnp.ones(4)), r"shape \(n, d\) or \(batch, n, d\), got \(4,\)"),
     "api/simulate-x0-4d": Api(lambda p: _sim(x0=jnp.ones((1, 2, 4, 3))), r"shape \(n, d\) or \(batch, n, d\)"),
-    "api/simulate-ensemble-mismatch": Api(lambda p: _sim(field=af.SA(jnp.array([1.0, 2.0, 3.0])),
-                                                         x0=af.init.uniform(0, 4, 3, batch=2)),
-                                          r"batch of 2 configurations but the field has 3 members"),
+    "api/simulate-ensemble-mismatch": Api(
+        lambda p: _sim(field=af.SA(jnp.array([1.0, 2.0, 3.0])), x0=af.init.uniform(0, 4, 3, batch=2)),
+        r"batch of 2 configurations but the field has 3 members",
+    ),
     "api/simulate-Q-wrong-d": Api(lambda p: _sim(field=af.SA(1.0, Q=np.eye(4))), r"Q has shape \(4, 4\).*d = 3"),
     "api/simulate-x0-nan": Api(lambda p: _sim(x0=jnp.full((4, 3), jnp.nan)), r"non-finite entries"),
     "api/simulate-x0-complex": Api(lambda p: _sim(x0=X0().astype(complex)), r"real array, got dtype complex128"),
     "api/simulate-ts-decreasing": Api(lambda p: _sim(ts=jnp.array([0.5, 0.2])), r"ts must be strictly increasing"),
     "api/simulate-ts-beyond-t1": Api(lambda p: _sim(ts=jnp.array([0.0, 2.0])), r"ts must lie in \[t0, t1\]"),
     "api/simulate-ts-empty": Api(lambda p: _sim(ts=jnp.array([])), r"ts must be a non-empty 1-D array"),
-    "api/simulate-dt-tiny": Api(lambda p: _sim(solver="rk4", dt=1e-12), r"needs 1e\+12 steps, more than max_steps = 1000000"),
+    "api/simulate-dt-tiny": Api(
+        lambda p: _sim(solver="rk4", dt=1e-12), r"needs 1e\+12 steps, more than max_steps = 1000000"
+    ),
     "api/simulate-ab4-dt-tiny": Api(lambda p: _sim(solver="ab4", dt=1e-9), r"solver 'ab4' .*needs 1e\+09 steps"),
-    "api/simulate-t1-huge": Api(lambda p: _sim(t1=1e300, solver="rk4", dt=0.05),
-                                r"dt = 0.05 is below the resolution of float64 at t = 1e\+300"),
-    "api/simulate-constant-tsit5-dt-tiny": Api(lambda p: _sim(solver="tsit5", adaptive=False, dt=1e-12),
-                                               r"\(adaptive=False\).*more than max_steps"),
+    "api/simulate-t1-huge": Api(
+        lambda p: _sim(t1=1e300, solver="rk4", dt=0.05), r"dt = 0.05 is below the resolution of float64 at t = 1e\+300"
+    ),
+    "api/simulate-constant-tsit5-dt-tiny": Api(
+        lambda p: _sim(solver="tsit5", adaptive=False, dt=1e-12), r"\(adaptive=False\).*more than max_steps"
+    ),
     "api/simulate-t1-at-t0": Api(lambda p: _sim(t1=0.0), r"t1 must be > t0 = 0, got 0"),
-    "api/init-seed-beyond-int64": Api(lambda p: af.init.uniform(2**63, 3, 3),
-                                      r"seed must be an integer in \[0, 2\*\*63 - 1\], got 9223372036854775808"),
-    "api/init-seed-negative": Api(lambda p: af.init.uniform(-1, 3, 3), r"seed must be an integer in \[0, 2\*\*63 - 1\], got -1"),
-    "api/simulate-noise-key-negative": Api(lambda p: _sim(field=af.Noisy(af.SA(1.0), 0.1), solver="euler", dt=0.1, key=-1),
-                                           r"seed must be an integer in \[0, 2\*\*63 - 1\], got -1"),
+    "api/init-seed-beyond-int64": Api(
+        lambda p: af.init.uniform(2**63, 3, 3),
+        r"seed must be an integer in \[0, 2\*\*63 - 1\], got 9223372036854775808",
+    ),
+    "api/init-seed-negative": Api(
+        lambda p: af.init.uniform(-1, 3, 3), r"seed must be an integer in \[0, 2\*\*63 - 1\], got -1"
+    ),
+    "api/simulate-noise-key-negative": Api(
+        lambda p: _sim(field=af.Noisy(af.SA(1.0), 0.1), solver="euler", dt=0.1, key=-1),
+        r"seed must be an integer in \[0, 2\*\*63 - 1\], got -1",
+    ),
     "api/simulate-not-a-field": Api(lambda p: _sim(field="sa"), r"field must be an attnflow vector field"),
     "api/init-n-zero": Api(lambda p: af.init.uniform(0, n=0, d=3), r"n must be an integer ≥ 1, got 0"),
     "api/init-d-one": Api(lambda p: af.init.uniform(0, n=3, d=1), r"d must be an integer ≥ 2, got 1"),
@@ -729,20 +910,26 @@ CASES = {
     "api/from-array-header-lies": Api(lambda p: af.init.from_array(p / "lying.npy"), r"lying\.npy.*not a plain"),
     "api/from-array-npz-in-disguise": Api(lambda p: af.init.from_array(p / "archive.npy"), r"\.npz archive"),
     "api/from-array-directory": Api(lambda p: af.init.from_array(p / "folder.npy"), r"folder\.npy"),
-    "api/layerwise-header-lies": Api(lambda p: LayerWise.from_npz(af.SA(1.0), p / "lying_weights.npz"),
-                                     r"lying_weights\.npz: array Q is corrupt"),
+    "api/layerwise-header-lies": Api(
+        lambda p: LayerWise.from_npz(af.SA(1.0), p / "lying_weights.npz"), r"lying_weights\.npz: array Q is corrupt"
+    ),
     "api/from-array-missing": Api(lambda p: af.init.from_array(p / "nowhere.npy"), r"nowhere\.npy.*does not exist"),
-    "api/layerwise-pickled-npz": Api(lambda p: LayerWise.from_npz(af.SA(1.0), p / "evil_weights.npz"),
-                                     r"evil_weights\.npz.*(pickle|object)"),
+    "api/layerwise-pickled-npz": Api(
+        lambda p: LayerWise.from_npz(af.SA(1.0), p / "evil_weights.npz"), r"evil_weights\.npz.*(pickle|object)"
+    ),
     "api/clusters-delta-negative": Api(lambda p: af.clusters(X0(), delta=-1.0), r"delta must be finite and ≥ 0"),
     "api/clusters-delta-nan": Api(lambda p: af.clusters(X0(), delta=float("nan")), r"delta must be finite"),
-    "api/clusters-vector": Api(lambda p: af.clusters(jnp.ones(3)), r"x must be a configuration of shape \(\.\.\., n, d\)"),
+    "api/clusters-vector": Api(
+        lambda p: af.clusters(jnp.ones(3)), r"x must be a configuration of shape \(\.\.\., n, d\)"
+    ),
     "api/energy-vector": Api(lambda p: af.energy(jnp.ones(3), 1.0), r"x must be a configuration of shape"),
     "api/energy-beta-zero": Api(lambda p: af.energy(X0(), 0.0), r"beta must be .*> 0"),
     "api/energy-beta-negative": Api(lambda p: af.energy(X0(), -2.0), r"beta must be .*> 0"),
     "api/histogram-zero-bins": Api(lambda p: af.inner_product_histogram(X0(), 0), r"bins must be an integer ≥ 1"),
-    "api/equiangular-unknown-model": Api(lambda p: af.equiangular(1.0, 4, jnp.linspace(0, 1, 3), model="xyz"),
-                                         r"model must be one of 'sa', 'usa', 'usa-rescaled'; got 'xyz'"),
+    "api/equiangular-unknown-model": Api(
+        lambda p: af.equiangular(1.0, 4, jnp.linspace(0, 1, 3), model="xyz"),
+        r"model must be one of 'sa', 'usa', 'usa-rescaled'; got 'xyz'",
+    ),
     "api/sample-weights-unknown": Api(lambda p: af.sample_weights(0, 3, "bogus"), r"ensemble must be one of"),
     "api/load-missing": Api(lambda p: af.load(p / "nowhere"), r"nowhere does not exist"),
     "api/load-a-file": Api(lambda p: af.load(p / "afile"), r"afile"),
@@ -750,57 +937,80 @@ CASES = {
     "api/load-truncated-results": Api(lambda p: af.load(p / "cutrun"), r"results\.npz"),
     "api/load-corrupt-compressed-arrays": Api(lambda p: af.load(p / "zlibrun"), r"zlibrun/results\.npz is corrupt"),
     "api/load-manifest-escaping": Api(lambda p: af.load(p / "escsweep"), r"'\.\./\.\./etc'"),
-    "api/load-config-unknown-key": Api(lambda p: load_config({"bta": 1.0}), r"unknown key 'bta'; did you mean 'beta'",
-                                       ConfigError),
-    "api/load-config-malformed-text": Api(lambda p: load_config("n = 3\nn = = 4\n"), r"config text: malformed TOML",
-                                          ConfigError),
-    "api/load-config-wrong-type": Api(lambda p: load_config({"n": "many"}), r"n must be an integer ≥ 1, got 'many'",
-                                      ConfigError),
-    "api/load-config-pipe": Api(lambda p: load_config(p / "pipe.toml"), r"'.*pipe\.toml' is a named pipe \(FIFO\)",
-                                ConfigError),
-    "api/load-config-not-a-mapping": Api(lambda p: load_config([("n", 3)]), r"a configuration is a TOML file path",
-                                         ConfigError),
-    "api/load-config-inf": Api(lambda p: load_config({"t1": float("inf")}), r"t1 must be a finite number",
-                               ConfigError),
+    "api/load-config-unknown-key": Api(
+        lambda p: load_config({"bta": 1.0}), r"unknown key 'bta'; did you mean 'beta'", ConfigError
+    ),
+    "api/load-config-malformed-text": Api(
+        lambda p: load_config("n = 3\nn = = 4\n"), r"config text: malformed TOML", ConfigError
+    ),
+    "api/load-config-wrong-type": Api(
+        lambda p: load_config({"n": "many"}), r"n must be an integer ≥ 1, got 'many'", ConfigError
+    ),
+    "api/load-config-pipe": Api(
+        lambda p: load_config(p / "pipe.toml"), r"'.*pipe\.toml' is a named pipe \(FIFO\)", ConfigError
+    ),
+    "api/load-config-not-a-mapping": Api(
+        lambda p: load_config([("n", 3)]), r"a configuration is a TOML file path", ConfigError
+    ),
+    "api/load-config-inf": Api(lambda p: load_config({"t1": float("inf")}), r"t1 must be a finite number", ConfigError),
     "api/parse-grid-empty": Api(lambda p: parse_grid("beta="), r"--grid beta: the grid is empty", ConfigError),
-    "api/expand-grid-huge": Api(lambda p: expand_grid(load_config(), {"beta": np.linspace(0, 1, 400),
-                                                                      "seed": list(range(400))}),
-                                rf"grid has 160000 points .*at most {MAX_GRID_POINTS}", ConfigError),
-    "api/meanfield-sphere-memory": Api(lambda p: af.meanfield_sphere(lambda x: 1.0 + 0.0 * x[..., 0], 5.0, 1.0,
-                                                                      L=100000),
-                                       r"meanfield_sphere at L = 100000 needs about .* PiB of memory.*a smaller L"),
-    "api/perturbed-sphere-memory": Api(lambda p: af.perturbed_uniform_sphere(0, 100000, 1e-3),
-                                       r"perturbed_uniform_sphere at L = 100000 needs about"),
-    "api/meanfield-circle-memory": Api(lambda p: af.meanfield_circle(lambda th: 1.0 + 0.01 * np.cos(th), 5.0, 1.0,
-                                                                     modes=10**10),
-                                       r"meanfield_circle with 10000000000 modes needs about .*fewer modes"),
-    "api/meanfield-circle-horizon": Api(lambda p: af.meanfield_circle(lambda th: 1.0 + 0.01 * np.cos(th), 5.0, 1e300),
-                                        r"t1 = 1e\+300 is beyond what the adaptive steps resolve"),
-    "api/decay-slope-finite": Api(lambda p: _finite_or_raise(af.USA(1.0, mask="causal", positional="decay",
-                                                                    alibi_slope=1e300)),
-                                  r"finite"),
-    "api/alibi-slope-finite-blocked": Api(lambda p: _finite_or_raise(af.SA(1.0, mask="causal", positional="alibi",
-                                                                          alibi_slope=1e300, block=4)),
-                                          r"finite"),
-    "api/fit-adam-steps-negative": Api(lambda p: fit_states(p, adam_steps=-1), r"adam_steps must be an integer ≥ 0, got -1"),
-    "api/fit-lbfgs-steps-negative": Api(lambda p: fit_states(p, lbfgs_steps=-5),
-                                        r"lbfgs_steps must be an integer ≥ 0, got -5"),
-    "api/fit-learning-rate-negative": Api(lambda p: fit_states(p, learning_rate=-0.1),
-                                          r"learning_rate must be a finite number > 0, got -0.1"),
-    "api/fit-learning-rate-zero": Api(lambda p: fit_states(p, learning_rate=0.0), r"learning_rate must be .*> 0, got 0"),
+    "api/expand-grid-huge": Api(
+        lambda p: expand_grid(load_config(), {"beta": np.linspace(0, 1, 400), "seed": list(range(400))}),
+        rf"grid has 160000 points .*at most {MAX_GRID_POINTS}",
+        ConfigError,
+    ),
+    "api/meanfield-sphere-memory": Api(
+        lambda p: af.meanfield_sphere(lambda x: 1.0 + 0.0 * x[..., 0], 5.0, 1.0, L=100000),
+        r"meanfield_sphere at L = 100000 needs about .* PiB of memory.*a smaller L",
+    ),
+    "api/perturbed-sphere-memory": Api(
+        lambda p: af.perturbed_uniform_sphere(0, 100000, 1e-3), r"perturbed_uniform_sphere at L = 100000 needs about"
+    ),
+    "api/meanfield-circle-memory": Api(
+        lambda p: af.meanfield_circle(lambda th: 1.0 + 0.01 * np.cos(th), 5.0, 1.0, modes=10**10),
+        r"meanfield_circle with 10000000000 modes needs about .*fewer modes",
+    ),
+    "api/meanfield-circle-horizon": Api(
+        lambda p: af.meanfield_circle(lambda th: 1.0 + 0.01 * np.cos(th), 5.0, 1e300),
+        r"t1 = 1e\+300 is beyond what the adaptive steps resolve",
+    ),
+    "api/decay-slope-finite": Api(
+        lambda p: _finite_or_raise(af.USA(1.0, mask="causal", positional="decay", alibi_slope=1e300)), r"finite"
+    ),
+    "api/alibi-slope-finite-blocked": Api(
+        lambda p: _finite_or_raise(af.SA(1.0, mask="causal", positional="alibi", alibi_slope=1e300, block=4)), r"finite"
+    ),
+    "api/fit-adam-steps-negative": Api(
+        lambda p: fit_states(p, adam_steps=-1), r"adam_steps must be an integer ≥ 0, got -1"
+    ),
+    "api/fit-lbfgs-steps-negative": Api(
+        lambda p: fit_states(p, lbfgs_steps=-5), r"lbfgs_steps must be an integer ≥ 0, got -5"
+    ),
+    "api/fit-learning-rate-negative": Api(
+        lambda p: fit_states(p, learning_rate=-0.1), r"learning_rate must be a finite number > 0, got -0.1"
+    ),
+    "api/fit-learning-rate-zero": Api(
+        lambda p: fit_states(p, learning_rate=0.0), r"learning_rate must be .*> 0, got 0"
+    ),
     "api/fit-learning-rate-nan": Api(lambda p: fit_states(p, learning_rate=float("nan")), r"learning_rate .*got nan"),
     "api/fit-holdout-one": Api(lambda p: fit_states(p, holdout=1.0), r"holdout must be .*< 1"),
     "api/fit-seed-negative": Api(lambda p: fit_states(p, seed=-2), r"seed must be an integer ≥ 0, got -2"),
-    "api/fit-complex-states": Api(lambda p: af.fit(np.load(p / "states.npz")["x"] * (1 + 1j)),
-                                  r"states must be a real array .*complex128"),
+    "api/fit-complex-states": Api(
+        lambda p: af.fit(np.load(p / "states.npz")["x"] * (1 + 1j)), r"states must be a real array .*complex128"
+    ),
     "api/fit-string-states": Api(lambda p: af.fit(np.full((3, 6, 3), "x")), r"states must be a real array .*<U1"),
-    "api/dask-scheduler-not-a-url": Api(lambda p: executors.DaskExecutor("notaurl"),
-                                        r"'notaurl' is not a Dask scheduler address"),
-    "api/write-over-users-run": Api(lambda p: _stored_run(p / "userrun", load_config(SMALL)),
-                                    r"userrun: it holds 'config.toml', which attnflow did not write"),
-    "api/check-fits-trajectories": Api(lambda p: memory.check_fits(load_config(None, ["n=1000000000",
-                                                                                       "save_states=yes"])),
-                                       r"needs about .* save_states = 'no'", ConfigError),
+    "api/dask-scheduler-not-a-url": Api(
+        lambda p: executors.DaskExecutor("notaurl"), r"'notaurl' is not a Dask scheduler address"
+    ),
+    "api/write-over-users-run": Api(
+        lambda p: _stored_run(p / "userrun", load_config(SMALL)),
+        r"userrun: it holds 'config.toml', which attnflow did not write",
+    ),
+    "api/check-fits-trajectories": Api(
+        lambda p: memory.check_fits(load_config(None, ["n=1000000000", "save_states=yes"])),
+        r"needs about .* save_states = 'no'",
+        ConfigError,
+    ),
 }
 
 
@@ -872,6 +1082,7 @@ def test_python_api(workdir, case):
 
 
 # -- observables of non-finite states: NaN or -1, consistently, and said eagerly ------------------------
+
 
 def _nan_state():
     x = np.array(af.init.uniform(0, 5, 3, batch=3))
@@ -971,7 +1182,8 @@ def test_estimate_counts_the_states_of_every_d_once():
     # on the host one array of both d's padded to d = 5, filled in place; in the largest compiled call
     # (d = 5, every member) the states it saves
     assert kept - memory.estimate_bytes(load_config(None, sets + ["save_states=no"])) == 8 * members * times * n * (
-        2 * 5 + 5)
+        2 * 5 + 5
+    )
 
 
 def test_estimate_grows_with_the_run(laptop):
@@ -979,7 +1191,9 @@ def test_estimate_grows_with_the_run(laptop):
     e = memory.estimate_bytes(base)
     assert memory.estimate_bytes(base.replace(seeds=64)) > e
     assert memory.estimate_bytes(base.replace(n=512)) > e
-    assert memory.estimate_bytes(base.replace(save_states="yes")) > memory.estimate_bytes(base.replace(save_states="no"))
+    assert memory.estimate_bytes(base.replace(save_states="yes")) > memory.estimate_bytes(
+        base.replace(save_states="no")
+    )
     assert memory.estimate_bytes(base.replace(dtype="float32")) < e
 
 

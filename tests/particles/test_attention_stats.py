@@ -9,9 +9,9 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments import builtin
-from attnflow.experiments.run import plan, runner
-from attnflow.experiments.results import runs as results
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.experiments.results import runs as results
+from attnflow.experiments.run import plan, runner
 from attnflow.particles import attention_stats as ats
 
 N, D = 7, 3
@@ -66,8 +66,11 @@ def test_doubly_stochastic_attention_has_the_uniform_law():
     np.testing.assert_allclose(af.stationary_distribution(A), np.full(N, 1.0 / N), rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("field", [af.SA(3.0, mask="causal"), af.USA(0.5, mask="causal"),
-                                   af.MultiHead.identity(20.0, 3, 6, mask="causal")], ids=["sa", "usa", "heads"])
+@pytest.mark.parametrize(
+    "field",
+    [af.SA(3.0, mask="causal"), af.USA(0.5, mask="causal"), af.MultiHead.identity(20.0, 3, 6, mask="causal")],
+    ids=["sa", "usa", "heads"],
+)
 def test_causal_mask_concentrates_the_law_on_token_one(field):
     x = af.init.uniform(2, 9, field.Q.shape[-1] if isinstance(field, af.MultiHead) else D, batch=3)
     A = jax.vmap(lambda c: af.attention_matrix(field, c))(x)
@@ -102,14 +105,20 @@ def test_entropy_is_stable_at_large_beta():
 def test_wrappers_and_variants_give_the_matrix_their_sublayer_sees():
     sa = af.attention_matrix(af.SA(2.0), X)
     ff = af.FeedForward(np.ones((4, D)), None, np.ones((D, 4)))
-    for field in (af.PreLN(af.SA(2.0)), af.NGPT(af.SA(2.0), 0.5), af.Noisy(af.SA(2.0), 0.3), af.SA(2.0) + ff,
-                  af.MultiHead.identity(2.0, 1, D)):
+    for field in (
+        af.PreLN(af.SA(2.0)),
+        af.NGPT(af.SA(2.0), 0.5),
+        af.Noisy(af.SA(2.0), 0.3),
+        af.SA(2.0) + ff,
+        af.MultiHead.identity(2.0, 1, D),
+    ):
         np.testing.assert_allclose(af.attention_matrix(field, X), sa, atol=1e-15, err_msg=type(field).__name__)
     np.testing.assert_allclose(af.attention_matrix(af.PreLN(af.SA(2.0)), 3.0 * X), sa, atol=1e-15)
     np.testing.assert_allclose(af.attention_matrix(af.USA(2.0), X), sa, atol=1e-15)  # the same random walk
     angles = af.to_angles(X[:, :2] / jnp.linalg.norm(X[:, :2], axis=1, keepdims=True))
-    np.testing.assert_allclose(af.attention_matrix(af.Circle(2.0), angles),
-                               af.attention_matrix(af.SA(2.0), af.from_angles(angles)), atol=1e-15)
+    np.testing.assert_allclose(
+        af.attention_matrix(af.Circle(2.0), angles), af.attention_matrix(af.SA(2.0), af.from_angles(angles)), atol=1e-15
+    )
     A = af.attention_matrix(af.Hardmax(), X)  # mutual nearest neighbours make a periodic chain
     pi = af.stationary_distribution(A)
     assert float(jnp.max(jnp.abs(pi @ A - pi))) < 1e-12 and abs(float(pi.sum()) - 1) < 1e-14
@@ -128,8 +137,20 @@ def test_summary_is_jit_and_vmap_safe():
 
 
 def _run(*sets):
-    return load_config(None, ["n=6", "d=3", "beta=0.5,30", "seeds=2", "t1=25", "n_save=6", "progress=false",
-                              "statistics=pairs,attention", *sets])
+    return load_config(
+        None,
+        [
+            "n=6",
+            "d=3",
+            "beta=0.5,30",
+            "seeds=2",
+            "t1=25",
+            "n_save=6",
+            "progress=false",
+            "statistics=pairs,attention",
+            *sets,
+        ],
+    )
 
 
 def test_attention_statistics_of_a_run(tmp_path):
@@ -154,8 +175,9 @@ def test_attention_statistics_of_a_run(tmp_path):
     # the saved statistics are those of the saved states (β = 30: metastable clusters, gap closed)
     A = af.attention_matrix(af.SA(30.0), result.states()[1, 1, -1])
     np.testing.assert_allclose(result.stats["attention_matrix"][0, 1, 1, -1], A, atol=1e-12)
-    np.testing.assert_allclose(result.stats["stationary_distribution"][0, 1, 1, -1], af.stationary_distribution(A),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        result.stats["stationary_distribution"][0, 1, 1, -1], af.stationary_distribution(A), atol=1e-12
+    )
     assert np.all(result.stats["effective_tokens"][0, 1, :, -1] < n - 1)
     # on disk: named dimensions, and the figure
     out = tmp_path / "run"
@@ -202,17 +224,30 @@ def test_each_field_forms_its_own_matrix_from_the_tokens_as_it_sees_them():
     # the rescaled no-LN form attends with x = e^{tV} z: for V = λI, softmax_j(β e^{2λt}⟨z_i, z_j⟩)
     lam, t = 0.5, 0.8
     rescaled = af.RescaledNoLN(af.SA(2.0, V=lam * np.eye(D)))
-    np.testing.assert_allclose(rescaled.attention_matrix(t, y), _softmax(2.0 * np.exp(2 * lam * t) * y @ y.T),
-                               rtol=0, atol=1e-13)
+    np.testing.assert_allclose(
+        rescaled.attention_matrix(t, y), _softmax(2.0 * np.exp(2 * lam * t) * y @ y.T), rtol=0, atol=1e-13
+    )
     # a sum: the mean of its attention terms' matrices; the feed-forward term has none
     ff = af.FeedForward(np.ones((4, D)), None, np.ones((D, 4)))
     both = af.SA(1.0) + ff + af.SA(3.0)
-    np.testing.assert_allclose(both.attention_matrix(0.0, X), 0.5 * (_softmax(x @ x.T) + _softmax(3.0 * x @ x.T)),
-                               rtol=0, atol=1e-14)
+    np.testing.assert_allclose(
+        both.attention_matrix(0.0, X), 0.5 * (_softmax(x @ x.T) + _softmax(3.0 * x @ x.T)), rtol=0, atol=1e-14
+    )
     np.testing.assert_allclose(af.attention_matrix(both, X), both.attention_matrix(0.0, X), rtol=0, atol=0)
     assert ff.attention_matrix(0.0, X) is None and not ff.has_attention
-    assert all(f.has_attention for f in (af.SA(1.0), af.USA(1.0), both, af.Noisy(af.SA(1.0), 0.1), af.Hardmax(),
-                                         af.Circle(1.0), af.LinearAttention(), af.PreLN(af.SA(1.0))))
+    assert all(
+        f.has_attention
+        for f in (
+            af.SA(1.0),
+            af.USA(1.0),
+            both,
+            af.Noisy(af.SA(1.0), 0.1),
+            af.Hardmax(),
+            af.Circle(1.0),
+            af.LinearAttention(),
+            af.PreLN(af.SA(1.0)),
+        )
+    )
     with pytest.raises(ValueError, match="FeedForward has no attention matrix"):
         af.attention_matrix(ff, X)
     with pytest.raises(ValueError, match="signed"):
@@ -223,7 +258,8 @@ def test_kernel_logits_are_those_of_the_field_own_kernel():
     rng = np.random.default_rng(4)
     Q, K = rng.normal(size=(D, D)), rng.normal(size=(D, D))
     x = np.asarray(X)
-    np.testing.assert_allclose(af.SA(2.0, Q=Q, K=K).kernel_logits(X), 2.0 * (x @ Q.T) @ (x @ K.T).T,
-                               rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(
+        af.SA(2.0, Q=Q, K=K).kernel_logits(X), 2.0 * (x @ Q.T) @ (x @ K.T).T, rtol=1e-13, atol=1e-13
+    )
     np.testing.assert_allclose(af.USA(0.5).kernel_logits(X), 0.5 * x @ x.T, rtol=0, atol=1e-15)
     assert af.PreLN(af.SA(2.0)).kernel_logits(X) is None and af.Hardmax().kernel_logits(X) is None

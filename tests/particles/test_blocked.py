@@ -11,8 +11,11 @@ from attnflow.particles import blocked
 
 def _weights(d: int, k: int, seed: int = 0):
     keys = jax.random.split(jax.random.key(seed), 3)
-    return dict(Q=jax.random.normal(keys[0], (k, d)) / np.sqrt(d), K=jax.random.normal(keys[1], (k, d)) / np.sqrt(d),
-                V=jax.random.normal(keys[2], (d, d)) / np.sqrt(d))
+    return dict(
+        Q=jax.random.normal(keys[0], (k, d)) / np.sqrt(d),
+        K=jax.random.normal(keys[1], (k, d)) / np.sqrt(d),
+        V=jax.random.normal(keys[2], (d, d)) / np.sqrt(d),
+    )
 
 
 FIELDS = [("sa", {}), ("usa", {}), ("usa", {"time": "rescaled"})]
@@ -76,8 +79,9 @@ def test_simulate_ensemble_through_the_blocked_path():
 def test_forward_derivative_matches_dense():
     x = af.init.uniform(4, 40, 4)
     tangent = jax.random.normal(jax.random.key(9), x.shape)
-    dense, tiles = jax.jit(lambda y, dy: [jax.jvp(lambda z: af.SA(3.0, block=b)(0.0, z), (y,), (dy,))[1]
-                                         for b in (None, 16)])(x, tangent)
+    dense, tiles = jax.jit(
+        lambda y, dy: [jax.jvp(lambda z, b=b: af.SA(3.0, block=b)(0.0, z), (y,), (dy,))[1] for b in (None, 16)]
+    )(x, tangent)
     np.testing.assert_allclose(tiles, dense, atol=1e-12)
 
 
@@ -133,8 +137,10 @@ def test_fused_kernel_refuses_what_it_cannot_compute():
     assert blocked.resolve_kernel("auto", True, jnp.float32) == ("fused" if jax.default_backend() != "cpu" else "xla")
 
 
-@pytest.mark.parametrize("kwargs,message", [({"block": 0}, "block"), ({"block": "big"}, "block"),
-                                            ({"block": 2.5}, "block"), ({"kernel": "cudnn"}, "kernel")])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [({"block": 0}, "block"), ({"block": "big"}, "block"), ({"block": 2.5}, "block"), ({"kernel": "cudnn"}, "kernel")],
+)
 def test_bad_options(kwargs, message):
     with pytest.raises(ValueError, match=message):
         af.SA(1.0, **kwargs)

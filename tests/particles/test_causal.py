@@ -64,8 +64,11 @@ def test_token_one_attends_only_to_itself():
     assert float(jnp.max(jnp.abs(multihead()(0.0, x)[0]))) < 1e-15
 
 
-@pytest.mark.parametrize("field", [af.SA(2.0, Q[0], K[0], mask="causal"), USA(2.0, Q[0], K[0], mask="causal"),
-                                   multihead()], ids=["sa", "usa", "multihead"])
+@pytest.mark.parametrize(
+    "field",
+    [af.SA(2.0, Q[0], K[0], mask="causal"), USA(2.0, Q[0], K[0], mask="causal"), multihead()],
+    ids=["sa", "usa", "multihead"],
+)
 def test_tokens_do_not_see_the_future(field):
     x = X0[0]
     moved = x.at[5:].set(x[5:] @ jnp.asarray(np.linalg.qr(np.random.default_rng(0).normal(size=(D, D)))[0]))

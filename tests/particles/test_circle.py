@@ -122,15 +122,23 @@ def test_exp2_is_within_three_ulp_and_keeps_nan():
     from attnflow.particles.circle import exp2
 
     rng = np.random.default_rng(1)
-    y = np.concatenate([rng.uniform(-126.0, 0.0, 400_000), rng.uniform(0.0, 127.0, 20_000),
-                        np.arange(-126, 128), [-1e-30, 1e-7, -0.5, 0.5]]).astype(np.float32)
+    y = np.concatenate(
+        [
+            rng.uniform(-126.0, 0.0, 400_000),
+            rng.uniform(0.0, 127.0, 20_000),
+            np.arange(-126, 128),
+            [-1e-30, 1e-7, -0.5, 0.5],
+        ]
+    ).astype(np.float32)
     got = np.asarray(exp2(jnp.asarray(y)), np.float64)
     # relative to the float32 input's exact power of two: the polynomial's 1.2e-7 and its rounding
     assert np.max(np.abs(got / np.exp2(y.astype(np.float64)) - 1.0)) <= 3 * np.finfo(np.float32).eps
-    np.testing.assert_array_equal(exp2(jnp.asarray(np.arange(-126, 128), jnp.float32)),
-                                  np.exp2(np.arange(-126, 128, dtype=np.float64)).astype(np.float32))
+    np.testing.assert_array_equal(
+        exp2(jnp.asarray(np.arange(-126, 128), jnp.float32)),
+        np.exp2(np.arange(-126, 128, dtype=np.float64)).astype(np.float32),
+    )
     below = np.asarray(exp2(jnp.asarray([-126.5, -200.0, -np.inf], jnp.float32)))
-    assert np.all(below <= np.float32(2.0 ** -126)) and np.all(below >= 0.0)
+    assert np.all(below <= np.float32(2.0**-126)) and np.all(below >= 0.0)
     assert np.isnan(exp2(jnp.asarray([np.nan], jnp.float32))).all()
     y64 = jnp.asarray([-3.25, 0.0, 1.5])
     np.testing.assert_array_equal(exp2(y64), jnp.exp2(y64))
@@ -141,16 +149,22 @@ def test_float32_weights_by_exp2_give_the_float64_velocities_to_float32_precisio
     for beta in (0.1, 4.0, 9.0, 50.0):
         for model in ("sa", "usa-rescaled"):
             field = Circle(beta, model)
-            v64 = np.asarray(jax.vmap(lambda th: field(0.0, th))(jnp.asarray(theta)))
-            v32 = np.asarray(jax.vmap(lambda th: field(0.0, th))(jnp.asarray(theta, jnp.float32)))
+            v64 = np.asarray(jax.vmap(lambda th, field=field: field(0.0, th))(jnp.asarray(theta)))
+            v32 = np.asarray(jax.vmap(lambda th, field=field: field(0.0, th))(jnp.asarray(theta, jnp.float32)))
             assert v32.dtype == np.float32
             # the angles' own rounding (≈ 3e-7 at |θ| ≤ π) times β bounds what float32 can give
             tol = 2e-6 * max(1.0, beta)
             np.testing.assert_allclose(v32, v64, atol=tol * max(1.0, np.abs(v64).max()))
 
 
-@pytest.mark.parametrize("method", [dict(solver="rk4", dt=0.05), dict(solver="rk4", dt=0.05, dense=True),
-                                    dict(solver="tsit5", rtol=1e-10, atol=1e-12)])
+@pytest.mark.parametrize(
+    "method",
+    [
+        dict(solver="rk4", dt=0.05),
+        dict(solver="rk4", dt=0.05, dense=True),
+        dict(solver="tsit5", rtol=1e-10, atol=1e-12),
+    ],
+)
 @pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
 def test_stopping_at_consensus_in_angles_is_stopping_in_the_plane(method):
     # the consensus test reads the tokens' directions (cos θ, sin θ), not the angles as vectors in R¹
@@ -188,8 +202,13 @@ def test_queue_in_angles_gives_diffrax_events_and_saves():
     members = 80
     beta = np.linspace(0.5, 4.0, members)
     x0 = np.asarray(to_angles(af.init.uniform(2, N, 2, batch=members)))
-    common = dict(ts=np.linspace(0.0, 8.0, 33), rtol=1e-9, atol=1e-12, stop_when_clustered=1e-3,
-                  save=lambda t, th: af.clustered_fraction_of_angles(th, 1e-2))
+    common = dict(
+        ts=np.linspace(0.0, 8.0, 33),
+        rtol=1e-9,
+        atol=1e-12,
+        stop_when_clustered=1e-3,
+        save=lambda t, th: af.clustered_fraction_of_angles(th, 1e-2),
+    )
     q = af.simulate(Circle(beta), x0, 8.0, **common)
     ref = af.simulate(Circle(beta), x0, 8.0, group_size=0, **common)
     ev, ev_ref = np.asarray(q.t_event), np.asarray(ref.t_event)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.run import runner
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.experiments.run import runner
 from attnflow.particles.coalesce import representatives, settler
 from attnflow.particles.sphere import project
 
@@ -55,12 +55,23 @@ def test_coalescing_removes_the_stiffness_of_usa_clusters():
 
 
 def test_the_coalesce_key_wraps_the_field_and_refuses_off_sphere_norms():
-    small = {"model": "usa", "n": 8, "d": 2, "beta": [6.0], "seeds": 2, "t1": 2.0, "n_save": 3, "solver": "tsit5",
-             "progress": False}
+    small = {
+        "model": "usa",
+        "n": 8,
+        "d": 2,
+        "beta": [6.0],
+        "seeds": 2,
+        "t1": 2.0,
+        "n_save": 3,
+        "solver": "tsit5",
+        "progress": False,
+    }
     plain = runner.run(load_config(small))
     merged = runner.run(load_config({**small, "coalesce": 1e-12}))
     assert merged.steps.max() * 2 < plain.steps.min()  # the coalesced field was built and used
-    np.testing.assert_array_equal(merged.stats["clustered_fraction"][..., -1], plain.stats["clustered_fraction"][..., -1])
+    np.testing.assert_array_equal(
+        merged.stats["clustered_fraction"][..., -1], plain.stats["clustered_fraction"][..., -1]
+    )
     with pytest.raises(ConfigError, match="coalesce"):
         load_config({**small, "coalesce": 1e-12, "norm": "pre"})
     with pytest.raises(ValueError, match="eps"):
@@ -81,7 +92,7 @@ def test_merges_are_kept_by_every_solver(solver, extra):
     gap = 0.5 * np.sum((merged[:, 5] - merged[:, 1]) ** 2, axis=-1)
     joined = np.flatnonzero(gap == 0.0)
     assert joined.size and joined[0] > 0, gap  # apart at first, then merged
-    assert (gap[joined[0]:] == 0.0).all(), gap  # and never split again
+    assert (gap[joined[0] :] == 0.0).all(), gap  # and never split again
     # the other tokens move as in the exact flow, up to the √(2ε) move of the merge
     others = np.arange(12) != 5
     np.testing.assert_allclose(merged[:, others], plain[:, others], atol=2 * np.sqrt(2e-10))

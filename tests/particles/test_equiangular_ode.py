@@ -142,8 +142,13 @@ def test_hitting_time_matches_event_time(model, n, beta, rho0, delta):
 
     event.terminal = True
     sol = solve_ivp(
-        lambda t, y: literal_rhs(y, beta, n, model), (0.0, 1e4), [rho0], method="DOP853",
-        rtol=1e-13, atol=1e-15, events=event,
+        lambda t, y: literal_rhs(y, beta, n, model),
+        (0.0, 1e4),
+        [rho0],
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-15,
+        events=event,
     )
     want = sol.t_events[0][0]
     got = float(hitting_time(beta, n, delta, rho0, model))
@@ -241,8 +246,15 @@ def test_particles_stay_equiangular_and_follow_the_ode(model, beta):
     field = make(model, beta)
     rhs = jax.jit(lambda x: field(0.0, x.reshape(n, d)).ravel())
     ts = np.linspace(0.0, 3.0, 7)
-    sol = solve_ivp(lambda t, y: np.asarray(rhs(jnp.asarray(y))), (0, 3.0), x0.ravel(),
-                    method="DOP853", rtol=1e-12, atol=1e-14, t_eval=ts)
+    sol = solve_ivp(
+        lambda t, y: np.asarray(rhs(jnp.asarray(y))),
+        (0, 3.0),
+        x0.ravel(),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14,
+        t_eval=ts,
+    )
     g = np.asarray(inner_products(jnp.asarray(sol.y.T.reshape(-1, n, d))))
     off = g[:, ~np.eye(n, dtype=bool)]
     want = np.asarray(equiangular(beta, n, ts, rho0, model))

@@ -20,8 +20,11 @@ X = af.init.uniform(1, N, D)
 def mlp(seed, m=M, d=D, scale=1.0):
     """Generic feed-forward weights a (m, d), b (m,), w (d, m)."""
     ka, kb, kw = jax.random.split(jax.random.key(seed), 3)
-    return (jax.random.normal(ka, (m, d)), jax.random.normal(kb, (m,)),
-            scale * jax.random.normal(kw, (d, m)) / np.sqrt(m))
+    return (
+        jax.random.normal(ka, (m, d)),
+        jax.random.normal(kb, (m,)),
+        scale * jax.random.normal(kw, (d, m)) / np.sqrt(m),
+    )
 
 
 NUMPY_ACTIVATIONS = {

@@ -26,26 +26,34 @@ def naive_field(x, beta, Q=None, K=None, V=None, normalized=True, rescaled=False
 @jax.jit
 def _three_fields(x, beta, mats):
     # one compiled program per example's shapes (eager evaluation would compile each operation anew)
-    return (af.SA(beta, **mats)(0.0, x), af.USA(beta, **mats)(0.0, x),
-            af.USA(beta, time="rescaled", **mats)(0.0, x))
+    return (af.SA(beta, **mats)(0.0, x), af.USA(beta, **mats)(0.0, x), af.USA(beta, time="rescaled", **mats)(0.0, x))
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**16), n=st.integers(1, 12), d=st.integers(2, 6), beta=st.floats(0.0, 8.0),
-       general=st.booleans())
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 12),
+    d=st.integers(2, 6),
+    beta=st.floats(0.0, 8.0),
+    general=st.booleans(),
+)
 def test_fields_match_the_formula_and_are_tangent(seed, n, d, beta, general):
     keys = jax.random.split(jax.random.key(seed), 4)
     x = af.init.uniform(keys[0], n, d)
     mats = {}
     if general:
         k = max(1, d - 1)
-        mats = dict(Q=jax.random.normal(keys[1], (k, d)) / np.sqrt(d), K=jax.random.normal(keys[2], (k, d)) / np.sqrt(d),
-                    V=jax.random.normal(keys[3], (d, d)) / np.sqrt(d))
+        mats = dict(
+            Q=jax.random.normal(keys[1], (k, d)) / np.sqrt(d),
+            K=jax.random.normal(keys[2], (k, d)) / np.sqrt(d),
+            V=jax.random.normal(keys[3], (d, d)) / np.sqrt(d),
+        )
     sa, usa, usa_r = _three_fields(x, beta, mats)
     np.testing.assert_allclose(sa, naive_field(x, beta, **mats), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(usa, naive_field(x, beta, normalized=False, **mats), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(usa_r, naive_field(x, beta, normalized=False, rescaled=True, **mats),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        usa_r, naive_field(x, beta, normalized=False, rescaled=True, **mats), rtol=1e-10, atol=1e-12
+    )
     # every velocity is tangent to the sphere at its particle
     for v in (sa, usa, usa_r):
         np.testing.assert_allclose(jnp.sum(v * x, -1), 0.0, atol=1e-12 * (1 + float(jnp.max(jnp.abs(v)))))
@@ -56,8 +64,12 @@ def test_rescaled_usa_is_the_glpr_field_slowed_by_e_minus_beta():
     for beta in (0.5, 3.0, 20.0):
         glpr = af.USA(beta)(0.0, x)
         # the tangent projection cancels digits in small components: compare relative to the largest
-        np.testing.assert_allclose(af.USA(beta, time="rescaled")(0.0, x), np.exp(-beta) * glpr,
-                                   rtol=1e-10, atol=1e-14 * np.exp(-beta) * float(jnp.max(jnp.abs(glpr))))
+        np.testing.assert_allclose(
+            af.USA(beta, time="rescaled")(0.0, x),
+            np.exp(-beta) * glpr,
+            rtol=1e-10,
+            atol=1e-14 * np.exp(-beta) * float(jnp.max(jnp.abs(glpr))),
+        )
 
 
 def test_at_beta_zero_sa_and_usa_coincide():
@@ -74,8 +86,10 @@ def test_huge_beta_is_finite_and_exact(dtype, beta):
     if np.finfo(np.longdouble).maxexp < 16000:
         pytest.skip("no extended-precision long double on this platform")
     w = np.exp(beta * (xl @ xl.T))
-    for field, weights in ((af.SA(beta), w / w.sum(1, keepdims=True)),
-                           (af.USA(beta, time="rescaled"), w * np.exp(-np.longdouble(beta)) / 32)):
+    for field, weights in (
+        (af.SA(beta), w / w.sum(1, keepdims=True)),
+        (af.USA(beta, time="rescaled"), w * np.exp(-np.longdouble(beta)) / 32),
+    ):
         v = field(0.0, x)
         assert v.dtype == jnp.dtype(dtype)
         assert bool(jnp.all(jnp.isfinite(v)))

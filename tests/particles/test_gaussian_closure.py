@@ -62,7 +62,10 @@ def test_rank_is_preserved_and_rank_one_follows_its_vector():
     w, h = w0.copy(), 1e-4
     for _ in range(5000):
         f = lambda u: (u @ A @ u) * (V @ u)
-        k1 = f(w); k2 = f(w + h / 2 * k1); k3 = f(w + h / 2 * k2); k4 = f(w + h * k3)
+        k1 = f(w)
+        k2 = f(w + h / 2 * k1)
+        k3 = f(w + h / 2 * k2)
+        k4 = f(w + h * k3)
         w = w + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
     np.testing.assert_allclose(sol.cov[-1], np.outer(w, w), atol=1e-10)
     assert np.all(np.linalg.eigvalsh(sol.cov)[:, :2] < 1e-12)
@@ -93,8 +96,14 @@ def test_affine_velocity_is_the_mean_field_of_samples(kind):
         A, Vs = gc.attention_kernels(beta, Q, K), V[None]
         B = beta * (K.T @ K)[None]
         field = {"sa": af.SA, "sinkhorn": af.Sinkhorn}.get(kind, af.SA)(beta, Q, K, V)
-    b, L = gc.affine_velocity(jnp.asarray(m0), jnp.asarray(S0), jnp.asarray(A), jnp.asarray(Vs),
-                              "sa" if kind == "multihead" else kind, jnp.asarray(B))
+    b, L = gc.affine_velocity(
+        jnp.asarray(m0),
+        jnp.asarray(S0),
+        jnp.asarray(A),
+        jnp.asarray(Vs),
+        "sa" if kind == "multihead" else kind,
+        jnp.asarray(B),
+    )
     errors = []
     for n in (400, 3200):
         x = gc.gaussian_sample(np.random.default_rng(n), n, m0, S0)
@@ -124,8 +133,15 @@ def test_particles_follow_the_closure_at_the_inverse_square_root_rate():
     errors = []
     for n in sizes:
         x0 = gc.gaussian_sample(np.random.default_rng([7, n]), n, m0, S0, (replicas,))
-        sol = af.simulate(af.NoLN(af.SA(beta, Q, K, V)), x0, t1, ts=ts, solver="rk4", dt=0.1,
-                          save=lambda t, x: {"cov": (x - x.mean(0)).T @ (x - x.mean(0)) / x.shape[0]})
+        sol = af.simulate(
+            af.NoLN(af.SA(beta, Q, K, V)),
+            x0,
+            t1,
+            ts=ts,
+            solver="rk4",
+            dt=0.1,
+            save=lambda t, x: {"cov": (x - x.mean(0)).T @ (x - x.mean(0)) / x.shape[0]},
+        )
         cov = np.asarray(sol.stats["cov"])[:, -1]
         errors.append(np.linalg.norm(cov - closure.cov[-1], axis=(-1, -2)) / np.linalg.norm(closure.cov[-1]))
     slope = fitted_slope(sizes, np.array(errors))
@@ -299,14 +315,21 @@ def test_the_experiment_counts_failed_solves_apart(monkeypatch):
     def member(a):
         return np.asarray(a, dtype=float)[None, None, None]
 
-    stats = {"closure_error": member(np.full((len(config.particle_counts), config.replicas, 2), 0.01)),
-             "collapse_particles": member([[0.01, 1.0]]), "collapse_closure": member([[0.01, 1.0]]),
-             "rank_counts": member(counts), "rank_failed": member(failed), "rank_bound": member(bound),
-             "identity_limit_error": member([0.0])}
+    stats = {
+        "closure_error": member(np.full((len(config.particle_counts), config.replicas, 2), 0.01)),
+        "collapse_particles": member([[0.01, 1.0]]),
+        "collapse_closure": member([[0.01, 1.0]]),
+        "rank_counts": member(counts),
+        "rank_failed": member(failed),
+        "rank_bound": member(bound),
+        "identity_limit_error": member([0.0]),
+    }
     checks = {c.name: c for c in experiment.checks(SimpleNamespace(config=config, stats=stats))}
     (total,) = [c for name, c in checks.items() if name.startswith("limit ranks: closure solves that failed")]
     assert total.measured == "8" and not total.passed
-    assert checks["d = 3, V = I: settled limits of rank d − rank A = 2"].measured == "0 of 0 settled (4 draws, 4 failed)"
+    assert (
+        checks["d = 3, V = I: settled limits of rank d − rank A = 2"].measured == "0 of 0 settled (4 draws, 4 failed)"
+    )
 
 
 def test_sinkhorn_with_a_rank_one_kernel_is_stepped_implicitly():

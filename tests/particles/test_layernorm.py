@@ -50,12 +50,15 @@ def reduced(scheme, ts, n=N, beta=BETA, alpha=1.0, rho0=0.0):
         b = np.exp(-beta * w) * a
         radial = a + (n - 1) * b * rho
         norm_a = np.sqrt(a * a + 2 * (n - 1) * a * b * rho + (n - 1) * b * b * (1 + (n - 2) * rho))
-        s, dr = {"post": (1.0, 0.0), "pre": (1.0 / r, radial), "peri": (1.0 / (r * norm_a), radial / norm_a),
-                 "ngpt": (alpha / norm_a, 0.0)}[scheme]
+        s, dr = {
+            "post": (1.0, 0.0),
+            "pre": (1.0 / r, radial),
+            "peri": (1.0 / (r * norm_a), radial / norm_a),
+            "ngpt": (alpha / norm_a, 0.0),
+        }[scheme]
         return [-2.0 * s * b * (n - (n - 1) * w), dr]
 
-    sol = solve_ivp(rhs, (0.0, ts[-1]), [np.log(1.0 - rho0), 1.0], t_eval=ts, method="DOP853",
-                    rtol=1e-13, atol=1e-13)
+    sol = solve_ivp(rhs, (0.0, ts[-1]), [np.log(1.0 - rho0), 1.0], t_eval=ts, method="DOP853", rtol=1e-13, atol=1e-13)
     return np.exp(sol.y[0]), sol.y[1]
 
 
@@ -77,6 +80,7 @@ def exp_rate(ts, gap, lo, hi):
 
 
 # -- Post-LN: the sphere model, 1 − ρ ~ e^{−2t} -----------------------------------------------
+
 
 def test_post_ln_is_the_sphere_model():
     x = af.init.uniform(1, 6, 3)
@@ -100,6 +104,7 @@ def test_post_ln_equiangular_decays_exponentially_at_rate_two():
 
 
 # -- Pre-LN: norms grow like t, 1 − ρ ~ C/t² -------------------------------------------------
+
 
 def test_pre_ln_equiangular_decays_like_t_to_the_minus_two():
     ts = np.geomspace(0.5, 2000.0, 49)
@@ -141,6 +146,7 @@ def test_pre_ln_moves_directions_by_p_theta_a_over_r():
 
 # -- peri-LN ------------------------------------------------------------------------------------
 
+
 def test_peri_ln_unit_speed_and_power_law_clustering():
     x = 2.0 * af.init.uniform(3, N, D)
     v = PeriLN(af.SA(1.0))(0.0, x)
@@ -161,6 +167,7 @@ def test_peri_ln_unit_speed_and_power_law_clustering():
 
 
 # -- nGPT -----------------------------------------------------------------------------------------
+
 
 def test_ngpt_has_the_direction_of_sa_and_speed_at_most_alpha():
     x = af.init.uniform(4, N, D)
@@ -199,6 +206,7 @@ def test_ngpt_equiangular_rate_two_alpha_and_clustering():
 
 
 # -- no layer norm, and its rescaled form --------------------------------------------------------
+
 
 def naive_rescaled(z, t, beta, Q, K, V):
     """ż_i = Σ_j A_ij(e^{tV} z) V (z_j − z_i), [GLPR] §9, in NumPy with scipy's expm."""
@@ -283,6 +291,7 @@ def test_rescaled_tokens_converge_to_the_vertices_of_a_polytope(d):
 
 
 # -- wiring --------------------------------------------------------------------------------------
+
 
 def test_wrappers_validate_and_carry_ensembles():
     with pytest.raises(ValueError, match="attention field"):

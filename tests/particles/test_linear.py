@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.run import runner
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.experiments.run import runner
 
 N, D = 6, 3
 X0 = af.init.uniform(1, N, D)
@@ -78,8 +78,10 @@ def test_least_squares_tends_to_linear_attention_like_one_over_alpha():
     Q, K, V = rng.normal(size=(k, D)), rng.normal(size=(k, D)) / 4, rng.normal(size=(D, D))
     linear = np.asarray(af.LinearAttention(Q, K, V).drift(0.0, X0))
     alphas = np.array([1e2, 1e3, 1e4])
-    errs = [float(np.max(np.abs(a / N * np.asarray(af.LeastSquaresAttention(a, Q, K, V).drift(0.0, X0)) - linear)))
-            for a in alphas]
+    errs = [
+        float(np.max(np.abs(a / N * np.asarray(af.LeastSquaresAttention(a, Q, K, V).drift(0.0, X0)) - linear)))
+        for a in alphas
+    ]
     slope = np.polyfit(np.log(alphas), np.log(errs), 1)[0]
     assert abs(slope + 1.0) < 0.02, (errs, slope)
     # the O(1/α) term exactly: α(K_XᵀK_X + αI)⁻¹ = I − K_XᵀK_X/α + O(α⁻²)
@@ -89,8 +91,11 @@ def test_least_squares_tends_to_linear_attention_like_one_over_alpha():
     resid = a * (a / N * np.asarray(af.LeastSquaresAttention(a, Q, K, V).drift(0.0, X0)) - linear)
     assert np.max(np.abs(resid - lead)) < 1e-3 * np.max(np.abs(lead))
     # the velocities on the sphere converge alike (P_x is linear)
-    np.testing.assert_allclose(1e6 / N * np.asarray(af.LeastSquaresAttention(1e6, Q, K, V)(0.0, X0)),
-                               af.LinearAttention(Q, K, V)(0.0, X0), atol=1e-5)
+    np.testing.assert_allclose(
+        1e6 / N * np.asarray(af.LeastSquaresAttention(1e6, Q, K, V)(0.0, X0)),
+        af.LinearAttention(Q, K, V)(0.0, X0),
+        atol=1e-5,
+    )
 
 
 def test_least_squares_as_alpha_vanishes_is_the_least_squares_fit():
@@ -131,15 +136,23 @@ def test_weights_match_the_fast_evaluation_and_elu_sum_is_stochastic():
 def test_sums_with_softmax_attention_run_as_ensembles_on_the_sphere():
     betas = jnp.array([0.5, 2.0, 6.0])
     alphas = jnp.array([0.5, 1.0, 2.0])
-    field = (af.SA(betas) + af.LinearAttention(normalize="sum", feature="elu")
-             + af.LeastSquaresAttention(alphas) + af.MultiHead.identity(1.0, 3, D))
+    field = (
+        af.SA(betas)
+        + af.LinearAttention(normalize="sum", feature="elu")
+        + af.LeastSquaresAttention(alphas)
+        + af.MultiHead.identity(1.0, 3, D)
+    )
     ts = np.linspace(0.0, 2.0, 5)
     sol = af.simulate(field, X0, 2.0, ts=ts, solver="rk4", dt=0.02)
     assert sol.xs.shape == (3, 5, N, D)
     assert float(af.particles.norm_error(sol.xs)) < 1e-12
     for m in (0, 2):
-        one = af.SA(float(betas[m])) + af.LinearAttention(normalize="sum", feature="elu") + \
-            af.LeastSquaresAttention(float(alphas[m])) + af.MultiHead.identity(1.0, 3, D)
+        one = (
+            af.SA(float(betas[m]))
+            + af.LinearAttention(normalize="sum", feature="elu")
+            + af.LeastSquaresAttention(float(alphas[m]))
+            + af.MultiHead.identity(1.0, 3, D)
+        )
         np.testing.assert_allclose(sol.xs[m], af.simulate(one, X0, 2.0, ts=ts, solver="rk4", dt=0.02).xs, atol=1e-11)
     # per-member Q, K, V stacks, and the layer-norm wrappers
     stack = np.random.default_rng(3).normal(size=(3, D, D))
@@ -150,15 +163,17 @@ def test_sums_with_softmax_attention_run_as_ensembles_on_the_sphere():
 
 
 def _config(*sets):
-    return load_config(None, [f"n={N}", f"d={D}", "t1=1", "n_save=3", "seeds=2", "progress=false",
-                              "solver=rk4", "dt=0.05", *sets])
+    return load_config(
+        None, [f"n={N}", f"d={D}", "t1=1", "n_save=3", "seeds=2", "progress=false", "solver=rk4", "dt=0.05", *sets]
+    )
 
 
 def test_configs_build_and_run_the_new_models():
     field = runner.build_field(_config("model=least_squares", "alpha=3"), np.array([1.0]), np.array([0]), D)
     assert isinstance(field, af.LeastSquaresAttention) and float(field.alpha) == 3.0
-    field = runner.build_field(_config("model=linear", "linear_normalize=sum", "linear_feature=elu"),
-                               np.array([1.0]), np.array([0]), D)
+    field = runner.build_field(
+        _config("model=linear", "linear_normalize=sum", "linear_feature=elu"), np.array([1.0]), np.array([0]), D
+    )
     assert isinstance(field, af.LinearAttention) and field.normalize == "sum" and field.feature == "elu"
     # random weights per member, and no layer norm
     field = runner.build_field(_config("model=linear", "weights=ginibre", "norm=none"), np.ones(2), np.arange(2), D)
@@ -168,12 +183,15 @@ def test_configs_build_and_run_the_new_models():
     assert np.all(np.isfinite(result.stats["mean_inner_product"]))
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["model=linear", "heads=3"], "model 'linear' takes no heads"),
-    (["model=least_squares", "mask=causal"], "model 'least_squares' takes no mask"),
-    (["model=least_squares", "alpha=-1"], "alpha must be"),
-    (["model=linear", "linear_normalize=max"], "linear_normalize must be one of"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["model=linear", "heads=3"], "model 'linear' takes no heads"),
+        (["model=least_squares", "mask=causal"], "model 'least_squares' takes no mask"),
+        (["model=least_squares", "alpha=-1"], "alpha must be"),
+        (["model=linear", "linear_normalize=max"], "linear_normalize must be one of"),
+    ],
+)
 def test_meaningless_combinations_are_refused(extra, message):
     with pytest.raises(ConfigError, match=message):
         _config(*extra)

@@ -4,8 +4,13 @@ token arrays, and its three limits as n → ∞ (1 below γ_c = 1/(1 − ρ), 4�
 import numpy as np
 import pytest
 
-from attnflow.particles.long_context import (attention_layer, critical_gamma, equiangular_layer, equiangular_tokens,
-                                             layer_limit)
+from attnflow.particles.long_context import (
+    attention_layer,
+    critical_gamma,
+    equiangular_layer,
+    equiangular_tokens,
+    layer_limit,
+)
 
 
 def cosine_of_tokens(n, rho, beta, residual=0.0, **kw):

@@ -43,11 +43,15 @@ def test_position_weights_sum_to_one_and_the_first_row_is_empty():
     assert np.all(w[0] == 0) and np.all(np.triu(w) == 0)
     np.testing.assert_allclose(w, lim.decay_weights(9, 0.3 * 9), rtol=1e-14)
     # slope 0: the mean over the earlier tokens, with a finite derivative in the slope there
-    flat = np.exp(np.asarray(af.USA(1.0, mask="causal", positional="decay", alibi_slope=0.0)
-                             .position_bias(5, jnp.float64)))
+    flat = np.exp(
+        np.asarray(af.USA(1.0, mask="causal", positional="decay", alibi_slope=0.0).position_bias(5, jnp.float64))
+    )
     np.testing.assert_allclose(flat[4, :4], 0.25, rtol=1e-15)
-    grad = jax.grad(lambda m: jnp.exp(af.USA(1.0, mask="causal", positional="decay", alibi_slope=m)
-                                      .position_bias(5, jnp.float64))[4, 0])(0.0)
+    grad = jax.grad(
+        lambda m: jnp.exp(af.USA(1.0, mask="causal", positional="decay", alibi_slope=m).position_bias(5, jnp.float64))[
+            4, 0
+        ]
+    )(0.0)
     assert np.isfinite(grad) and grad < 0  # a larger slope weighs the farthest token less
     # the attention matrix of such a field: rows over their sums, the first row zero
     x = np.random.default_rng(0).normal(size=(6, 3))
@@ -64,7 +68,7 @@ def test_configuration_takes_decay_for_usa_only():
 
 def test_psi_is_the_series_and_a_bessel_function():
     for c, y in ((0.7, 2.3), (3.0, 0.01), (0.05, 40.0), (2.0, 0.0)):
-        series = sum(c ** (k + 1) * y ** k / (math.factorial(k) * math.factorial(k + 1)) for k in range(80))
+        series = sum(c ** (k + 1) * y**k / (math.factorial(k) * math.factorial(k + 1)) for k in range(80))
         np.testing.assert_allclose(lim.psi(c, y), series, rtol=1e-13)
 
 
@@ -84,7 +88,7 @@ def test_mode_rates_are_n_squared_bessel():
     from scipy.special import iv
 
     n = np.arange(1, 21)
-    np.testing.assert_allclose(lim.mode_rates(1.7), n ** 2 * iv(n, 1.7), rtol=1e-12)
+    np.testing.assert_allclose(lim.mode_rates(1.7), n**2 * iv(n, 1.7), rtol=1e-12)
 
 
 def test_minimum_moves_to_the_end_and_stays_there_past_t_crit():
@@ -118,11 +122,12 @@ def test_particles_follow_the_linear_response_within_monte_carlo_error():
     mean, error = lim.soft_accuracy(np.arctan2(xs[:, -1, :, 1], xs[:, -1, :, 0]), theta0)
     expected = lim.discrete_profile(n, t, 1.0, 1.0)
     z = (mean - expected) / error
-    assert np.max(np.abs(z)) < 4.5 and np.sqrt(np.mean(z ** 2)) < 1.6
+    assert np.max(np.abs(z)) < 4.5 and np.sqrt(np.mean(z**2)) < 1.6
     # the control variate: without it, the error would be several times larger
     w, k = lim.mode_weights(8.0), np.arange(1, 21)
-    raw = n * np.sum(w * np.cos(k * (np.arctan2(xs[:, -1, -1:, 1], xs[:, -1, -1:, 0])[..., None]
-                                    - theta0[:, :-1, None])), -1)
+    raw = n * np.sum(
+        w * np.cos(k * (np.arctan2(xs[:, -1, -1:, 1], xs[:, -1, -1:, 0])[..., None] - theta0[:, :-1, None])), -1
+    )
     assert np.median(raw.std(0) / np.sqrt(runs)) > 3 * np.median(error)
 
 
@@ -138,6 +143,8 @@ def test_reference_run_at_the_experiments_step_is_the_papers_step():
     """RK4 at dt = 0.025 (the experiment) and at the paper's 0.0025 agree to 1e-8 over t ∈ [0, 10]."""
     theta, _ = lim.cluster_start(64, 17)
     x0 = np.stack([np.cos(theta), np.sin(theta)], 1)
-    ends = [np.asarray(af.simulate(decay_field(1.0, 64, 1.0), x0, 10.0, solver="rk4", dt=dt).xs[-1])
-            for dt in (0.025, 0.0025)]
+    ends = [
+        np.asarray(af.simulate(decay_field(1.0, 64, 1.0), x0, 10.0, solver="rk4", dt=dt).xs[-1])
+        for dt in (0.025, 0.0025)
+    ]
     assert np.max(np.abs(ends[0] - ends[1])) < 1e-8

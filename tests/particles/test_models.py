@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.run import memory, fields as config_models, preflight, runner
-from attnflow.experiments.config import KEYS, MODELS as MODEL_CHOICES, ConfigError, load_config
+from attnflow.experiments.config import KEYS, ConfigError, load_config
+from attnflow.experiments.config import MODELS as MODEL_CHOICES
+from attnflow.experiments.run import fields as config_models
+from attnflow.experiments.run import memory, preflight, runner
 from attnflow.particles import models
 from attnflow.particles.fields import KERNEL_MODELS, ensemble_axes
 
@@ -115,8 +117,11 @@ def test_dense_only_models_are_counted_with_the_full_attention():
 
 
 def test_a_refused_model_key_names_the_models_that_take_it():
-    with pytest.raises(ConfigError, match=r"model 'hardmax' takes no mask .* it takes weights, value: .*"
-                                          r"\('sa', 'usa' or 'usa-rescaled'\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"model 'hardmax' takes no mask .* it takes weights, value: .*"
+        r"\('sa', 'usa' or 'usa-rescaled'\)",
+    ):
         load_config(None, ["model=hardmax", "mask=causal"])
     with pytest.raises(ConfigError, match="model 'linear' has no inverse temperature"):
         load_config(None, ["model=linear", "beta=[1, 2]"])

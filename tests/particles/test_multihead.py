@@ -17,8 +17,11 @@ X = af.init.uniform(0, N, D)
 def weights(seed, heads=H, k=K_DIM, d=D):
     """Generic heads: Gaussian Q_h, K_h (k×d) and V_h (d×d), scaled so that ⟨Q_h x, K_h y⟩ = O(1)."""
     kq, kk, kv = jax.random.split(jax.random.key(seed), 3)
-    return (jax.random.normal(kq, (heads, k, d)) / np.sqrt(d), jax.random.normal(kk, (heads, k, d)) / np.sqrt(d),
-            jax.random.normal(kv, (heads, d, d)) / np.sqrt(d))
+    return (
+        jax.random.normal(kq, (heads, k, d)) / np.sqrt(d),
+        jax.random.normal(kk, (heads, k, d)) / np.sqrt(d),
+        jax.random.normal(kv, (heads, d, d)) / np.sqrt(d),
+    )
 
 
 def naive_multihead(x, beta, Q, K, V, model="sa", causal=False):
@@ -98,7 +101,7 @@ def test_block_rotations_are_symmetries_of_identity_heads():
     blocks = [np.linalg.qr(rng.normal(size=(K_DIM, K_DIM)))[0] for _ in range(H)]
     r = np.zeros((D, D))
     for h, b in enumerate(blocks):
-        r[h * K_DIM:(h + 1) * K_DIM, h * K_DIM:(h + 1) * K_DIM] = b
+        r[h * K_DIM : (h + 1) * K_DIM, h * K_DIM : (h + 1) * K_DIM] = b
     np.testing.assert_allclose(field(0.0, X @ r), field(0.0, X) @ r, atol=1e-14)
     g = np.linalg.qr(rng.normal(size=(D, D)))[0]
     assert float(jnp.max(jnp.abs(field(0.0, X @ g) - field(0.0, X) @ g))) > 1e-3
@@ -135,8 +138,11 @@ def test_ensemble_of_per_member_heads_equals_individual_runs():
         ((1.0, np.ones((2, 2, 4)), np.ones((2, 2, 4)), np.ones((2, 4, 3))), {}, "square"),
         ((1.0, np.ones((2, 2, 4)), np.ones((2, 2, 4)), np.ones((2, 3, 3))), {}, "V on d = 3"),
         ((1.0, None, np.ones((2, 2, 4)), np.ones((2, 4, 4))), {}, "MultiHead needs Q"),
-        ((-1.0, np.ones((2, 2, 4)), np.ones((2, 2, 4)), np.ones((2, 4, 4))), {"model": "usa-rescaled"},
-         r"beta must be ≥ 0 for MultiHead\(model='usa-rescaled'\)"),
+        (
+            (-1.0, np.ones((2, 2, 4)), np.ones((2, 2, 4)), np.ones((2, 4, 4))),
+            {"model": "usa-rescaled"},
+            r"beta must be ≥ 0 for MultiHead\(model='usa-rescaled'\)",
+        ),
         ((1.0, *weights(0)), dict(mask="future"), "mask must be one of 'none', 'causal'"),
         ((1.0, *weights(0)), dict(model="linear"), "model must be one of 'sa', 'usa', 'usa-rescaled'"),
     ],

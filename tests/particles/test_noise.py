@@ -36,6 +36,7 @@ def gibbs_r2(kappa, n):
     E R² = (2/n) ∂_κ log Z = ⟨r²⟩/κ² − 2/(nκ) with ⟨·⟩ the average under r e^{−nr²/(2κ)} I₀(r)ⁿ.
     For κ < 2 and large n this is 2/(n(2−κ)) (the OU fluctuations of the first Fourier mode).
     """
+
     def logw(r):
         return np.log(r) - n * r**2 / (2 * kappa) + n * (np.log(ive(0, r)) + r)
 
@@ -73,8 +74,7 @@ def test_noisy_kuramoto_order_parameter_below_and_above_kappa_2():
     kappas = np.repeat([1.0, 6.0], m)
     x0 = af.init.cap(jax.random.key(0), n, 2, angle=0.5, batch=2 * m)
     ts = np.arange(15.0, 215.0 + 1e-9, 0.5)
-    sol = af.simulate(Noisy.from_kappa(af.USA(0.0), kappas), x0, ts[-1], ts=ts, solver="rk4", dt=0.1,
-                      save=_r2, key=7)
+    sol = af.simulate(Noisy.from_kappa(af.USA(0.0), kappas), x0, ts[-1], ts=ts, solver="rk4", dt=0.1, save=_r2, key=7)
     per_member = np.asarray(sol.stats).mean(axis=1)  # time averages: independent across members
     assert float(norm_error(sol.x_final)) < 1e-12
     for kappa, r2 in ((1.0, per_member[:m]), (6.0, per_member[m:])):
@@ -89,7 +89,7 @@ def test_noisy_kuramoto_order_parameter_below_and_above_kappa_2():
         else:
             # synchronized: R close to the mean-field root of R = I₁(κR)/I₀(κR) (0.902 at κ = 6;
             # the finite-n correction is +0.35 % in R²), far above the n^{-1/2} = 0.125 level
-            r_star = brentq(lambda R: R - ive(1, kappa * R) / ive(0, kappa * R), 0.1, 1.0)
+            r_star = brentq(lambda R, kappa=kappa: R - ive(1, kappa * R) / ive(0, kappa * R), 0.1, 1.0)
             assert np.sqrt(mean) == pytest.approx(r_star, rel=5e-3)
             assert np.sqrt(mean) > 5 / np.sqrt(n)
 
@@ -104,8 +104,7 @@ def test_noisy_kuramoto_fluctuations_scale_like_one_over_n():
     n, m = 256, 4
     x0 = af.init.uniform(jax.random.key(1), n, 2, batch=m)
     ts = np.arange(5.0, 105.0 + 1e-9, 0.5)
-    sol = af.simulate(Noisy.from_kappa(af.SA(0.0), 1.0), x0, ts[-1], ts=ts, solver="rk4", dt=0.1,
-                      save=_r2, key=3)
+    sol = af.simulate(Noisy.from_kappa(af.SA(0.0), 1.0), x0, ts[-1], ts=ts, solver="rk4", dt=0.1, save=_r2, key=3)
     per_member = np.asarray(sol.stats).mean(axis=1)
     mean, se = per_member.mean(), per_member.std(ddof=1) / np.sqrt(m)
     assert abs(mean - gibbs_r2(1.0, n)) < 4 * se + 0.05 * mean, (n * mean, n * se)
@@ -152,8 +151,8 @@ def test_keys_make_runs_reproducible_and_members_independent():
     x0 = af.init.uniform(jax.random.key(5), 6, 3)
     run = lambda x, key: af.simulate(field, x, 1.0, solver="rk4", dt=0.1, key=key).x_final  # noqa: E731
     a = run(x0, 0)
-    np.testing.assert_array_equal(a, run(x0, None))                  # default key 0
-    np.testing.assert_array_equal(a, run(x0, jax.random.key(0)))     # typed key
+    np.testing.assert_array_equal(a, run(x0, None))  # default key 0
+    np.testing.assert_array_equal(a, run(x0, jax.random.key(0)))  # typed key
     np.testing.assert_array_equal(a, run(x0, jax.random.PRNGKey(0)))  # raw uint32 key
     assert float(jnp.max(jnp.abs(a - run(x0, 1)))) > 1e-3
     # member m draws from fold_in(key, m): member 0 of an ensemble is the single run with that key,
@@ -187,8 +186,17 @@ def test_noisy_runs_support_events_saves_and_progress(capsys):
     # small noise: tokens still cluster (to within ~σ), so the clustering event fires
     field = Noisy(af.SA(1.0), 0.01)
     x0 = af.init.cap(jax.random.key(7), 6, 3, angle=1.0, batch=2)
-    sol = af.simulate(field, x0, 60.0, ts=np.linspace(0, 60, 7), solver="euler", dt=0.1,
-                      stop_when_clustered=1e-2, save=lambda t, x, f: af.energy(x, f.beta), progress="noisy")
+    sol = af.simulate(
+        field,
+        x0,
+        60.0,
+        ts=np.linspace(0, 60, 7),
+        solver="euler",
+        dt=0.1,
+        stop_when_clustered=1e-2,
+        save=lambda t, x, f: af.energy(x, f.beta),
+        progress="noisy",
+    )
     assert np.all(np.isfinite(sol.t_event)) and np.all(sol.t_event < 60.0)
     assert np.all(sol.steps < 600) and sol.stats.shape == (2, 7)
     assert "noisy" in capsys.readouterr().err

@@ -7,14 +7,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.optimize import brentq
-from scipy.special import gamma, iv, ive
+from scipy.special import gamma, iv
 
 import attnflow as af
 from attnflow.experiments.builtin.noisy_transition import crossing, susceptibility_fit, sweep_crossings
 from attnflow.particles.modes import mode_growth_rates
-from attnflow.particles.noisy_transition import (bessel_ratio, coupling_to_noise, critical_beta, critical_noise,
-                                                 degree_one_rate, noise_to_coupling, threshold_coupling,
-                                                 uniform_susceptibility)
+from attnflow.particles.noisy_transition import (
+    bessel_ratio,
+    coupling_to_noise,
+    critical_beta,
+    critical_noise,
+    degree_one_rate,
+    noise_to_coupling,
+    threshold_coupling,
+    uniform_susceptibility,
+)
 from attnflow.solvers import meanfield as mf
 
 PAPER_BETA_STAR = {2: 2.4469, 3: 1.8162, 4: 1.5753, 8: 1.2666}
@@ -60,8 +67,9 @@ def test_the_map_to_sigma_zeroes_the_degree_one_growth_rate(d):
 
 def test_other_clocks_and_sa_have_their_own_thresholds():
     beta, d = np.array([1.0, 4.0]), 3
-    np.testing.assert_allclose(critical_noise(beta, d, "usa-rescaled") ** 2, np.exp(-beta) / threshold_coupling(beta, d),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        critical_noise(beta, d, "usa-rescaled") ** 2, np.exp(-beta) / threshold_coupling(beta, d), rtol=1e-12
+    )
     sa = 2 * iv(d / 2, beta) / (beta * iv(d / 2 - 1, beta))
     np.testing.assert_allclose(critical_noise(beta, d, "sa") ** 2, sa, rtol=1e-10)
     assert np.isinf(uniform_susceptibility(critical_noise(1.0, d) * 0.99, 1.0, d))
@@ -142,8 +150,16 @@ def test_particles_in_the_uniform_phase_have_the_predicted_susceptibility():
     tau = 2.0 / ((d - 1) * sigma0**2)
     x0 = af.init.uniform(0, n, d, batch=members)
     ts = np.linspace(0.0, 40 * tau, 81)
-    sol = af.simulate(af.Noisy(af.USA(beta), 1.5 * sigma0), x0, float(ts[-1]), ts=ts, solver="rk4", dt=0.05 * tau,
-                      save=lambda t, x: jnp.sum(jnp.mean(x, axis=0) ** 2), key=7)
+    sol = af.simulate(
+        af.Noisy(af.USA(beta), 1.5 * sigma0),
+        x0,
+        float(ts[-1]),
+        ts=ts,
+        solver="rk4",
+        dt=0.05 * tau,
+        save=lambda t, x: jnp.sum(jnp.mean(x, axis=0) ** 2),
+        key=7,
+    )
     chi = n * float(np.asarray(sol.stats)[:, ts >= 10 * tau].mean())
     assert chi == pytest.approx(float(uniform_susceptibility(1.5 * sigma0, beta, d)), rel=0.1)
 

@@ -15,8 +15,8 @@ import pytest
 
 import attnflow as af  # also enables float64
 from attnflow.particles import models
-from attnflow.particles.models import MODELS
 from attnflow.particles.energy import energy, log_energy, normalized_energy
+from attnflow.particles.models import MODELS
 from attnflow.particles.observables import (
     cluster_labels,
     cluster_sizes,

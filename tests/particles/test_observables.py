@@ -18,10 +18,10 @@ from scipy.sparse.csgraph import connected_components
 import attnflow as af  # noqa: F401  (enables float64)
 from attnflow.particles.energy import normalized_energy
 from attnflow.particles.observables import (
-    clustered_fraction_of_angles,
     cluster_labels,
     cluster_sizes,
     clustered_fraction,
+    clustered_fraction_of_angles,
     histogram_edges,
     inner_product_histogram,
     n_clusters,
@@ -148,8 +148,18 @@ def test_clustered_fraction_of_angles_is_the_fraction_of_their_points():
     alpha = 2.0 * math.asin(math.sqrt(delta / 2.0))
     # across the cut at ±π, 2π and 6π apart, and just inside / just outside α: pairs (0, 1), (2, 3), (4, 5)
     # are close, (6, 7) is not; every other pair is far
-    theta = np.array([np.pi - alpha / 3, -np.pi + alpha / 3, 1.0, 1.0 + 2 * np.pi + alpha * (1 - 1e-6),
-                      -2.0, -2.0 + 6 * np.pi - alpha * (1 - 1e-6), 0.3, 0.3 + alpha * (1 + 1e-6)])[:, None]
+    theta = np.array(
+        [
+            np.pi - alpha / 3,
+            -np.pi + alpha / 3,
+            1.0,
+            1.0 + 2 * np.pi + alpha * (1 - 1e-6),
+            -2.0,
+            -2.0 + 6 * np.pi - alpha * (1 - 1e-6),
+            0.3,
+            0.3 + alpha * (1 + 1e-6),
+        ]
+    )[:, None]
     expected = 3 * 2 / (8 * 7)
     assert float(clustered_fraction_of_angles(theta, delta)) == pytest.approx(expected, abs=1e-15)
     points = np.concatenate([np.cos(theta), np.sin(theta)], axis=-1)

@@ -64,20 +64,24 @@ def test_an_ensemble_of_slopes_runs_in_one_call():
     field = af.USA(1.0, mask="causal", positional="alibi", alibi_slope=slopes)
     batched = af.simulate(field, x0, 2.0, solver="rk4", dt=0.05)
     for m, slope in enumerate(slopes):
-        one = af.simulate(af.USA(1.0, mask="causal", positional="alibi", alibi_slope=float(slope)), x0, 2.0,
-                          solver="rk4", dt=0.05)
+        one = af.simulate(
+            af.USA(1.0, mask="causal", positional="alibi", alibi_slope=float(slope)), x0, 2.0, solver="rk4", dt=0.05
+        )
         np.testing.assert_allclose(batched.x_final[m], one.x_final, atol=1e-13)
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: af.SA(1.0, positional="alibi"), "needs mask='causal'"),
-    (lambda: af.SA(1.0, mask="causal", positional="alibi", kernel="fused"), "not 'fused'"),
-    (lambda: af.SA(1.0, mask="causal", positional="rope"), "positional must be one of"),
-    (lambda: af.SA(1.0, mask="causal", positional="decay"), "SA takes positional = 'none', 'alibi'"),
-    (lambda: af.USA(1.0, positional="decay"), "needs mask='causal'"),
-    (lambda: af.USA(1.0, mask="causal", positional="decay", block=16), "evaluated densely"),
-    (lambda: af.SA(1.0, mask="causal", positional="alibi", alibi_slope=-1.0), "alibi_slope must be ≥ 0"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: af.SA(1.0, positional="alibi"), "needs mask='causal'"),
+        (lambda: af.SA(1.0, mask="causal", positional="alibi", kernel="fused"), "not 'fused'"),
+        (lambda: af.SA(1.0, mask="causal", positional="rope"), "positional must be one of"),
+        (lambda: af.SA(1.0, mask="causal", positional="decay"), "SA takes positional = 'none', 'alibi'"),
+        (lambda: af.USA(1.0, positional="decay"), "needs mask='causal'"),
+        (lambda: af.USA(1.0, mask="causal", positional="decay", block=16), "evaluated densely"),
+        (lambda: af.SA(1.0, mask="causal", positional="alibi", alibi_slope=-1.0), "alibi_slope must be ≥ 0"),
+    ],
+)
 def test_refusals(make, message):
     with pytest.raises(ValueError, match=message):
         make()
@@ -86,9 +90,11 @@ def test_refusals(make, message):
 def test_configuration_keys():
     c = load_config(None, ["positional=alibi", "mask=causal", "alibi_slope=0.25"])
     assert (c.positional, c.alibi_slope) == ("alibi", 0.25)
-    for sets, message in ((["positional=alibi"], "set mask = 'causal'"),
-                          (["positional=decay", "model=usa", "mask=causal", "heads=2"], "heads = 1"),
-                          (["positional=alibi", "mask=causal", "model=sinkhorn"], "model 'sinkhorn' takes no mask")):
+    for sets, message in (
+        (["positional=alibi"], "set mask = 'causal'"),
+        (["positional=decay", "model=usa", "mask=causal", "heads=2"], "heads = 1"),
+        (["positional=alibi", "mask=causal", "model=sinkhorn"], "model 'sinkhorn' takes no mask"),
+    ):
         with pytest.raises(ConfigError, match=message):
             load_config(None, sets)
 
@@ -103,17 +109,19 @@ def test_multihead_alibi_is_each_heads_biased_softmax():
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     for model, cls in (("sa", af.SA), ("usa", af.USA)):
         one = MultiHead.identity(1.5, 1, 4, mask="causal", model=model, positional="alibi", alibi_slope=0.3)
-        np.testing.assert_allclose(one(0.0, x), cls(1.5, mask="causal", positional="alibi", alibi_slope=0.3)(0.0, x),
-                                   atol=1e-14)
+        np.testing.assert_allclose(
+            one(0.0, x), cls(1.5, mask="causal", positional="alibi", alibi_slope=0.3)(0.0, x), atol=1e-14
+        )
     slopes = MultiHead.alibi_slopes(2)
-    np.testing.assert_allclose(slopes, [2.0 ** -4, 2.0 ** -8])
+    np.testing.assert_allclose(slopes, [2.0**-4, 2.0**-8])
     two = MultiHead.identity(2.0, 2, 4, mask="causal", positional="alibi", alibi_slope=slopes)
     A = np.asarray(jax.nn.softmax(two.logits(jnp.asarray(x)), axis=-1))
     for h in range(2):
-        block = x[:, 2 * h:2 * h + 2]
+        block = x[:, 2 * h : 2 * h + 2]
         np.testing.assert_allclose(A[h], manual_weights(block, 2.0, slopes[h]), atol=1e-14)
     # from a configuration: the first head has alibi_slope, the next ALiBi's geometric ratio
     from attnflow.experiments.run import fields as models
+
     c = load_config(None, ["heads=4", "d=8", "mask=causal", "positional=alibi", "alibi_slope=0.5"])
     field = models.attention_field(c, 1.0, np.arange(1), 8)
     np.testing.assert_allclose(field.alibi_slope, 0.5 * 2.0 ** (-2.0 * np.arange(4)))

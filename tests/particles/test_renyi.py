@@ -14,13 +14,16 @@ def on_circle(angles):
     return np.stack([np.cos(a), np.sin(a)], -1)
 
 
-@pytest.mark.parametrize("angles, centres, strong", [
-    ([0.0, 0.1, 1.0, 1.05, 3.0], [1, 0, 1, 0, 1], [1, 0, 1, 0, 1]),
-    # token 2 is 0.8 from the centre 0 (a centre) but 0.4 from token 1 (not strong)
-    ([0.0, 0.4, 0.8], [1, 0, 1], [1, 0, 0]),
-    # distances are geodesic and wrap around the circle: 2π − 0.3 is 0.3 from 0
-    ([0.0, 2 * np.pi - 0.3, np.pi], [1, 0, 1], [1, 0, 1]),
-])
+@pytest.mark.parametrize(
+    "angles, centres, strong",
+    [
+        ([0.0, 0.1, 1.0, 1.05, 3.0], [1, 0, 1, 0, 1], [1, 0, 1, 0, 1]),
+        # token 2 is 0.8 from the centre 0 (a centre) but 0.4 from token 1 (not strong)
+        ([0.0, 0.4, 0.8], [1, 0, 1], [1, 0, 0]),
+        # distances are geodesic and wrap around the circle: 2π − 0.3 is 0.3 from 0
+        ([0.0, 2 * np.pi - 0.3, np.pi], [1, 0, 1], [1, 0, 1]),
+    ],
+)
 def test_centres_are_greedy_in_token_order(angles, centres, strong):
     c, s = renyi_centres(on_circle(angles), 0.5)
     assert np.asarray(c).astype(int).tolist() == centres
@@ -56,5 +59,8 @@ def test_uniform_tokens_park_rényis_count_on_the_circle():
         c, _ = renyi_centres(x, delta)
         counts = np.asarray(c).sum(-1)
         expected = parking_count(delta)
-        assert abs(counts.mean() - expected) < 3 * counts.std() / np.sqrt(configs) + 0.01 * expected, \
-            (delta, counts.mean(), expected)
+        assert abs(counts.mean() - expected) < 3 * counts.std() / np.sqrt(configs) + 0.01 * expected, (
+            delta,
+            counts.mean(),
+            expected,
+        )

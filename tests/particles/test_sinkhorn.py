@@ -11,8 +11,11 @@ from attnflow.particles.sinkhorn import Sinkhorn, sinkhorn_potentials
 
 def _random_qk(key, k, d):
     kq, kk, kv = jax.random.split(key, 3)
-    return (jax.random.normal(kq, (k, d)) / np.sqrt(d), jax.random.normal(kk, (k, d)) / np.sqrt(d),
-            jax.random.normal(kv, (d, d)) / np.sqrt(d))
+    return (
+        jax.random.normal(kq, (k, d)) / np.sqrt(d),
+        jax.random.normal(kk, (k, d)) / np.sqrt(d),
+        jax.random.normal(kv, (d, d)) / np.sqrt(d),
+    )
 
 
 @pytest.mark.parametrize("beta", [0.5, 3.0, 9.0])

@@ -6,14 +6,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_helpers import cli
 from scipy import stats as st
 
 import attnflow as af
-from attnflow.particles.models import MODELS
-from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
+from attnflow.experiments.run import runner
 from attnflow.particles.circle import Circle
-from cli_helpers import cli
+from attnflow.particles.models import MODELS
 
 N, D, T1 = 6, 20, 1.0
 TS = np.linspace(0.0, T1, 5)
@@ -42,8 +42,9 @@ FIELDS = {
     "random-qk-v-identity": lambda: af.SA(1.5, **_qk(1)),
     "random-qk-v-2i": lambda: af.SA(1.5, **_qk(2), V=2.0 * np.eye(D)),
     "random-qk-usa-causal-v-minus-i": lambda: af.USA(1.0, **_qk(3), V=-np.eye(D), mask="causal"),
-    "rectangular-qk": lambda: af.SA(1.0, Q=np.random.default_rng(0).normal(size=(7, D)) / 3,
-                                    K=np.random.default_rng(1).normal(size=(7, D)) / 3),
+    "rectangular-qk": lambda: af.SA(
+        1.0, Q=np.random.default_rng(0).normal(size=(7, D)) / 3, K=np.random.default_rng(1).normal(size=(7, D)) / 3
+    ),
     "sum": lambda: af.SA(1.0) + af.USA(0.5, mask="causal"),
     "multihead-identity": lambda: af.MultiHead.identity(2.0, 4, D),
     "layerwise": _layerwise,
@@ -53,8 +54,11 @@ FIELDS = {
 
 def _stats(x, beta):
     x = x / np.linalg.norm(x, axis=-1, keepdims=True)  # directions (Pre-LN, no LN leave the sphere)
-    return (np.asarray(af.clustered_fraction(x, DELTA)), np.asarray(af.energy(x, beta)),
-            np.asarray(af.n_clusters(x, DELTA)))
+    return (
+        np.asarray(af.clustered_fraction(x, DELTA)),
+        np.asarray(af.energy(x, beta)),
+        np.asarray(af.n_clusters(x, DELTA)),
+    )
 
 
 @pytest.mark.parametrize("model", list(MODELS))
@@ -131,8 +135,9 @@ NOT_REDUCIBLE = {
     "V = λ_b I but one member": lambda: af.SA(1.0, V=np.stack([np.eye(D), np.diag(np.arange(1.0, D + 1))])),
     "noise": lambda: af.Noisy(af.SA(1.0), 0.3),
     "feed-forward": lambda: af.SA(1.0) + af.FeedForward(np.ones((4, D)) / D, None, np.ones((D, 4)) / 4),
-    "pre-ln around a feed-forward": lambda: af.PreLN(af.SA(1.0) + af.FeedForward(np.ones((4, D)), None,
-                                                                                   np.ones((D, 4)))),
+    "pre-ln around a feed-forward": lambda: af.PreLN(
+        af.SA(1.0) + af.FeedForward(np.ones((4, D)), None, np.ones((D, 4)))
+    ),
     "layer-wise random V": lambda: af.LayerWise.redrawn(af.SA(1.0), 0, "ginibre", D, 3),
     "hardmax": lambda: af.Hardmax(),
     "linear": lambda: af.LinearAttention(),
@@ -172,11 +177,15 @@ def _same(a, b, tol=1e-10):
     np.testing.assert_array_equal(a.steps, b.steps)
 
 
-@pytest.mark.parametrize("sets", [
-    ["init=orthogonal", "statistics=pairs,clusters,energy,attention"],
-    ["init=cap", "weights=repulsive", "save_states=yes"],
-    pytest.param(["init=clusters", "norm=pre", "mask=causal", "model=usa"], marks=pytest.mark.slow),
-], ids=["orthogonal", "repulsive-states", "pre-ln-causal-usa"])
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ["init=orthogonal", "statistics=pairs,clusters,energy,attention"],
+        ["init=cap", "weights=repulsive", "save_states=yes"],
+        pytest.param(["init=clusters", "norm=pre", "mask=causal", "model=usa"], marks=pytest.mark.slow),
+    ],
+    ids=["orthogonal", "repulsive-states", "pre-ln-causal-usa"],
+)
 def test_runner_span_on_and_off_agree(sets, capsys):
     on, err = _run(RUN + ["d=[8,40]"] + sets, capsys, progress=True)
     assert "d=40: simulated in the 8-dimensional span of the tokens (exact for this field)" in err
@@ -195,11 +204,19 @@ def test_layer_wise_weights_from_a_file_need_the_frames(tmp_path, capsys):
     d, layers = 40, 3
     w = af.sample_weights(3, d, "ginibre", members=layers)
     weights = tmp_path / "w.npz"
-    np.savez(weights, Q=np.asarray(w["Q"]), K=np.asarray(w["K"]), V=np.array([1.0, 0.5, -1.0])[:, None, None] * np.eye(d))
+    np.savez(
+        weights, Q=np.asarray(w["Q"]), K=np.asarray(w["K"]), V=np.array([1.0, 0.5, -1.0])[:, None, None] * np.eye(d)
+    )
     x0 = tmp_path / "x0.npy"
     np.save(x0, np.asarray(af.init.uniform(4, 8, d, batch=3)))
-    sets = RUN + [f"d={d}", f"weights_file={weights}", "layer_tau=0.5", "init=file", f"init_file={x0}",
-                  "save_states=yes"]
+    sets = RUN + [
+        f"d={d}",
+        f"weights_file={weights}",
+        "layer_tau=0.5",
+        "init=file",
+        f"init_file={x0}",
+        "save_states=yes",
+    ]
     assert runner.fields.span_reduction(load_config(None, sets), d) == "frame"
     on, err = _run(sets, capsys, progress=True)
     assert "8-dimensional span" in err
@@ -208,9 +225,16 @@ def test_layer_wise_weights_from_a_file_need_the_frames(tmp_path, capsys):
     np.testing.assert_allclose(on.states(d), off.states(d), rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("extra", [["noise=0.2"], pytest.param(["ff_width=4"], marks=pytest.mark.slow),
-                                   ["weights=ginibre"], pytest.param(["coalesce=1e-6"], marks=pytest.mark.slow)],
-                         ids=lambda e: e[0].split("=")[0])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["noise=0.2"],
+        pytest.param(["ff_width=4"], marks=pytest.mark.slow),
+        ["weights=ginibre"],
+        pytest.param(["coalesce=1e-6"], marks=pytest.mark.slow),
+    ],
+    ids=lambda e: e[0].split("=")[0],
+)
 def test_runner_stays_in_full_d_where_the_reduction_does_not_apply(extra, capsys):
     sets = RUN + ["d=12", "seeds=2", "beta=1.0", "t1=0.5"] + extra
     assert runner.fields.span_reduction(load_config(None, sets), 12) is None
@@ -242,12 +266,13 @@ def test_cli_span_key(tmp_path):
     x0 = tmp_path / "x0.npy"
     np.save(x0, np.asarray(af.init.uniform(9, 8, 40)))
     cfg = tmp_path / "run.toml"
-    cfg.write_text(f'n = 8\nd = 40\nseeds = 2\nbeta = [1.0, 3.0]\nt1 = 2.0\nn_save = 5\nsolver = "rk4"\n'
-                   f'dt = 0.05\ninit = "file"\ninit_file = "{x0}"\n')
+    cfg.write_text(
+        f'n = 8\nd = 40\nseeds = 2\nbeta = [1.0, 3.0]\nt1 = 2.0\nn_save = 5\nsolver = "rk4"\n'
+        f'dt = 0.05\ninit = "file"\ninit_file = "{x0}"\n'
+    )
     summaries = {}
     for span in ("true", "false"):
-        rc, stdout, stderr = cli(["run", cfg, "--set", f"span={span}", "--json", "--no-plot", "--out",
-                                  tmp_path / span])
+        rc, stdout, stderr = cli(["run", cfg, "--set", f"span={span}", "--json", "--no-plot", "--out", tmp_path / span])
         assert rc == 0, stderr
         assert ("40: simulated in the 8-dimensional span" in stderr) == (span == "true")
         summaries[span] = json.loads(stdout)
@@ -286,8 +311,7 @@ def test_coordinates_in_a_haar_frame_are_uniform_points(n, d):
     keys = jax.random.split(jax.random.key(3), 2)
     y = af.span.uniform(keys[0], n, d, batch=SAMPLES)
     U = af.span.haar_frame(keys[1], d, n, batch=SAMPLES)
-    np.testing.assert_allclose(np.einsum("bdr,bds->brs", U, U), np.broadcast_to(np.eye(n), (SAMPLES, n, n)),
-                               atol=1e-13)
+    np.testing.assert_allclose(np.einsum("bdr,bds->brs", U, U), np.broadcast_to(np.eye(n), (SAMPLES, n, n)), atol=1e-13)
     x = np.asarray(af.span.to_ambient(y, U))
     full = np.asarray(af.init.uniform(5, n, d, batch=SAMPLES))
     np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=1e-13)

@@ -74,7 +74,9 @@ def test_norm_error_measures_distance_from_sphere():
 def test_within_is_the_one_cluster_test_at_threshold_delta():
     # three directions at angles 0, a, 2a: the widest pair has ⟨x_i, x_j⟩ = cos 2a
     a = 0.01
-    x = jnp.array([[1.0, 0.0], [np.cos(a), np.sin(a)], [np.cos(2 * a), np.sin(2 * a)]]) * jnp.array([[1.0], [3.0], [0.5]])
+    x = jnp.array([[1.0, 0.0], [np.cos(a), np.sin(a)], [np.cos(2 * a), np.sin(2 * a)]]) * jnp.array(
+        [[1.0], [3.0], [0.5]]
+    )
     gap = 1.0 - np.cos(2 * a)
     assert bool(sphere.within(x, gap * 1.001)) and not bool(sphere.within(x, gap * 0.999))
 
@@ -86,6 +88,7 @@ def test_row_dot_written_out_equals_the_reduction(d):
     y = jax.random.normal(jax.random.key(d + 100), (5, 7, d))
     dot = sphere.row_dot(x, y)
     assert dot.shape == (5, 7, 1)
-    np.testing.assert_allclose(dot[..., 0], np.einsum("...k,...k->...", np.asarray(x), np.asarray(y)), rtol=1e-13,
-                               atol=1e-14 * d)
+    np.testing.assert_allclose(
+        dot[..., 0], np.einsum("...k,...k->...", np.asarray(x), np.asarray(y)), rtol=1e-13, atol=1e-14 * d
+    )
     np.testing.assert_allclose(np.linalg.norm(sphere.normalize(x), axis=-1), 1.0, atol=1e-15)

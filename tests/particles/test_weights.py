@@ -74,7 +74,7 @@ def test_wigner_is_symmetric_with_goe_variances_and_semicircle_edge():
     w = np.asarray(sample_weights(KEY, d, "wigner-psd", members=members)["K"])
     np.testing.assert_array_equal(w, np.swapaxes(w, -1, -2))
     iu = np.triu_indices(d, 1)
-    off = w[:, iu[0], iu[1]].ravel() * np.sqrt(d)          # N(0, 1) after rescaling
+    off = w[:, iu[0], iu[1]].ravel() * np.sqrt(d)  # N(0, 1) after rescaling
     diag = np.diagonal(w, axis1=1, axis2=2).ravel() * np.sqrt(d / 2.0)
     for z in (off, diag):
         assert abs(z.mean()) < _z_bound(z.size)
@@ -119,8 +119,9 @@ def test_members_differ_are_reproducible_and_member_m_is_the_draw_of_fold_in_key
             single = sample_weights(jax.random.fold_in(KEY, m), 4, "ginibre")
             np.testing.assert_array_equal(w[name][m], single[name])
         assert len({np.asarray(a).tobytes() for a in w[name]}) == 5
-    np.testing.assert_array_equal(sample_weights(3, 4, "ginibre")["V"],
-                                  sample_weights(jax.random.key(3), 4, "ginibre")["V"])
+    np.testing.assert_array_equal(
+        sample_weights(3, 4, "ginibre")["V"], sample_weights(jax.random.key(3), 4, "ginibre")["V"]
+    )
     assert not np.array_equal(sample_weights(3, 4, "ginibre")["V"], sample_weights(4, 4, "ginibre")["V"])
     keys = member_keys(KEY, 3)
     np.testing.assert_array_equal(jax.random.key_data(keys[2]), jax.random.key_data(jax.random.fold_in(KEY, 2)))
@@ -154,13 +155,20 @@ def test_layer_index_and_jump_times():
     b = f.boundaries()
     np.testing.assert_array_equal(b, [0.3, 0.6, 0.3 * 3])
     # a boundary belongs to the later layer, one ulp below it to the earlier one
-    assert [int(f.layer_index(t)) for t in (-1.0, 0.0, b[0], np.nextafter(b[0], 0), b[1], b[2], 50.0)] \
-        == [0, 0, 1, 0, 2, 3, 3]
+    assert [int(f.layer_index(t)) for t in (-1.0, 0.0, b[0], np.nextafter(b[0], 0), b[1], b[2], 50.0)] == [
+        0,
+        0,
+        1,
+        0,
+        2,
+        3,
+        3,
+    ]
     assert int(jax.jit(lambda t: f.layer_index(t))(np.nextafter(b[2], 0))) == 2
     assert int(f.layer_index(1)) == 3 and int(f.layer_index(jnp.float32(0.6))) == 2  # any real dtype
     np.testing.assert_array_equal(f.jump_times(0.7), b[:2])  # strictly below t1
     np.testing.assert_array_equal(f.jump_times(0.6), b[:1])
-    np.testing.assert_array_equal(f.jump_times(100.0), b)    # the last layer stays on: no jump after 0.9
+    np.testing.assert_array_equal(f.jump_times(100.0), b)  # the last layer stays on: no jump after 0.9
     np.testing.assert_array_equal(f.jump_times(100.0, t0=0.3), b[1:])
 
 
@@ -251,8 +259,16 @@ def test_two_layers_with_fixed_rk4_equal_layer_0_to_tau_then_layer_1():
 @eqx.filter_jit
 def _tsit5_with_jumps(field, x0, t0, t1, jumps):
     ctrl = diffrax.ClipStepSizeController(diffrax.PIDController(rtol=1e-11, atol=1e-13), jump_ts=jumps)
-    sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, y, _: field(t, y)), diffrax.Tsit5(), t0, t1, 0.01, x0,
-                              stepsize_controller=ctrl, max_steps=10_000)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, y, _: field(t, y)),
+        diffrax.Tsit5(),
+        t0,
+        t1,
+        0.01,
+        x0,
+        stepsize_controller=ctrl,
+        max_steps=10_000,
+    )
     return normalize(sol.ys[-1])
 
 
@@ -421,8 +437,9 @@ def test_repulsive_flow_decreases_the_energy_to_its_minimum(n, d, gram):
     # at β = 1); t = 150 leaves gaps ≲ 1e-9 for both codes. RK4's fixed points are the flow's
     # equilibria, so its step (h = 0.1, local error ~1e-5 at the start) does not move the limit.
     t1 = 150.0
-    sol = af.simulate(field, x0, t1, ts=jnp.linspace(0.0, t1, 151), save=lambda t, x: af.energy(x, beta),
-                      solver="rk4", dt=0.1)
+    sol = af.simulate(
+        field, x0, t1, ts=jnp.linspace(0.0, t1, 151), save=lambda t, x: af.energy(x, beta), solver="rk4", dt=0.1
+    )
     e = np.asarray(sol.stats)
     # non-increasing up to rounding of the energy itself (values ~1, eps·n² terms)
     assert np.max(np.diff(e, axis=1)) < 1e-13

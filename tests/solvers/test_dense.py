@@ -97,7 +97,12 @@ def test_phase_diagram_method_is_more_accurate_than_the_authors_euler():
 
     defaults = EXPERIMENTS["fig3-phase-diagram"].defaults
     assert (defaults["solver"], defaults["dt"], defaults["dense"], defaults["dtype"], defaults["circle"]) == (
-        "rk4", 0.75, True, "float32", "auto")
+        "rk4",
+        0.75,
+        True,
+        "float32",
+        "auto",
+    )
     x0 = af.init.uniform(5, 32, 2, batch=16)
     ts = np.linspace(0.0, 30.0, 61)
     ref = af.simulate(af.SA(4.0), x0, 30.0, ts=ts, solver="dopri8", rtol=1e-11, atol=1e-11).xs
@@ -105,15 +110,20 @@ def test_phase_diagram_method_is_more_accurate_than_the_authors_euler():
     # d = 2 runs in angles (circle = 'auto'); the planar form is what every other d integrates
     angles = af.from_angles(af.simulate(af.Circle(4.0), af.to_angles(x0), 30.0, ts=ts, **method).xs)
     plane = af.simulate(af.SA(4.0), x0, 30.0, ts=ts, **method).xs
-    eulers = [af.simulate(af.SA(4.0), x0, 30.0, ts=ts, solver=solver, dt=0.1).xs
-              for solver in ("renormalized_euler", "euler")]
+    eulers = [
+        af.simulate(af.SA(4.0), x0, 30.0, ts=ts, solver=solver, dt=0.1).xs for solver in ("renormalized_euler", "euler")
+    ]
 
     def error(xs):
         return np.max(np.abs(np.asarray(xs, dtype=float) - np.asarray(ref)), axis=(1, 2, 3))
 
     def fraction_error(xs):  # the figure's statistic, over members and save times
-        return np.mean(np.abs(np.asarray(af.clustered_fraction(np.asarray(xs, dtype=float), 1e-3))
-                              - np.asarray(af.clustered_fraction(ref, 1e-3))))
+        return np.mean(
+            np.abs(
+                np.asarray(af.clustered_fraction(np.asarray(xs, dtype=float), 1e-3))
+                - np.asarray(af.clustered_fraction(ref, 1e-3))
+            )
+        )
 
     for ours in (angles, plane):
         for euler in eulers:
@@ -122,8 +132,9 @@ def test_phase_diagram_method_is_more_accurate_than_the_authors_euler():
             assert fraction_error(ours) < fraction_error(euler) / 2
     # AB4 at dt = 0.25 on the same grid: 123 evaluations instead of 160, stable (SA's rates ≤ 1 in
     # modulus on the negative axis, h|λ| ≤ 0.25 < 0.3), and a closer clustered fraction than RK4's
-    ab4 = af.from_angles(af.simulate(af.Circle(4.0), af.to_angles(x0), 30.0, ts=ts, solver="ab4", dt=0.25,
-                                     dtype="float32").xs)
+    ab4 = af.from_angles(
+        af.simulate(af.Circle(4.0), af.to_angles(x0), 30.0, ts=ts, solver="ab4", dt=0.25, dtype="float32").xs
+    )
     assert all(error(ab4).max() < error(euler).max() / 5 for euler in eulers)
     assert fraction_error(ab4) < fraction_error(angles)
 
@@ -149,8 +160,8 @@ def test_ab4_starts_with_three_rk4_steps_then_follows_the_adams_bashforth_recurr
     h, field = 0.25, af.SA(2.0)
     ts = h * np.arange(7)
     sol = af.simulate(field, X0, ts[-1], ts=ts, solver="ab4", dt=h)
-    rk4 = af.simulate(field, X0, ts[AB4_START], ts=ts[:AB4_START + 1], solver="rk4", dt=h)
-    assert float(jnp.max(jnp.abs(sol.xs[:AB4_START + 1] - rk4.xs))) < 1e-15
+    rk4 = af.simulate(field, X0, ts[AB4_START], ts=ts[: AB4_START + 1], solver="rk4", dt=h)
+    assert float(jnp.max(jnp.abs(sol.xs[: AB4_START + 1] - rk4.xs))) < 1e-15
     # every later step: x_k+1 = normalize(x_k + h/24 (55 f_k − 59 f_k−1 + 37 f_k−2 − 9 f_k−3))
     xs = np.asarray(sol.xs)
     fs = [np.asarray(field(0.0, jnp.asarray(x))) for x in xs]
@@ -169,8 +180,9 @@ def test_ab4_members_stop_at_consensus_and_batch_members_agree():
         assert float(jnp.max(jnp.abs(batch.xs[m] - one.xs))) < 1e-13
     x0 = af.init.cap(3, 8, 3, 0.3, batch=2)
     delta = 1e-4
-    sol = af.simulate(af.SA(1.0), x0, 20.0, ts=np.linspace(0.0, 20.0, 81), solver="ab4", dt=0.25,
-                      stop_when_clustered=delta)
+    sol = af.simulate(
+        af.SA(1.0), x0, 20.0, ts=np.linspace(0.0, 20.0, 81), solver="ab4", dt=0.25, stop_when_clustered=delta
+    )
     exact = af.simulate(af.SA(1.0), x0, 20.0, solver="dopri8", rtol=1e-10, atol=1e-12, stop_when_clustered=delta)
     t_event = np.asarray(sol.t_event)
     assert np.all(t_event >= np.asarray(exact.t_event) - 1e-6)
@@ -223,6 +235,15 @@ def test_saves_after_every_member_stopped_are_held_only_for_saves_that_do_not_re
     for k in ("gap", "norm"):
         np.testing.assert_array_equal(held.stats[k], fresh.stats[k])
     assert np.all(held.stats["gap"][:, -1] == 1.0)
-    timed = af.simulate(field, x0, 20.0, ts=ts, solver="rk4", dt=0.25, dense=True, stop_when_clustered=1e-4,
-                        save=lambda t, x: t + 0.0 * x[0, 0])
+    timed = af.simulate(
+        field,
+        x0,
+        20.0,
+        ts=ts,
+        solver="rk4",
+        dt=0.25,
+        dense=True,
+        stop_when_clustered=1e-4,
+        save=lambda t, x: t + 0.0 * x[0, 0],
+    )
     np.testing.assert_allclose(timed.stats[:, -1], 20.0)

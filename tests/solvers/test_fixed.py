@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.run import fields as models
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.experiments.run import fields as models
 from attnflow.solvers.fixed import Euler, RenormalizedEuler
 
 
@@ -41,10 +41,10 @@ def test_reproduces_the_authors_scheme_to_rounding_and_lags_behind_the_flow():
     # its steps are h/(1 + h⟨x, v⟩) ≈ h/1.1 long near clusters, so its clusters form late: fewer
     # clustered pairs than the exact flow (here RK4 at h = 0.05: the fraction of dopri8 at rtol 1e-10,
     # 0.106); the projected euler overshoots (0.133)
-    exact = float(np.mean(af.clustered_fraction(
-        af.simulate(af.SA(BETA), X0, T1, solver="rk4", dt=0.05).x_final, 1e-3)))
-    projected = float(np.mean(af.clustered_fraction(
-        af.simulate(af.SA(BETA), X0, T1, solver="euler", dt=H).x_final, 1e-3)))
+    exact = float(np.mean(af.clustered_fraction(af.simulate(af.SA(BETA), X0, T1, solver="rk4", dt=0.05).x_final, 1e-3)))
+    projected = float(
+        np.mean(af.clustered_fraction(af.simulate(af.SA(BETA), X0, T1, solver="euler", dt=H).x_final, 1e-3))
+    )
     assert authors < exact / 2 < exact < projected
 
 
@@ -63,20 +63,27 @@ def test_reproduces_the_authors_usa_with_their_shrunk_step(beta):
 def test_one_step_is_the_projected_step_with_the_effective_step():
     # x + h v = (1 + h⟨x, v⟩)(x + h_eff P_x v): the renormalized points agree, with one h_eff per particle
     rng = np.random.default_rng(3)
-    field = af.SA(2.0, Q=np.eye(5) + 0.4 * rng.normal(size=(5, 5)), K=np.eye(5) + 0.4 * rng.normal(size=(5, 5)),
-                  V=np.eye(5) + 0.5 * rng.normal(size=(5, 5)))
+    field = af.SA(
+        2.0,
+        Q=np.eye(5) + 0.4 * rng.normal(size=(5, 5)),
+        K=np.eye(5) + 0.4 * rng.normal(size=(5, 5)),
+        V=np.eye(5) + 0.5 * rng.normal(size=(5, 5)),
+    )
     x = af.init.uniform(4, 9, 5)
     for h in (0.5, 0.01):
         h_eff = h / (1.0 + h * jnp.sum(x * field.drift(0.0, x), axis=-1, keepdims=True))
-        np.testing.assert_allclose(RenormalizedEuler().step(field, 0.0, x, h), Euler().step(field, 0.0, x, h_eff),
-                                   rtol=0, atol=2e-15)
+        np.testing.assert_allclose(
+            RenormalizedEuler().step(field, 0.0, x, h), Euler().step(field, 0.0, x, h_eff), rtol=0, atol=2e-15
+        )
 
 
 def test_off_the_sphere_it_is_plain_euler():
     x0 = af.init.uniform(5, 6, 3) * jnp.asarray([[1.0], [2.0], [0.5], [1.5], [3.0], [1.0]])
     for field in (af.PreLN(af.SA(1.5)), af.PeriLN(af.SA(1.5))):
-        runs = [af.simulate(field, x0, 1.0, ts=np.linspace(0, 1, 5), solver=s, dt=0.05).xs
-                for s in ("renormalized_euler", "euler")]
+        runs = [
+            af.simulate(field, x0, 1.0, ts=np.linspace(0, 1, 5), solver=s, dt=0.05).xs
+            for s in ("renormalized_euler", "euler")
+        ]
         np.testing.assert_array_equal(*runs)
         # in R^d nothing is renormalized: the tokens' norms change
         assert float(jnp.max(jnp.abs(jnp.linalg.norm(runs[0][-1], axis=-1) - jnp.linalg.norm(x0, axis=-1)))) > 0.1
@@ -85,8 +92,9 @@ def test_off_the_sphere_it_is_plain_euler():
 def test_refused_in_angles_and_circle_auto_keeps_points():
     angles = af.to_angles(af.init.uniform(3, 6, 2))
     for field in (af.Circle(2.0), af.Coalesced(af.Circle(2.0), 1e-10)):
-        with pytest.raises(ValueError, match="renormalized_euler' steps points of the sphere with their "
-                                             "unprojected velocity") as info:
+        with pytest.raises(
+            ValueError, match="renormalized_euler' steps points of the sphere with their unprojected velocity"
+        ) as info:
             af.simulate(field, angles, 1.0, solver="renormalized_euler", dt=0.1)
         assert str(info.value).endswith("or use euler, rk4, lie_trotter, ab4, tsit5, dopri5, dopri8 or kvaerno5")
     base = dict(n=6, d=[2], beta=[1.0], t1=1.0, dt=0.1, circle="auto")
@@ -94,8 +102,11 @@ def test_refused_in_angles_and_circle_auto_keeps_points():
     config = load_config(dict(base, solver="renormalized_euler"))
     assert not models.in_angles(config, 2)
     assert models.build_field(config, np.asarray(1.0), np.zeros(1, int), 2).geometry == "sphere"
-    with pytest.raises(ConfigError, match="circle = 'yes' integrates angles in R; solver 'renormalized_euler' "
-                                          "steps points with their unprojected velocity"):
+    with pytest.raises(
+        ConfigError,
+        match="circle = 'yes' integrates angles in R; solver 'renormalized_euler' "
+        "steps points with their unprojected velocity",
+    ):
         load_config(dict(base, solver="renormalized_euler", circle="yes"))
 
 

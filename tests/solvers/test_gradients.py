@@ -14,21 +14,34 @@ import attnflow as af
 
 N, D = 5, 3
 SLOW = pytest.mark.slow  # each compiles its own gradient program (5–20 s): one loop of each kind runs by default
-FIXED = [pytest.param("euler", {}, marks=SLOW), pytest.param("renormalized_euler", {}, marks=SLOW), ("rk4", {}),
-         pytest.param("lie_euler", {}, marks=SLOW),
-         pytest.param("cg3", {}, marks=SLOW), pytest.param("lie_trotter", {}, marks=SLOW),
-         pytest.param("ab4", {}, marks=SLOW),  # the grid loop's gradient runs by default at large d, below
-         pytest.param("rk4", {"dense": True}, marks=SLOW, id="rk4-dense")]
-ADAPTIVE = ["tsit5", pytest.param("dopri5", marks=SLOW), pytest.param("dopri8", marks=SLOW),
-            pytest.param("kvaerno5", marks=SLOW)]
+FIXED = [
+    pytest.param("euler", {}, marks=SLOW),
+    pytest.param("renormalized_euler", {}, marks=SLOW),
+    ("rk4", {}),
+    pytest.param("lie_euler", {}, marks=SLOW),
+    pytest.param("cg3", {}, marks=SLOW),
+    pytest.param("lie_trotter", {}, marks=SLOW),
+    pytest.param("ab4", {}, marks=SLOW),  # the grid loop's gradient runs by default at large d, below
+    pytest.param("rk4", {"dense": True}, marks=SLOW, id="rk4-dense"),
+]
+ADAPTIVE = [
+    "tsit5",
+    pytest.param("dopri5", marks=SLOW),
+    pytest.param("dopri8", marks=SLOW),
+    pytest.param("kvaerno5", marks=SLOW),
+]
 SOLVERS = {"euler", "renormalized_euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4"}
 
 
 def parameters(seed=0):
     rng = np.random.default_rng(seed)
-    return dict(beta=jnp.asarray(1.3), Q=jnp.asarray(np.eye(D) + 0.3 * rng.normal(size=(D, D))),
-                K=jnp.asarray(np.eye(D) + 0.3 * rng.normal(size=(D, D))),
-                V=jnp.asarray(np.eye(D) + 0.2 * rng.normal(size=(D, D))), x0=jnp.asarray(rng.normal(size=(N, D))))
+    return dict(
+        beta=jnp.asarray(1.3),
+        Q=jnp.asarray(np.eye(D) + 0.3 * rng.normal(size=(D, D))),
+        K=jnp.asarray(np.eye(D) + 0.3 * rng.normal(size=(D, D))),
+        V=jnp.asarray(np.eye(D) + 0.2 * rng.normal(size=(D, D))),
+        x0=jnp.asarray(rng.normal(size=(N, D))),
+    )
 
 
 def make_loss(solver, options, sphere: bool):

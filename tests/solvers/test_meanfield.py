@@ -51,8 +51,10 @@ def test_growth_rates_at_the_uniform_density_match_the_linear_theory(model):
     logs = np.log(np.abs(sol.coefficients[..., 1:6]))  # (β, T, k)
     measured = np.stack([np.polyfit(windows[j], logs[j], 1)[0] for j in range(len(BETAS))])
     err = np.abs(measured / expected - 1)
-    print(f"\n{model}: max relative error of the growth rates per β "
-          + ", ".join(f"{b:g}: {e:.1e}" for b, e in zip(BETAS, err.max(1))))
+    print(
+        f"\n{model}: max relative error of the growth rates per β "
+        + ", ".join(f"{b:g}: {e:.1e}" for b, e in zip(BETAS, err.max(1)))
+    )
     assert err.max() <= 0.01, err
     np.testing.assert_allclose(sol.mass, 1.0, atol=1e-14)
 
@@ -87,8 +89,9 @@ def test_energy_never_decreases(clustering, model):
     sol = clustering[model]
     e = sol.energy()
     increments = np.diff(e, axis=-1)
-    print(f"\n{model}: min energy increment {increments.min():.1e}, "
-          f"E from {e[:, 0].mean():.4f} to {e[:, -1].mean():.4f}")
+    print(
+        f"\n{model}: min energy increment {increments.min():.1e}, E from {e[:, 0].mean():.4f} to {e[:, -1].mean():.4f}"
+    )
     assert increments.min() >= -1e-12 * np.max(e)
     assert np.all(e[:, -1] > e[:, 0] * 1.2)
     # E of the uniform density is I_0(β)/(2β): the start is within O(ε²) of it
@@ -119,7 +122,7 @@ def basin_masses(rho: np.ndarray) -> np.ndarray:
     rho, above = np.roll(rho, -shift), np.roll(above, -shift)
     starts = np.flatnonzero(above & ~np.roll(above, 1))
     ends = np.flatnonzero(above & ~np.roll(above, -1))
-    peaks = [a + int(np.argmax(rho[a:b + 1])) for a, b in zip(starts, ends)]
+    peaks = [a + int(np.argmax(rho[a : b + 1])) for a, b in zip(starts, ends)]
     cuts = [0] + [p + int(np.argmin(rho[p:q])) for p, q in zip(peaks[:-1], peaks[1:])] + [rho.size]
     return np.array([rho[a:b].sum() for a, b in zip(cuts[:-1], cuts[1:])]) * 2 * np.pi / rho.size
 
@@ -166,13 +169,16 @@ def test_particles_converge_to_the_density_in_w1():
     mean = np.empty(len(counts))
     for i, n in enumerate(counts):
         theta0 = np.stack([mf.sample_density(1000 * n + s, rho0, n) for s in range(16 if n < 4096 else 3)])
-        particles = af.simulate(af.Circle(beta, "sa"), jnp.asarray(theta0[..., None]), t1,
-                                ts=jnp.asarray([0.0, t1]), solver="rk4", dt=0.25)
+        particles = af.simulate(
+            af.Circle(beta, "sa"), jnp.asarray(theta0[..., None]), t1, ts=jnp.asarray([0.0, t1]), solver="rk4", dt=0.25
+        )
         final = np.asarray(particles.xs)[:, -1, :, 0]
         mean[i] = np.mean([mf.w1_circle(x, rho_t) for x in final])
     alpha = np.polyfit(np.log(counts), np.log(mean), 1)[0]
-    print(f"\nW1(μ_n(t), ρ(t)) at t = {t1}, n = {counts.tolist()}: {np.round(mean, 4).tolist()}; "
-          f"fitted exponent α = {alpha:.3f} (W1 ∝ n^α); the density itself moved by W1 = {moved:.3f}")
+    print(
+        f"\nW1(μ_n(t), ρ(t)) at t = {t1}, n = {counts.tolist()}: {np.round(mean, 4).tolist()}; "
+        f"fitted exponent α = {alpha:.3f} (W1 ∝ n^α); the density itself moved by W1 = {moved:.3f}"
+    )
     assert np.all(np.diff(mean) < 0)
     assert -0.7 <= alpha <= -0.3
     assert mean[-1] < moved / 5

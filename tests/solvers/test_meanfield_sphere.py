@@ -65,8 +65,9 @@ def test_linear_rates_of_every_degree_match_modes(model):
     beta, L = 5.0, 16
     rates = ms.sphere_growth_rates(np.arange(1, 9), beta, model)
     window = np.linspace(0.0, 1.0 / rates.max(), 6)
-    sol = ms.meanfield_sphere(tiny_start(L, 1e-8, 8), beta, window[-1], model=model, L=L, ts=window, rtol=1e-11,
-                              atol=1e-16)
+    sol = ms.meanfield_sphere(
+        tiny_start(L, 1e-8, 8), beta, window[-1], model=model, L=L, ts=window, rtol=1e-11, atol=1e-16
+    )
     power = np.sum(np.where(np.arange(L + 1) == 0, 1.0, 2.0) * np.abs(sol.coefficients) ** 2, axis=-1)[:, 1:9]
     measured = np.polyfit(window, np.log(power) / 2, 1)[0]
     np.testing.assert_allclose(measured, rates, rtol=1e-4)
@@ -78,8 +79,9 @@ def test_fastest_degrees_from_the_solver_and_from_fastest_mode():
     assert np.asarray(af.fastest_mode(betas, d=3)).tolist() == [3, 4, 6, 10, 14]
     L = 24
     window = np.linspace(0.0, 0.5, 4)
-    sol = ms.meanfield_sphere(tiny_start(L, 1e-9, 20), betas, window[-1], model="sa", L=L, ts=window, rtol=1e-10,
-                              atol=1e-18)
+    sol = ms.meanfield_sphere(
+        tiny_start(L, 1e-9, 20), betas, window[-1], model="sa", L=L, ts=window, rtol=1e-10, atol=1e-18
+    )
     power = np.sum(np.where(np.arange(L + 1) == 0, 1.0, 2.0) * np.abs(sol.coefficients) ** 2, axis=-1)[..., 1:21]
     measured = np.array([np.polyfit(window, np.log(p) / 2, 1)[0] for p in power])  # (β, ℓ)
     assert (np.argmax(measured, axis=1) + 1).tolist() == [3, 4, 6, 10, 14]
@@ -95,12 +97,13 @@ def test_mass_energy_and_noise():
     # independent noise σ: every degree decays by (σ²/2) ℓ(ℓ+1) more, integrated exactly (large σ costs no steps)
     sigma = 3.0
     window = np.linspace(0.0, 0.02, 5)  # degrees ≤ 6 stay far above rounding (the fastest decays at 190)
-    noisy = ms.meanfield_sphere(tiny_start(L, 1e-6, 10), beta, window[-1], model="sa", L=L, ts=window, noise=sigma,
-                                rtol=1e-11, atol=1e-16)
+    noisy = ms.meanfield_sphere(
+        tiny_start(L, 1e-6, 10), beta, window[-1], model="sa", L=L, ts=window, noise=sigma, rtol=1e-11, atol=1e-16
+    )
     power = np.sum(np.where(np.arange(L + 1) == 0, 1.0, 2.0) * np.abs(noisy.coefficients) ** 2, axis=-1)[:, 1:7]
     measured = np.polyfit(window, np.log(power) / 2, 1)[0]
     ell = np.arange(1, 7)
-    expected = ms.sphere_growth_rates(ell, beta, "sa") - 0.5 * sigma ** 2 * ell * (ell + 1)
+    expected = ms.sphere_growth_rates(ell, beta, "sa") - 0.5 * sigma**2 * ell * (ell + 1)
     np.testing.assert_allclose(ms.sphere_growth_rates(ell, beta, "sa", sigma), expected, rtol=1e-14)
     np.testing.assert_allclose(measured, expected, rtol=1e-4)
     assert noisy.steps < 40 and np.max(np.abs(noisy.mass - 1)) < 1e-13
@@ -130,8 +133,9 @@ def test_maxima_and_regions_on_the_grid():
     brute = 0
     for i in range(12):
         for j in range(20):
-            near = [r[i + a, (j + b) % 20] for a in (-1, 0, 1) for b in (-1, 0, 1)
-                    if (a, b) != (0, 0) and 0 <= i + a < 12]
+            near = [
+                r[i + a, (j + b) % 20] for a in (-1, 0, 1) for b in (-1, 0, 1) if (a, b) != (0, 0) and 0 <= i + a < 12
+            ]
             if i in (0, 11):
                 near += list(r[i])
             brute += r[i, j] > 0 and r[i, j] >= max(near)
@@ -145,8 +149,11 @@ def test_maxima_and_regions_on_the_grid():
 
 def test_refusals_and_the_resolution_limit():
     c = tiny_start(8, 1e-3, 4)
-    for kwargs, message in ((dict(L=1), "L must be an integer ≥ 2"), (dict(model="softmax"), "model must be one of"),
-                            (dict(noise=-1.0), "noise must be")):
+    for kwargs, message in (
+        (dict(L=1), "L must be an integer ≥ 2"),
+        (dict(model="softmax"), "model must be one of"),
+        (dict(noise=-1.0), "noise must be"),
+    ):
         with pytest.raises(ValueError, match=message):
             ms.meanfield_sphere(c, 5.0, 1.0, **kwargs)
     with pytest.raises(ValueError, match="beta must be a positive"):

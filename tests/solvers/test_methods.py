@@ -21,10 +21,24 @@ FIELD = af.SA(1.5)
 def test_every_list_of_solver_names_derives_from_the_registry():
     assert tuple(METHODS) == names() == simulation.SOLVERS == af.SOLVERS == cfgmod.SOLVERS
     assert cfgmod.KEYS["solver"].choices == names()
-    assert names() == ("euler", "renormalized_euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4", "tsit5",
-                       "dopri5", "dopri8", "kvaerno5")
-    assert cfgmod.FIXED_STEP_SOLVERS == names("fixed") == ("euler", "renormalized_euler", "rk4", "lie_euler", "cg3",
-                                                           "lie_trotter", "ab4")
+    assert names() == (
+        "euler",
+        "renormalized_euler",
+        "rk4",
+        "lie_euler",
+        "cg3",
+        "lie_trotter",
+        "ab4",
+        "tsit5",
+        "dopri5",
+        "dopri8",
+        "kvaerno5",
+    )
+    assert (
+        cfgmod.FIXED_STEP_SOLVERS
+        == names("fixed")
+        == ("euler", "renormalized_euler", "rk4", "lie_euler", "cg3", "lie_trotter", "ab4")
+    )
     assert names("adaptive") == ("tsit5", "dopri5", "dopri8", "kvaerno5")
     assert cfgmod.GRID_ONLY_SOLVERS == simulation.GRID_ONLY == names(grid_only=True) == ("ab4",)
     assert cfgmod.ROTATING_SOLVERS == names(rotating=True) == ("lie_euler", "cg3")

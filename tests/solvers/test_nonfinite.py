@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
+from attnflow.experiments.run import runner
 
 
 class BlowsUp(af.Field):
@@ -79,8 +79,10 @@ def test_adaptive_blow_up_stops_at_the_last_finite_time():
     assert np.all(np.isfinite(sol.x_final))
 
 
-@pytest.mark.parametrize("solver,kw", [("rk4", dict(dt=0.25)), ("rk4", dict(dt=0.25, dense=True)),
-                                       ("tsit5", {}), ("tsit5", dict(group_size=2))])
+@pytest.mark.parametrize(
+    "solver,kw",
+    [("rk4", dict(dt=0.25)), ("rk4", dict(dt=0.25, dense=True)), ("tsit5", {}), ("tsit5", dict(group_size=2))],
+)
 def test_only_the_failing_member_stops(solver, kw):
     betas = np.array([1.0, 1.5, 3.0, 2.0])  # member 2 blows up after t = 1
     x0 = af.init.uniform(1, 8, 3, batch=4)
@@ -109,10 +111,28 @@ def test_several_failing_members_are_counted():
 
 
 def test_run_names_the_member_by_beta_and_seed():
-    config = load_config(None, ["model=usa", "n=8", "d=3", "beta=1,70", "seeds=2", "seed=5", "t1=1",
-                                "n_save=5", "solver=rk4", "dt=0.01", "dtype=float32", "progress=false"])
-    with pytest.raises(af.NonFiniteError, match=r"^run: the member d = 3, β = 70, seed = 5 \(and 1 other member\) "
-                                                r"became non-finite after t = .*float64") as err:
+    config = load_config(
+        None,
+        [
+            "model=usa",
+            "n=8",
+            "d=3",
+            "beta=1,70",
+            "seeds=2",
+            "seed=5",
+            "t1=1",
+            "n_save=5",
+            "solver=rk4",
+            "dt=0.01",
+            "dtype=float32",
+            "progress=false",
+        ],
+    )
+    with pytest.raises(
+        af.NonFiniteError,
+        match=r"^run: the member d = 3, β = 70, seed = 5 \(and 1 other member\) "
+        r"became non-finite after t = .*float64",
+    ) as err:
         runner.run(config)
     e = err.value
     assert e.member == (3, 70.0, 5) and e.members == ((3, 70.0, 5), (3, 70.0, 6))

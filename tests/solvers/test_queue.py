@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.run import fields as models
 from attnflow.experiments.builtin import EXPERIMENTS
 from attnflow.experiments.config import load_config
+from attnflow.experiments.run import fields as models
 from attnflow.particles.circle import Circle, to_angles
 from attnflow.solvers import adaptive_loop, loop, queue
 
@@ -128,8 +128,9 @@ def test_coalesced_usa_in_angles_clusters_as_in_the_plane():
     beta = np.repeat([2.0, 5.0, 8.0], seeds)
     x0 = np.tile(np.asarray(af.init.uniform(5, n, 2, batch=seeds)), (3, 1, 1))
     ts = np.linspace(0.0, 5.0, 26)
-    common = dict(ts=ts, rtol=1e-6, atol=1e-9, stop_when_clustered=1e-3,
-                  save=lambda t, x: af.clustered_fraction(x, 1e-3))
+    common = dict(
+        ts=ts, rtol=1e-6, atol=1e-9, stop_when_clustered=1e-3, save=lambda t, x: af.clustered_fraction(x, 1e-3)
+    )
     plane = af.simulate(af.Coalesced(af.USA(beta), 1e-10), x0, 5.0, **common)
     common["save"] = lambda t, th: af.clustered_fraction_of_angles(th, 1e-3)
     angles = af.simulate(af.Coalesced(Circle(beta, model="usa"), 1e-10), np.asarray(to_angles(x0)), 5.0, **common)

@@ -51,7 +51,9 @@ def arrays(out):
             for key in ("xs", "x_final", "steps", "t_event")}
 '''
 
-CHILD = CASES + r'''
+CHILD = (
+    CASES
+    + r'''
 import json, sys
 assert jax.local_device_count() == 4, jax.local_devices()
 sharded, single = cases(None), cases(False)
@@ -68,14 +70,17 @@ np.savez(sys.argv[1], **{"sharded." + k: v for k, v in arrays(sharded).items()},
          **{"single." + k: v for k, v in arrays(single).items()})
 print(json.dumps(info))
 '''
+)
+
 
 @pytest.fixture(scope="module")
 def child(tmp_path_factory):
     path = tmp_path_factory.mktemp("sharding") / "out.npz"
     flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
     env = {**os.environ, "XLA_FLAGS": flags.strip(), "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, env=env,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), dict(np.load(path))
 
@@ -93,8 +98,17 @@ def test_outputs_are_spread_over_the_four_devices(child):
     assert info["single_devices"] == 1
 
 
-@pytest.mark.parametrize("name,tol", [("rk4", 1e-12), ("dense", 1e-12), ("tsit5", 1e-10), ("grouped", 1e-10),
-                                      ("particles", 1e-12), ("particles_tsit5", 1e-10)])
+@pytest.mark.parametrize(
+    "name,tol",
+    [
+        ("rk4", 1e-12),
+        ("dense", 1e-12),
+        ("tsit5", 1e-10),
+        ("grouped", 1e-10),
+        ("particles", 1e-12),
+        ("particles_tsit5", 1e-10),
+    ],
+)
 def test_sharded_results_equal_one_device(child, name, tol):
     # against shard=False in the same four-device process: the one-device program (its outputs
     # live on one device, test_outputs_are_spread_over_the_four_devices)

@@ -44,8 +44,9 @@ def test_every_declared_order_is_measured():
 @pytest.mark.parametrize("solver, dts", FIXED_DTS.items())
 def test_measured_order_of_convergence(reference, solver, dts):
     order = METHODS[solver].order
-    errors = [float(jnp.max(jnp.abs(af.simulate(FIELD, X0, 2.0, solver=solver, dt=dt).x_final - reference)))
-              for dt in dts]
+    errors = [
+        float(jnp.max(jnp.abs(af.simulate(FIELD, X0, 2.0, solver=solver, dt=dt).x_final - reference))) for dt in dts
+    ]
     slope = np.polyfit(np.log(dts), np.log(errors), 1)[0]
     # the smallest error stays ≥ 1e-11, far above the reference's ~1e-13 accuracy
     assert min(errors) > 1e-11
@@ -57,8 +58,14 @@ def test_measured_order_of_the_embedded_methods_at_constant_step(reference, solv
     order = METHODS[solver].order
     # an implicit method's Newton iterations are solved to 1e-2 of these tolerances
     tols = dict(rtol=1e-12, atol=1e-12) if METHODS[solver].implicit else {}
-    errors = [float(jnp.max(jnp.abs(af.simulate(FIELD, X0, 2.0, solver=solver, dt=dt, adaptive=False, **tols).x_final
-                                    - reference))) for dt in dts]
+    errors = [
+        float(
+            jnp.max(
+                jnp.abs(af.simulate(FIELD, X0, 2.0, solver=solver, dt=dt, adaptive=False, **tols).x_final - reference)
+            )
+        )
+        for dt in dts
+    ]
     slope = np.polyfit(np.log(dts), np.log(errors), 1)[0]
     assert min(errors) > 1e-12
     assert abs(slope - order) < 0.3, (solver, slope, errors)
@@ -66,8 +73,10 @@ def test_measured_order_of_the_embedded_methods_at_constant_step(reference, solv
 
 @pytest.mark.parametrize("solver", ["tsit5", "dopri5", "dopri8"])
 def test_adaptive_error_follows_the_tolerance(reference, solver):
-    errors = [float(jnp.max(jnp.abs(af.simulate(FIELD, X0, 2.0, solver=solver, rtol=tol, atol=tol).x_final
-                                    - reference))) for tol in (1e-5, 1e-8)]
+    errors = [
+        float(jnp.max(jnp.abs(af.simulate(FIELD, X0, 2.0, solver=solver, rtol=tol, atol=tol).x_final - reference)))
+        for tol in (1e-5, 1e-8)
+    ]
     # global error stays within a small factor of the tolerance and shrinks with it
     assert errors[0] < 1e-4 and errors[1] < 1e-7
     assert errors[1] < errors[0] / 10
@@ -125,8 +134,9 @@ def test_fixed_step_hits_save_times_exactly():
 def test_stop_when_clustered_freezes_members_and_records_time():
     betas = jnp.array([1.0, 1.0])
     x0 = jnp.stack([af.init.cap(0, 8, 3, angle=0.3), af.init.uniform(1, 8, 3)])
-    sol = af.simulate(af.SA(betas), x0, 200.0, ts=np.linspace(0, 200, 5), solver="rk4", dt=0.05,
-                      stop_when_clustered=1e-3)
+    sol = af.simulate(
+        af.SA(betas), x0, 200.0, ts=np.linspace(0, 200, 5), solver="rk4", dt=0.05, stop_when_clustered=1e-3
+    )
     t_event = np.asarray(sol.t_event)
     assert np.all(np.isfinite(t_event)) and t_event[0] < t_event[1]
     for i in range(2):
@@ -155,7 +165,8 @@ def test_float32_runs_stay_float32():
 def test_changing_beta_does_not_recompile():
     compiled = []
     jax.monitoring.register_event_duration_secs_listener(
-        lambda event, duration, **kw: compiled.append(event) if "backend_compile" in event else None)
+        lambda event, duration, **kw: compiled.append(event) if "backend_compile" in event else None
+    )
     x0 = af.init.uniform(0, 7, 3)  # a shape no other test uses, so the first call compiles
     af.simulate(af.SA(1.0), x0, 1.0, solver="rk4", dt=0.1)
     first = len(compiled)
@@ -169,8 +180,11 @@ def test_changing_beta_does_not_recompile():
     [
         (dict(t1=-1.0), "t1 must be a finite number ≥ 0, got -1"),
         (dict(t1=float("inf")), "t1 must be a finite number"),
-        (dict(solver="rk45"), "solver must be one of 'euler', 'renormalized_euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', "
-                              "'dopri5', 'dopri8'"),
+        (
+            dict(solver="rk45"),
+            "solver must be one of 'euler', 'renormalized_euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', "
+            "'dopri5', 'dopri8'",
+        ),
         (dict(solver="rk4"), "dt is required for the fixed-step solver 'rk4'"),
         (dict(solver="rk4", dt=0.0), "dt must be a finite number > 0"),
         (dict(rtol=0.0), "rtol must be a finite number > 0"),
@@ -202,8 +216,7 @@ def test_unnormalized_rows_are_normalized():
 def test_simulate_is_usable_inside_jax_transformations_of_beta():
     # β traced inside a user's own jit: no recompilation per value, same numbers
     run = jax.jit(lambda b: af.simulate(af.SA(b), X0, 1.0, solver="rk4", dt=0.1).x_final)
-    np.testing.assert_allclose(run(2.0), af.simulate(af.SA(2.0), X0, 1.0, solver="rk4", dt=0.1).x_final,
-                               atol=1e-14)
+    np.testing.assert_allclose(run(2.0), af.simulate(af.SA(2.0), X0, 1.0, solver="rk4", dt=0.1).x_final, atol=1e-14)
 
 
 @pytest.mark.slow  # runs with -m slow; the default suite keeps its faster neighbours
@@ -237,8 +250,10 @@ def test_statistics_after_the_loop_equal_those_inside_it(monkeypatch):
     runs = {}
     for where, limit in (("after", loop.STATES_AFTER_LOOP_BYTES), ("inside", 0)):
         monkeypatch.setattr(loop, "STATES_AFTER_LOOP_BYTES", limit)
-        runs[where] = [af.simulate(af.SA(betas), x0, 30.0, **kw),
-                       af.simulate(af.SA(betas), x0, 30.0, group_size=2, **kw)]
+        runs[where] = [
+            af.simulate(af.SA(betas), x0, 30.0, **kw),
+            af.simulate(af.SA(betas), x0, 30.0, group_size=2, **kw),
+        ]
     for after, inside in zip(runs["after"], runs["inside"]):
         t_event = np.asarray(after.t_event)
         assert np.isfinite(t_event).sum() >= 2  # some members stop and hold their state

@@ -13,14 +13,13 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_helpers import cli, tree
 
 import attnflow as af
-from attnflow.experiments.run import preflight
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.experiments.run import preflight
 from attnflow.solvers.dense import grid, grid_steps, steps_to_cover
 from attnflow.solvers.simulation import MAX_COUNTED_STEPS
-from cli_helpers import SMALL, cli, tree
-
 
 SEED_MAX = 2**63 - 1
 
@@ -149,8 +148,11 @@ def test_the_largest_seed_is_accepted():
     assert af.init.uniform(np.uint64(5), 3, 2).shape == (3, 2)
 
 
-@pytest.mark.parametrize("seed", [SEED_MAX + 1, 2**64 - 1, 2**64, -1, np.int64(-5), np.uint64(2**64 - 1)],
-                         ids=["2**63", "2**64-1", "2**64", "-1", "np-negative", "np-uint64-max"])
+@pytest.mark.parametrize(
+    "seed",
+    [SEED_MAX + 1, 2**64 - 1, 2**64, -1, np.int64(-5), np.uint64(2**64 - 1)],
+    ids=["2**63", "2**64-1", "2**64", "-1", "np-negative", "np-uint64-max"],
+)
 def test_seeds_outside_int64_are_refused_by_the_samplers(seed):
     with pytest.raises(ValueError, match=rf"^seed must be an integer in \[0, 2\*\*63 - 1\], got {int(seed)}$"):
         af.init.uniform(seed, 3, 2)
@@ -171,11 +173,17 @@ def test_the_largest_noise_seed_runs():
 def test_config_seed_range():
     assert load_config(None, ["seed=9223372036854775807", "seeds=1"]).seed == SEED_MAX
     assert load_config(None, ["seed=9223372036854775806", "seeds=2"]).seed == SEED_MAX - 1
-    with pytest.raises(ConfigError, match=r"seed = 9223372036854775807, seeds = 2: seed must lie in "
-                                          r"\[0, 9223372036854775806\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"seed = 9223372036854775807, seeds = 2: seed must lie in "
+        r"\[0, 9223372036854775806\]",
+    ):
         load_config(None, ["seed=9223372036854775807", "seeds=2"])
-    with pytest.raises(ConfigError, match=r"seed = 18446744073709551615, seeds = 1: seed must lie in "
-                                          r"\[0, 9223372036854775807\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"seed = 18446744073709551615, seeds = 1: seed must lie in "
+        r"\[0, 9223372036854775807\]",
+    ):
         load_config(None, ["seed=18446744073709551615", "seeds=1"])
     with pytest.raises(ConfigError, match=r"seed must be an integer ≥ 0, got -1"):
         load_config(None, ["seed=-1"])
@@ -185,8 +193,9 @@ def test_config_seed_range():
 
 
 def _config(*sets):
-    return load_config(None, ["model=sa", "n=6", "d=3", "beta=1.0", "seeds=1", "t1=2.0", "n_save=5",
-                              "solver=rk4", "dt=0.05", *sets])
+    return load_config(
+        None, ["model=sa", "n=6", "d=3", "beta=1.0", "seeds=1", "t1=2.0", "n_save=5", "solver=rk4", "dt=0.05", *sets]
+    )
 
 
 def test_preflight_counts_steps_from_the_config():
@@ -245,16 +254,24 @@ CLI_REFUSALS = {
     "dt-vanishing": (("dt=1e-300",), ("dt = 1e-300 is below the resolution of float64 at t = 2",)),
     "t1-huge": (("t1=1e300",), ("dt = 0.05 is below the resolution of float64 at t = 1e+300",)),
     "ab4-tiny": (("solver=ab4", "dt=1e-9"), ("solver 'ab4'", "needs 2e+09 steps", "max_steps")),
-    "float32-resolution": (("dtype=float32", "dt=1e-8", "max_steps=1000000000"),
-                           ("below the resolution of float32", "float64")),
+    "float32-resolution": (
+        ("dtype=float32", "dt=1e-8", "max_steps=1000000000"),
+        ("below the resolution of float32", "float64"),
+    ),
     "one-step-over": (("max_steps=39", "n_save=2"), ("needs at least 40 steps, more than max_steps = 39",)),
     "max-steps-zero": (("max_steps=0",), ("max_steps must be an integer ≥ 1, got 0",)),
-    "n-save-huge": (("solver=tsit5", "n_save=100000000", "seeds=1", "beta=1", "statistics=clustered",
-                     "save_states=no"), ("n_save = 100000000 save times", "max_steps = 1000000")),
-    "seed-uint64": (("seed=18446744073709551615",), ("seed = 18446744073709551615, seeds = 2",
-                                                      "[0, 9223372036854775806]")),
-    "seed-wraps": (("seed=9223372036854775807", "seeds=2"),
-                   ("seed = 9223372036854775807, seeds = 2", "[0, 9223372036854775806]")),
+    "n-save-huge": (
+        ("solver=tsit5", "n_save=100000000", "seeds=1", "beta=1", "statistics=clustered", "save_states=no"),
+        ("n_save = 100000000 save times", "max_steps = 1000000"),
+    ),
+    "seed-uint64": (
+        ("seed=18446744073709551615",),
+        ("seed = 18446744073709551615, seeds = 2", "[0, 9223372036854775806]"),
+    ),
+    "seed-wraps": (
+        ("seed=9223372036854775807", "seeds=2"),
+        ("seed = 9223372036854775807, seeds = 2", "[0, 9223372036854775806]"),
+    ),
     "seed-negative": (("seed=-1",), ("seed must be an integer ≥ 0",)),
 }
 
@@ -271,8 +288,9 @@ def test_a_sweep_point_beyond_the_bound_is_refused_before_the_manifest(workdir):
 
 
 def test_command_line_at_the_bound_and_the_largest_seed_run(workdir):
-    rc, stdout, stderr = cli(_run("max_steps=40", "n_save=2", "seeds=1", "beta=1", "seed=9223372036854775807")
-                             + ["--json", "--no-plot"])
+    rc, stdout, stderr = cli(
+        _run("max_steps=40", "n_save=2", "seeds=1", "beta=1", "seed=9223372036854775807") + ["--json", "--no-plot"]
+    )
     assert rc == 0, stderr
     summary = json.loads(stdout)
     assert summary["steps"] == 40

@@ -1,6 +1,5 @@
 """The paper's exact results, reproduced by simulation ([GLPR] §4–§6, docs/model.md §2)."""
 
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -24,8 +23,9 @@ def gamma_reference(model, beta, n, rho0, ts, delta=None):
     if delta is not None:
         event = lambda t, g: g[0] - (1 - delta)  # noqa: E731
         event.terminal = True
-    sol = solve_ivp(gamma_rhs(model, beta, n), (0, ts[-1]), [rho0], t_eval=ts, method="DOP853",
-                    rtol=1e-13, atol=1e-15, events=event)
+    sol = solve_ivp(
+        gamma_rhs(model, beta, n), (0, ts[-1]), [rho0], t_eval=ts, method="DOP853", rtol=1e-13, atol=1e-15, events=event
+    )
     return sol
 
 
@@ -98,8 +98,12 @@ def test_energy_is_monotone():
     ts = np.linspace(0, 10, 101)
     x0 = af.init.uniform(5, 24, 3)
     beta = 2.0
-    for field, sign in ((af.SA(beta), 1), (af.USA(beta), 1), (af.SA(beta, V=-np.eye(3)), -1),
-                        (af.USA(beta, V=-np.eye(3)), -1)):
+    for field, sign in (
+        (af.SA(beta), 1),
+        (af.USA(beta), 1),
+        (af.SA(beta, V=-np.eye(3)), -1),
+        (af.USA(beta, V=-np.eye(3)), -1),
+    ):
         sol = af.simulate(field, x0, 10.0, ts=ts, save=lambda t, x: af.energy(x, beta), **TIGHT)
         increments = sign * np.diff(np.asarray(sol.stats))
         assert increments.min() > -1e-12, field
@@ -111,9 +115,14 @@ def test_lemma_6_4_cap_start_stays_and_contracts():
     w = np.array([0.0, 0.0, 0.0, 1.0])
     x0 = af.init.cap(6, 40, 4, angle=1.4, w=w)
     ts = np.linspace(0, 30, 121)
-    sol = af.simulate(af.SA(5.0), x0, 30.0, ts=ts, save=lambda t, x: (jnp.min(x @ jnp.asarray(w)),
-                                                                       jnp.max(sphere.pairwise_gaps(x))),
-                      **TIGHT)
+    sol = af.simulate(
+        af.SA(5.0),
+        x0,
+        30.0,
+        ts=ts,
+        save=lambda t, x: (jnp.min(x @ jnp.asarray(w)), jnp.max(sphere.pairwise_gaps(x))),
+        **TIGHT,
+    )
     lowest, spread = (np.asarray(a) for a in sol.stats)
     assert np.diff(lowest).min() > -1e-12
     assert lowest[0] > 0 and spread[-1] < 1e-6

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from cli_helpers import cli
 
 import attnflow as af
 from attnflow.experiments import builtin, plots
-from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
 from attnflow.experiments.results.runs import load_result
+from attnflow.experiments.run import runner
 from attnflow.particles import observables
-from cli_helpers import cli
 
 NAMES = list(builtin.EXPERIMENTS)
 SINGLE = [n for n in NAMES if not builtin.EXPERIMENTS[n].grid]  # experiments that are one run
@@ -48,10 +48,25 @@ def test_list_shows_exactly_the_registry():
     rc, out, _ = cli(["list"])
     assert rc == 0
     assert [line.split()[0] for line in out.splitlines()] == [*NAMES, "simulate"]  # and one's own configuration, last
-    assert set(NAMES) == {"fig3-phase-diagram", "fig4-circle", "highdim-histogram", "orthogonal-ode",
-                          "sphere-movie", "staircase", "metastability", "fig5-random-matrices", "meanfield-circle",
-                          "metastable-count", "negative-beta", "renyi-centres", "long-context", "lost-in-the-middle",
-                          "meanfield-sphere", "gaussian-closure", "noisy-transition"}
+    assert set(NAMES) == {
+        "fig3-phase-diagram",
+        "fig4-circle",
+        "highdim-histogram",
+        "orthogonal-ode",
+        "sphere-movie",
+        "staircase",
+        "metastability",
+        "fig5-random-matrices",
+        "meanfield-circle",
+        "metastable-count",
+        "negative-beta",
+        "renyi-centres",
+        "long-context",
+        "lost-in-the-middle",
+        "meanfield-sphere",
+        "gaussian-closure",
+        "noisy-transition",
+    }
 
 
 @pytest.mark.parametrize("name", SINGLE)

@@ -11,8 +11,8 @@ from scipy import special
 
 import attnflow as af
 from attnflow.experiments import builtin
-from attnflow.experiments.run import runner
 from attnflow.experiments.config import load_config
+from attnflow.experiments.run import runner
 from attnflow.particles.modes import fastest_mode, mode_growth_rates
 
 BETAS = [1.0, 5.0, 20.0, 100.0, 400.0]
@@ -138,9 +138,9 @@ def test_first_metastable_count_is_the_fastest_unstable_mode(quick_run):
 def test_figures_draw_counts_and_lifetimes(quick_run, tmp_path, monkeypatch):
     e, result = quick_run
     from attnflow.experiments import plots
+
     captured = {}
-    monkeypatch.setattr(plots, "metastable_counts", lambda betas, counts, **kw: captured.update(
-        counts=counts, **kw))
+    monkeypatch.setattr(plots, "metastable_counts", lambda betas, counts, **kw: captured.update(counts=counts, **kw))
     figures = e.figures(result)
     assert set(figures) == {"cluster_count_vs_beta", "plateau_lifetime"}
     figures["cluster_count_vs_beta"](None)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.run import fields as models
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.experiments.run import fields as models
 from attnflow.particles.synchronization import NO_SYNC_BETA, SYNC_BETA, triangle_rate
 
 TRIANGLE = np.stack([np.cos(2 * np.pi * np.arange(3) / 3 + 0.3), np.sin(2 * np.pi * np.arange(3) / 3 + 0.3)], -1)
@@ -75,12 +75,15 @@ def test_usa_refuses_a_negative_beta_whose_weights_overflow():
         af.simulate(af.USA(-200.0), af.init.uniform(0, 8, 3).astype("float32"), 1.0, solver="rk4", dt=0.1)
 
 
-@pytest.mark.parametrize("make, name", [
-    (lambda: af.USA(-1.0, time="rescaled"), "USA(time='rescaled')"),
-    (lambda: af.Circle(-1.0), "Circle"),
-    (lambda: af.Sinkhorn(-1.0), "Sinkhorn"),
-    (lambda: af.MultiHead.identity(-1.0, 2, 4, model="usa-rescaled"), "MultiHead(model='usa-rescaled')"),
-])
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: af.USA(-1.0, time="rescaled"), "USA(time='rescaled')"),
+        (lambda: af.Circle(-1.0), "Circle"),
+        (lambda: af.Sinkhorn(-1.0), "Sinkhorn"),
+        (lambda: af.MultiHead.identity(-1.0, 2, 4, model="usa-rescaled"), "MultiHead(model='usa-rescaled')"),
+    ],
+)
 def test_fields_not_defined_for_negative_beta_refuse_it(make, name):
     with pytest.raises(ValueError, match=r"beta must be ≥ 0 for .*β < 0 runs with SA, USA") as err:
         make()
@@ -105,8 +108,23 @@ def test_configuration_takes_negative_beta_only_with_sa_or_usa_and_in_the_plane(
 
 def test_experiments_of_positive_beta_refuse_a_negative_one(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "attnflow.experiments.commands.cli", "run", "fig3-phase-diagram", "--quick",
-                           "--set", "beta=[-1, 1]", "--out", str(out), "--quiet"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnflow.experiments.commands.cli",
+            "run",
+            "fig3-phase-diagram",
+            "--quick",
+            "--set",
+            "beta=[-1, 1]",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "theory of beta ≥ 0" in proc.stderr and "negative-beta" in proc.stderr
     assert not out.exists()
@@ -119,8 +137,16 @@ def test_random_starts_synchronize_above_minus_0_16_and_not_all_below_minus_two_
         members = 128
         beta = jnp.repeat(jnp.asarray(betas), members)
         x0 = af.init.uniform(7, n, 2, batch=beta.shape[0])
-        sol = af.simulate(af.USA(beta), x0, 400.0, solver="tsit5", rtol=1e-8, atol=1e-10, ts=np.array([400.0]),
-                          stop_when_clustered=1e-8)
+        sol = af.simulate(
+            af.USA(beta),
+            x0,
+            400.0,
+            solver="tsit5",
+            rtol=1e-8,
+            atol=1e-10,
+            ts=np.array([400.0]),
+            stop_when_clustered=1e-8,
+        )
         x = np.asarray(sol.x_final)
         g = np.einsum("mid,mjd->mij", x, x)[:, ~np.eye(n, dtype=bool)]
         synced = (g.min(axis=1) >= 1 - 1e-6).reshape(len(betas), members)

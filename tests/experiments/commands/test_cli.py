@@ -19,22 +19,34 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import SMALL, cli, tree
 
 import attnflow as af
 from attnflow.experiments import builtin
-from attnflow.experiments.results import runs as results, rundir, store
-from attnflow.experiments.run import runner
-from attnflow.experiments.sweep import schedule as sweep
-from attnflow.experiments.commands import validate
 from attnflow.experiments.builtin import Check
+from attnflow.experiments.commands import validate
 from attnflow.experiments.commands.cli import main
 from attnflow.experiments.config import KEYS, load_config, to_toml
+from attnflow.experiments.results import rundir, store
+from attnflow.experiments.results import runs as results
 from attnflow.experiments.results.runs import format_number
-from cli_helpers import SMALL, cli, tree
+from attnflow.experiments.run import runner
+from attnflow.experiments.sweep import schedule as sweep
 
 N, D, BETAS, SEEDS, T1, N_SAVE, DT, DELTA = 6, 3, [1.0, 3.0], 2, 2.0, 5, 0.05, 1e-3
-CONTRACT_KEYS = {"config", "times", "mean_inner_product", "min_inner_product", "clustered_fraction", "n_clusters",
-                 "energy", "t_clustered", "steps", "wall_time_s", "versions"}
+CONTRACT_KEYS = {
+    "config",
+    "times",
+    "mean_inner_product",
+    "min_inner_product",
+    "clustered_fraction",
+    "n_clusters",
+    "energy",
+    "t_clustered",
+    "steps",
+    "wall_time_s",
+    "versions",
+}
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -93,9 +105,12 @@ def _error_cases():
         ("dt-negative", ["run", "fig4-circle", "--set", "dt=-0.1", *q], "dt must be"),
         ("d-one", ["run", "fig4-circle", "--set", "d=1", *q], "d must be"),
         ("fixed-step-without-dt", ["run", "fig4-circle", "--set", "solver=rk4", *q], "dt must be > 0"),
-        ("unknown-solver", ["run", "fig4-circle", "--set", "solver=rk5", *q],
-         "'euler', 'renormalized_euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', "
-         "'dopri8', 'kvaerno5'"),
+        (
+            "unknown-solver",
+            ["run", "fig4-circle", "--set", "solver=rk5", *q],
+            "'euler', 'renormalized_euler', 'rk4', 'lie_euler', 'cg3', 'lie_trotter', 'ab4', 'tsit5', 'dopri5', "
+            "'dopri8', 'kvaerno5'",
+        ),
         ("unknown-experiment", ["run", "fig4-circel", *q], "did you mean 'fig4-circle'"),
         ("missing-config-file", ["run", "missing.toml", *q], "does not exist"),
         ("malformed-toml", ["run", "bad.toml", *q], "line 2, column"),
@@ -108,14 +123,19 @@ def _error_cases():
         ("unknown-flag", ["run", "fig4-circle", "--bogus", *q], "unrecognized arguments"),
         ("run-without-target", ["run"], "required"),
         ("sweep-without-grid", ["sweep", "small.toml", "--out", "OUT"], "--grid"),
-        ("sweep-unknown-grid-key", ["sweep", "small.toml", "--grid", "bta=1,2", "--out", "OUT"],
-         "did you mean 'beta'"),
+        ("sweep-unknown-grid-key", ["sweep", "small.toml", "--grid", "bta=1,2", "--out", "OUT"], "did you mean 'beta'"),
         ("sweep-invalid-grid-value", ["sweep", "small.toml", "--grid", "n=4,0", "--out", "OUT"], "grid n, value 1"),
-        ("sweep-invalid-grid-point", ["sweep", "small.toml", "--grid", "dt=0.1,0", "--out", "OUT"],
-         "grid point dt=0.0: dt must be > 0"),
+        (
+            "sweep-invalid-grid-point",
+            ["sweep", "small.toml", "--grid", "dt=0.1,0", "--out", "OUT"],
+            "grid point dt=0.0: dt must be > 0",
+        ),
         ("sweep-bad-linspace", ["sweep", "small.toml", "--grid", "beta=1:2", "--out", "OUT"], "a:b:n"),
-        ("unknown-executor", ["sweep", "small.toml", "--grid", "beta=1,2", "--executor", "mpi", "--out", "OUT"],
-         "invalid choice"),
+        (
+            "unknown-executor",
+            ["sweep", "small.toml", "--grid", "beta=1,2", "--executor", "mpi", "--out", "OUT"],
+            "invalid choice",
+        ),
         ("plot-missing-dir", ["plot", "nowhere"], "not a run or sweep directory"),
     ]
 
@@ -287,10 +307,19 @@ def test_json_stdout_stays_parseable_with_progress_on(json_run, tmp_path):
     loud = json.loads(out)
     quiet = json_run["summary"]
     assert loud["config"]["progress"] is True
-    for key in ("times", "mean_inner_product", "min_inner_product", "clustered_fraction", "n_clusters", "energy",
-                "t_clustered", "steps"):
-        np.testing.assert_allclose(np.asarray(loud[key], dtype=float), np.asarray(quiet[key], dtype=float),
-                                   rtol=1e-12, err_msg=key)
+    for key in (
+        "times",
+        "mean_inner_product",
+        "min_inner_product",
+        "clustered_fraction",
+        "n_clusters",
+        "energy",
+        "t_clustered",
+        "steps",
+    ):
+        np.testing.assert_allclose(
+            np.asarray(loud[key], dtype=float), np.asarray(quiet[key], dtype=float), rtol=1e-12, err_msg=key
+        )
 
 
 def test_progress_of_a_chunked_ensemble_is_reported_between_compiled_calls(json_run, tmp_path, monkeypatch):
@@ -304,8 +333,9 @@ def test_progress_of_a_chunked_ensemble_is_reported_between_compiled_calls(json_
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runner, "simulate", spy)
-    rc, out, err = cli(["run", json_run["cfg"], "--json", "--no-plot", "--set", "memory_gb=0.0000003",
-                        "--out", tmp_path / "chunked"])
+    rc, out, err = cli(
+        ["run", json_run["cfg"], "--json", "--no-plot", "--set", "memory_gb=0.0000003", "--out", tmp_path / "chunked"]
+    )
     assert rc == 0, err
     members = len(BETAS) * SEEDS
     assert len(seen) > 1 and not any(seen)
@@ -313,8 +343,9 @@ def test_progress_of_a_chunked_ensemble_is_reported_between_compiled_calls(json_
     assert f"simulate: [{'#' * 24}] {members} / {members} members (100%)" in "\n".join(lines)
     counts = [int(m.group(1)) for line in lines if (m := re.search(r"\] (\d+) / \d+ members", line))]
     assert counts == sorted(counts) and counts[0] == 0 and len(counts) == len(seen) + 1
-    np.testing.assert_allclose(json.loads(out)["mean_inner_product"], json_run["summary"]["mean_inner_product"],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        json.loads(out)["mean_inner_product"], json_run["summary"]["mean_inner_product"], rtol=1e-12
+    )
     # one call for the whole ensemble: progress from inside its loop, as before
     seen.clear()
     rc, _, err = cli(["run", json_run["cfg"], "--no-plot", "--out", tmp_path / "whole"])
@@ -339,8 +370,10 @@ def test_run_replaces_an_existing_run_only_with_overwrite(json_run, tmp_path):
     before = tree(tmp_path)
     rc, out, err = cli(argv)
     assert rc == 2 and out == ""
-    assert err == (f"attnflow: error: --out {str(target)!r} already holds an attnflow run; pass --overwrite to "
-                   "replace it (files attnflow did not write are kept), or choose another --out\n")
+    assert err == (
+        f"attnflow: error: --out {str(target)!r} already holds an attnflow run; pass --overwrite to "
+        "replace it (files attnflow did not write are kept), or choose another --out\n"
+    )
     assert tree(tmp_path) == before
     rc, out, _ = cli(argv + ["--overwrite"])
     assert rc == 0
@@ -356,8 +389,9 @@ def test_a_directory_of_the_users_own_is_read_but_never_written_over(json_run, t
     mine = tmp_path / "mine"
     shutil.copytree(json_run["out"], mine)
     (mine / store.OWNED_FILE).unlink()
-    originals = {name: (mine / name).read_bytes() for name in (store.CONFIG_FILE, store.SUMMARY_FILE,
-                                                                store.RESULTS_FILE)}
+    originals = {
+        name: (mine / name).read_bytes() for name in (store.CONFIG_FILE, store.SUMMARY_FILE, store.RESULTS_FILE)
+    }
     assert store.owned_files(mine) == {store.OWNED_FILE}
     assert store.unowned_run_files(mine) == [store.CONFIG_FILE, store.SUMMARY_FILE, store.RESULTS_FILE]
     assert af.load(mine)["steps"].shape == (1, len(BETAS), SEEDS)
@@ -368,9 +402,11 @@ def test_a_directory_of_the_users_own_is_read_but_never_written_over(json_run, t
     before = tree(tmp_path)
     rc, out, err = cli(["run", json_run["cfg"], "--no-plot", "--quiet", "--overwrite", "--out", mine])
     assert rc == 2 and out == ""
-    assert err == (f"attnflow: error: --out {str(mine)!r} holds 'config.toml', which attnflow did not write (its "
-                   ".attnflow.json does not list it), and attnflow never replaces a file of yours: move it away, "
-                   "or choose another --out\n")
+    assert err == (
+        f"attnflow: error: --out {str(mine)!r} holds 'config.toml', which attnflow did not write (its "
+        ".attnflow.json does not list it), and attnflow never replaces a file of yours: move it away, "
+        "or choose another --out\n"
+    )
     assert tree(tmp_path) == before
     with pytest.raises(store.StoreError, match="holds 'config.toml', which attnflow did not write"):
         store.write_run(mine, "n = 6\n", {}, {}, overwrite=True)
@@ -380,19 +416,34 @@ def test_a_directory_of_the_users_own_is_read_but_never_written_over(json_run, t
 
 def test_run_simulate_is_a_configuration_of_ones_own(json_run, tmp_path):
     """The target the β < 0 refusal names: the key defaults, changed with --set, here SMALL with β = −1."""
-    sets = [a for line in SMALL.splitlines() if not line.startswith("beta")
-            for a in ("--set", line.replace(" ", ""))]
-    rc, out, err = cli(["run", "simulate", *sets, "--set", "beta=[-1.0, 3.0]", "--json", "--no-plot", "--quiet",
-                        "--out", tmp_path / "neg"])
+    sets = [a for line in SMALL.splitlines() if not line.startswith("beta") for a in ("--set", line.replace(" ", ""))]
+    rc, out, err = cli(
+        [
+            "run",
+            "simulate",
+            *sets,
+            "--set",
+            "beta=[-1.0, 3.0]",
+            "--json",
+            "--no-plot",
+            "--quiet",
+            "--out",
+            tmp_path / "neg",
+        ]
+    )
     assert rc == 0, err
     summary = json.loads(out)
     assert summary["config"]["experiment"] == "simulate" and summary["config"]["beta"] == [-1.0, 3.0]
     assert summary["config"]["n"] == N and summary["steps"] == round(T1 / DT)
     # β = 3 is the same member as in the TOML run: same seeds, same start
-    np.testing.assert_allclose(npz(tmp_path / "neg" / store.RESULTS_FILE)["mean_inner_product"][:, 1],
-                               npz(json_run["out"] / store.RESULTS_FILE)["mean_inner_product"][:, 1], rtol=1e-12)
-    rc, out, err = cli(["sweep", "simulate", *sets, "--grid", "beta=-1,3", "--no-plot", "--quiet",
-                        "--out", tmp_path / "negsweep"])
+    np.testing.assert_allclose(
+        npz(tmp_path / "neg" / store.RESULTS_FILE)["mean_inner_product"][:, 1],
+        npz(json_run["out"] / store.RESULTS_FILE)["mean_inner_product"][:, 1],
+        rtol=1e-12,
+    )
+    rc, out, err = cli(
+        ["sweep", "simulate", *sets, "--grid", "beta=-1,3", "--no-plot", "--quiet", "--out", tmp_path / "negsweep"]
+    )
     assert rc == 0, err
     assert out.splitlines()[0] == f"simulate sweep: 2 runs in {tmp_path / 'negsweep'}/: 2 done, 0 failed"
 
@@ -408,8 +459,9 @@ def grid_sweep(tmp_path_factory):
     cfg = write_small(root / "small.toml")
     out = root / "grid"
     with count_runs() as calls:
-        rc, stdout, stderr = cli(["sweep", cfg, "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet",
-                                  "--out", out])
+        rc, stdout, stderr = cli(
+            ["sweep", cfg, "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet", "--out", out]
+        )
     assert rc == 0, stderr
     return {"cfg": cfg, "out": out, "calls": calls, "stdout": stdout, "stderr": stderr}
 
@@ -447,7 +499,9 @@ def test_sweep_reports_on_stdout_and_quiet_silences_only_stderr(grid_sweep):
         if not reached:
             clustered = f"never (0/{SEEDS})"
         else:
-            clustered = format_number(np.mean(reached)) + ("" if len(reached) == SEEDS else f" ({len(reached)}/{SEEDS})")
+            clustered = format_number(np.mean(reached)) + (
+                "" if len(reached) == SEEDS else f" ({len(reached)}/{SEEDS})"
+            )
         assert re.split(r"\s{2,}", line.strip()) == [name, "done", clustered, str(summary["steps"])]
 
 
@@ -467,8 +521,9 @@ def test_sweep_groups_points_differing_only_in_beta(grid_sweep):
 def test_sweep_into_an_existing_sweep_needs_resume(grid_sweep):
     out = grid_sweep["out"]
     before = tree(out)
-    rc, stdout, err = cli(["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot",
-                           "--quiet", "--out", out])
+    rc, stdout, err = cli(
+        ["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet", "--out", out]
+    )
     assert rc == 2 and stdout == ""
     assert len(err.splitlines()) == 1 and err.startswith("attnflow: error:") and "--resume" in err
     assert tree(out) == before
@@ -481,10 +536,23 @@ def test_sweep_resume_redoes_only_the_missing_run(grid_sweep, tmp_path):
     old_summary = json.loads((out / victim / store.SUMMARY_FILE).read_text())
     old_arrays = npz(out / victim / store.RESULTS_FILE)
     shutil.rmtree(out / victim)
-    keep = {name: (os.stat(out / name).st_ino, tree(out / name)) for name in ("beta=0.5_n=4", "beta=2.0_n=4",
-                                                                            "beta=2.0_n=6")}
-    args = ["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet",
-            "--resume", "--out", out]
+    keep = {
+        name: (os.stat(out / name).st_ino, tree(out / name))
+        for name in ("beta=0.5_n=4", "beta=2.0_n=4", "beta=2.0_n=6")
+    }
+    args = [
+        "sweep",
+        grid_sweep["cfg"],
+        "--grid",
+        "beta=0.5,2",
+        "--grid",
+        "n=4,6",
+        "--no-plot",
+        "--quiet",
+        "--resume",
+        "--out",
+        out,
+    ]
     with count_runs() as calls:
         rc, stdout, err = cli(args)
     assert rc == 0, err
@@ -510,7 +578,13 @@ def test_sweep_resume_redoes_only_the_missing_run(grid_sweep, tmp_path):
     assert {p.name: tree(p) for p in out.iterdir() if p.is_dir()} == runs_before
     report = json.loads(stdout)  # the whole of stdout
     assert {k: report[k] for k in ("sweep", "runs_total", "done", "reused", "failed", "pending")} == {
-        "sweep": str(out), "runs_total": 4, "done": 4, "reused": 4, "failed": 0, "pending": 0}
+        "sweep": str(out),
+        "runs_total": 4,
+        "done": 4,
+        "reused": 4,
+        "failed": 0,
+        "pending": 0,
+    }
     manifest = store.read_manifest(out)["runs"]
     assert [{k: v for k, v in r.items() if k != "summary"} for r in report["runs"]] == manifest
     for r in report["runs"]:
@@ -522,8 +596,7 @@ def test_sweep_resume_with_another_configuration_is_refused_and_overwrite_replac
     shutil.copytree(grid_sweep["out"], out)
     (out / "notes.txt").write_text("about this sweep\n")
     (out / "beta=0.5_n=4" / "mine.png").write_bytes(b"my own figure")
-    base = ["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet",
-            "--out", out]
+    base = ["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "n=4,6", "--no-plot", "--quiet", "--out", out]
     before = tree(out)
     with count_runs() as calls:
         rc, stdout, err = cli(base + ["--resume", "--set", "seed=7"])
@@ -534,8 +607,21 @@ def test_sweep_resume_with_another_configuration_is_refused_and_overwrite_replac
 
     # overwrite a grid that shares two points with the old one: every point is computed again, the
     # run outside the new grid is removed (its user file kept), and the user's files stay where they were
-    grid = ["sweep", grid_sweep["cfg"], "--grid", "beta=2,3", "--grid", "n=4,6", "--no-plot", "--quiet",
-            "--set", "seed=7", "--out", out, "--overwrite"]
+    grid = [
+        "sweep",
+        grid_sweep["cfg"],
+        "--grid",
+        "beta=2,3",
+        "--grid",
+        "n=4,6",
+        "--no-plot",
+        "--quiet",
+        "--set",
+        "seed=7",
+        "--out",
+        out,
+        "--overwrite",
+    ]
     with count_runs() as calls:
         rc, _, err = cli(grid)
     assert rc == 0, err
@@ -579,8 +665,20 @@ def test_af_load_of_an_n_sweep_with_states(grid_sweep, tmp_path):
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_af_load_of_a_beta_by_dt_sweep(grid_sweep, tmp_path):
     out = tmp_path / "bdt"
-    rc, _, err = cli(["sweep", grid_sweep["cfg"], "--grid", "beta=0.5,2", "--grid", "dt=0.05,0.1", "--no-plot",
-                      "--quiet", "--out", out])
+    rc, _, err = cli(
+        [
+            "sweep",
+            grid_sweep["cfg"],
+            "--grid",
+            "beta=0.5,2",
+            "--grid",
+            "dt=0.05,0.1",
+            "--no-plot",
+            "--quiet",
+            "--out",
+            out,
+        ]
+    )
     assert rc == 0, err
     ds = af.load(out)
     assert ds["beta"].values.tolist() == [0.5, 2.0] and ds["dt"].values.tolist() == [0.05, 0.1]
@@ -619,8 +717,9 @@ def test_beta_only_sweep_is_one_ensemble_equal_to_separate_runs(beta_sweep):
         sa, ss = (json.loads((p / store.SUMMARY_FILE).read_text()) for p in (swept, single))
         assert sa["config"] == ss["config"]
         for key in CONTRACT_KEYS - {"config", "wall_time_s", "versions"}:
-            np.testing.assert_allclose(np.asarray(sa[key], dtype=float), np.asarray(ss[key], dtype=float),
-                                       rtol=1e-12, atol=1e-12, err_msg=key)
+            np.testing.assert_allclose(
+                np.asarray(sa[key], dtype=float), np.asarray(ss[key], dtype=float), rtol=1e-12, atol=1e-12, err_msg=key
+            )
 
 
 def test_af_load_of_a_beta_sweep(beta_sweep):
@@ -638,8 +737,9 @@ def solver_sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("ssweep")
     cfg = write_small(root / "small.toml")
     out = root / "solver"
-    rc, _, err = cli(["sweep", cfg, "--grid", "dt=0.05,0.1", "--grid", "delta=1e-3,0.5", "--no-plot", "--quiet",
-                      "--out", out])
+    rc, _, err = cli(
+        ["sweep", cfg, "--grid", "dt=0.05,0.1", "--grid", "delta=1e-3,0.5", "--no-plot", "--quiet", "--out", out]
+    )
     assert rc == 0, err
     return out
 
@@ -675,8 +775,11 @@ def several_d(json_run, tmp_path_factory):
     root = tmp_path_factory.mktemp("several_d")
     cfg, both, five, sweep = json_run["cfg"], root / "d35", root / "d5", root / "sweep"
     keep = ["--set", "d=[3,5]", "--set", "save_states=yes", "--no-plot", "--quiet"]
-    for args in (["run", cfg, *keep, "--out", both], ["run", cfg, "--set", "d=5", "--no-plot", "--quiet", "--out", five],
-                 ["sweep", cfg, "--grid", "beta=1,3", *keep, "--out", sweep]):
+    for args in (
+        ["run", cfg, *keep, "--out", both],
+        ["run", cfg, "--set", "d=5", "--no-plot", "--quiet", "--out", five],
+        ["sweep", cfg, "--grid", "beta=1,3", *keep, "--out", sweep],
+    ):
         rc, _, err = cli(args)
         assert rc == 0, err
     return {"both": both, "alone": {3: json_run["out"], 5: five}, "sweep": sweep}
@@ -697,8 +800,9 @@ def test_every_d_keeps_its_states_on_its_own_sphere_equal_to_its_run_alone(sever
         # member s draws from seed + s whatever the other d's: the run with this d alone, to rounding
         alone, _ = results.load_result(several_d["alone"][d])
         np.testing.assert_allclose(xs, alone.states(), rtol=0, atol=1e-14)
-        np.testing.assert_allclose(result.stats["mean_inner_product"][k], alone.stats["mean_inner_product"][0],
-                                   rtol=0, atol=1e-14)
+        np.testing.assert_allclose(
+            result.stats["mean_inner_product"][k], alone.stats["mean_inner_product"][0], rtol=0, atol=1e-14
+        )
     np.testing.assert_allclose(result.states(3)[:, :, 0].reshape(-1, N, D), members_x0(), atol=1e-15)
     with pytest.raises(ValueError, match=r"several dimensions d = \[3, 5\]: name the one"):
         result.states()
@@ -715,7 +819,7 @@ def test_af_load_gives_each_d_on_its_own_sphere(several_d):
         assert mine.dims == ("beta", "seed", "time", "particle", "coord") and mine.sizes["coord"] == d
         alone = af.load(several_d["alone"][d])["xs"].sel(d=d)
         np.testing.assert_allclose(mine.values, alone.values, rtol=0, atol=1e-14)
-        norms = np.sqrt((mine ** 2).sum("coord"))
+        norms = np.sqrt((mine**2).sum("coord"))
         assert float(np.abs(norms - 1.0).max()) < 1e-14
         # xarray's reductions skip the NaN padding: the norm over every coordinate is the same
         np.testing.assert_allclose(np.sqrt((ds["xs"].sel(d=d) ** 2).sum("coord")), norms, rtol=0, atol=1e-15)
@@ -730,9 +834,10 @@ def test_a_sweep_over_beta_keeps_every_d(several_d):
     for j, b in enumerate(BETAS):
         part, _ = results.load_result(several_d["sweep"] / store.run_name({"beta": b}))
         for d in DS:
-            np.testing.assert_allclose(part.states(d), whole.states(d)[j:j + 1], rtol=0, atol=1e-14)
-            np.testing.assert_allclose(ds["xs"].sel(d=d, beta=b).isel(coord=slice(0, d)), whole.states(d)[j],
-                                       rtol=0, atol=1e-14)
+            np.testing.assert_allclose(part.states(d), whole.states(d)[j : j + 1], rtol=0, atol=1e-14)
+            np.testing.assert_allclose(
+                ds["xs"].sel(d=d, beta=b).isel(coord=slice(0, d)), whole.states(d)[j], rtol=0, atol=1e-14
+            )
 
 
 def test_plot_draws_the_trajectories_of_every_d(several_d, tmp_path):
@@ -741,8 +846,11 @@ def test_plot_draws_the_trajectories_of_every_d(several_d, tmp_path):
     shutil.copytree(several_d["sweep"], sweep)
     rc, out, err = cli(["plot", run])
     assert rc == 0, err
-    assert sorted(Path(p).name for p in out.splitlines()) == ["cluster_counts.png", "trajectories_d3.png",
-                                                            "trajectories_d5.png"]
+    assert sorted(Path(p).name for p in out.splitlines()) == [
+        "cluster_counts.png",
+        "trajectories_d3.png",
+        "trajectories_d5.png",
+    ]
     rc, out, err = cli(["plot", sweep, "--kind", "trajectories_d5"])
     assert rc == 0, err
     assert sorted(out.splitlines()) == [str(sweep / store.run_name({"beta": b}) / "trajectories_d5.png") for b in BETAS]
@@ -781,12 +889,28 @@ def test_runs_written_before_every_d_was_kept_load_and_plot(several_d, json_run,
     assert ds["xs"].dims == rundir.STATE_DIMS and ds.sizes["coord"] == 5
     assert bool(ds["xs"].sel(d=3).isnull().all())
     np.testing.assert_array_equal(ds["xs"].sel(d=5).values, af.load(several_d["both"])["xs"].sel(d=5).values)
+
+
 def test_a_sweep_with_failed_runs_reports_every_run_and_exits_1(tmp_path):
     """USA at β = 70 overflows float32 at once, SA does not: one run done, one failed, both reported."""
     cfg = write_small(tmp_path / "small.toml")
     out = tmp_path / "models"
-    rc, stdout, err = cli(["sweep", cfg, "--set", "beta=70", "--set", "dtype=float32", "--grid", "model=sa,usa",
-                           "--no-plot", "--quiet", "--out", out])
+    rc, stdout, err = cli(
+        [
+            "sweep",
+            cfg,
+            "--set",
+            "beta=70",
+            "--set",
+            "dtype=float32",
+            "--grid",
+            "model=sa,usa",
+            "--no-plot",
+            "--quiet",
+            "--out",
+            out,
+        ]
+    )
     assert rc == 1
     assert len(err.splitlines()) == 1 and err.startswith("attnflow: error: 1 of 2 runs failed")
     lines = stdout.splitlines()
@@ -805,8 +929,9 @@ def test_a_linspace_grid_is_stored_as_a_user_writes_it(tmp_path):
     text = to_toml(points[2][1])
     assert "beta = [\n    0.3,\n]" in text and "0000000" not in text
     assert load_config(text) == points[2][1]
-    store.write_manifest(tmp_path / "sw", dict(axes), [{"name": store.run_name(p), "point": p, "status": "pending"}
-                                                       for p, _ in points])
+    store.write_manifest(
+        tmp_path / "sw", dict(axes), [{"name": store.run_name(p), "point": p, "status": "pending"} for p, _ in points]
+    )
     manifest = (tmp_path / "sw" / store.MANIFEST_FILE).read_text()
     assert "0.30000000000000004" not in manifest and store.read_manifest(tmp_path / "sw")["axes"]["beta"][2] == 0.3
 
@@ -865,16 +990,20 @@ def test_plot_a_sweep_redraws_every_run(beta_sweep, tmp_path):
 # -- 6. validate ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("everything", [
-    # by default two of the checks: the experiments' own checks run in test_experiments.py, the
-    # energy's in test_theory.py and Wendel's in test_equiangular_ode.py
-    False,
-    pytest.param(True, marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "everything",
+    [
+        # by default two of the checks: the experiments' own checks run in test_experiments.py, the
+        # energy's in test_theory.py and Wendel's in test_equiangular_ode.py
+        False,
+        pytest.param(True, marks=pytest.mark.slow),
+    ],
+)
 def test_validate_quick_passes_every_check(capsys, monkeypatch, everything):
     if not everything:
-        monkeypatch.setattr(validate, "CHECKS", [(label, fn) for label, fn in validate.CHECKS
-                                                 if label in ("tanh", "equiangular USA")])
+        monkeypatch.setattr(
+            validate, "CHECKS", [(label, fn) for label, fn in validate.CHECKS if label in ("tanh", "equiangular USA")]
+        )
         assert len(validate.CHECKS) == 2
     rc = main(["validate", "--quick"])
     out, err = capsys.readouterr()
@@ -884,7 +1013,7 @@ def test_validate_quick_passes_every_check(capsys, monkeypatch, everything):
     assert re.fullmatch(r"-+( {2}-+){3}", lines[1]), lines[1]
     final = re.match(r"(\d+) passed, 0 failed\b", lines[-1])
     assert final, lines[-1]
-    rows = lines[2:lines.index("")]
+    rows = lines[2 : lines.index("")]
     assert len(rows) == int(final.group(1)) >= len(validate.CHECKS)
     assert all(row.rstrip().endswith("  yes") for row in rows)
     # the pass column lines up under its header
@@ -952,8 +1081,11 @@ def test_list_prints_every_builtin_experiment_and_simulate():
 
 def test_a_closed_stdout_ends_quietly_with_status_141():
     """``attnflow list --keys | head``: the reader goes away; no traceback, the status of a SIGPIPE (128 + 13)."""
-    proc = subprocess.Popen([sys.executable, "-m", "attnflow.experiments.commands.cli", "list", "--keys"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnflow.experiments.commands.cli", "list", "--keys"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()  # before the first write: every write fails with EPIPE
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141
@@ -978,7 +1110,8 @@ def test_an_interrupt_lost_in_a_gc_callback_is_delivered_again():
         "    time.sleep(5)\n"
         "    print('lost')\n"
         "except KeyboardInterrupt:\n"
-        "    print('delivered', len(fired))\n")
+        "    print('delivered', len(fired))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "delivered 1", proc.stderr
     assert "Exception ignored" not in proc.stderr

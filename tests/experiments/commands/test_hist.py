@@ -20,8 +20,8 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments.commands import hist
-from attnflow.experiments.results import store
 from attnflow.experiments.commands.cli import main
+from attnflow.experiments.results import store
 
 N, D, PROMPTS, TAU, BETA, WRONG_BETA, DT = 8, 4, 2, 0.5, 1.0, 4.0, 0.05
 LAYERS = 7  # states at t = 0, 0.5, ..., 3
@@ -82,9 +82,26 @@ def plain_run(states):
 def sim_run(states):
     """The batched states, simulated from layer 0 at the generating β and at a wrong one, one call."""
     out = states["root"] / "sim"
-    rc, stdout, stderr = cli(["hist", states["root"] / "batched.npz", "--simulate-from", 0,
-                              "--beta", f"{BETA},{WRONG_BETA}", "--layer-time", TAU, "--set", "solver=rk4",
-                              "--set", f"dt={DT}", "--json", "--quiet", "--out", out])
+    rc, stdout, stderr = cli(
+        [
+            "hist",
+            states["root"] / "batched.npz",
+            "--simulate-from",
+            0,
+            "--beta",
+            f"{BETA},{WRONG_BETA}",
+            "--layer-time",
+            TAU,
+            "--set",
+            "solver=rk4",
+            "--set",
+            f"dt={DT}",
+            "--json",
+            "--quiet",
+            "--out",
+            out,
+        ]
+    )
     assert rc == 0, stderr
     return {"out": out, "summary": json.loads(stdout)}
 
@@ -122,8 +139,9 @@ def test_results_have_named_dimensions_and_the_figure_is_written(plain_run):
 
 def test_layers_and_bins_select(states, tmp_path):
     out = tmp_path / "some"
-    rc, _, stderr = cli(["hist", states["root"] / "single.npy", "--layers", "0,3-4,6", "--bins", 16,
-                         "--no-plot", "--out", out])
+    rc, _, stderr = cli(
+        ["hist", states["root"] / "single.npy", "--layers", "0,3-4,6", "--bins", 16, "--no-plot", "--out", out]
+    )
     assert rc == 0, stderr
     data = npz(out / store.RESULTS_FILE)
     assert data["layer"].tolist() == [0, 3, 4, 6]
@@ -152,9 +170,30 @@ def test_simulation_at_the_generating_beta_reproduces_the_later_layers(sim_run):
 
 
 def test_simulation_from_a_later_layer_maps_layers_to_times(states, tmp_path):
-    rc, stdout, stderr = cli(["hist", states["root"] / "single.npz", "--key", "hidden_states", "--simulate-from", 2,
-                              "--beta", BETA, "--layer-time", TAU, "--set", "solver=rk4", "--set", f"dt={DT}",
-                              "--layers", "1-6", "--json", "--quiet", "--out", tmp_path / "late"])
+    rc, stdout, stderr = cli(
+        [
+            "hist",
+            states["root"] / "single.npz",
+            "--key",
+            "hidden_states",
+            "--simulate-from",
+            2,
+            "--beta",
+            BETA,
+            "--layer-time",
+            TAU,
+            "--set",
+            "solver=rk4",
+            "--set",
+            f"dt={DT}",
+            "--layers",
+            "1-6",
+            "--json",
+            "--quiet",
+            "--out",
+            tmp_path / "late",
+        ]
+    )
     assert rc == 0, stderr
     s = json.loads(stdout)["simulation"]
     assert s["from_layer"] == 2 and s["layers"] == [2, 3, 4, 5, 6]

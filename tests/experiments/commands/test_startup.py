@@ -26,13 +26,32 @@ rc = cli.main()
 sys.stderr.write("\nCOUNTS " + json.dumps(counts) + "\n")
 sys.exit(rc)
 """
-RUN = ["run", "fig4-circle", "--quick", "--no-plot", "--quiet", "--json", "--set", "n=6", "--set", "seeds=2",
-       "--set", "t1=2", "--set", "n_save=5"]
+RUN = [
+    "run",
+    "fig4-circle",
+    "--quick",
+    "--no-plot",
+    "--quiet",
+    "--json",
+    "--set",
+    "n=6",
+    "--set",
+    "seeds=2",
+    "--set",
+    "t1=2",
+    "--set",
+    "n_save=5",
+]
 
 
 def program(args, env):
-    proc = subprocess.run([sys.executable, "-c", CHILD, *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = json.loads(proc.stderr.rsplit("COUNTS ", 1)[1])
     return json.loads(proc.stdout), counts, proc.stderr

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from attnflow.experiments import config as cfgmod
-from attnflow.experiments.config.types import linspace_values
 from attnflow.experiments.config import (
     CHECKS,
     KEYS,
@@ -32,6 +31,7 @@ from attnflow.experiments.config import (
     to_toml,
     validate,
 )
+from attnflow.experiments.config.types import linspace_values
 
 
 @pytest.fixture
@@ -133,8 +133,9 @@ def test_set_linspace_is_written_as_a_user_would():
     assert load_config(text) == c  # config.toml reads back to the same values
 
 
-@pytest.mark.parametrize("a, b, n", [(0, 1, 7), (0.1, 9, 90), (-0.3, 0.3, 7), (1e-20, 1e-19, 4), (1, 2, 3001),
-                                     (0, 2 / 3, 5), (-5, 5, 11)])
+@pytest.mark.parametrize(
+    "a, b, n", [(0, 1, 7), (0.1, 9, 90), (-0.3, 0.3, 7), (1e-20, 1e-19, 4), (1, 2, 3001), (0, 2 / 3, 5), (-5, 5, 11)]
+)
 def test_linspace_values_are_the_shortest_decimals_within_1e_12(a, b, n):
     exact = np.linspace(a, b, n)
     values = linspace_values(a, b, n)
@@ -148,8 +149,7 @@ def test_linspace_values_are_the_shortest_decimals_within_1e_12(a, b, n):
 
 
 def test_linspace_values_of_sixths_and_signs():
-    assert linspace_values(0, 1, 7) == [0.0, 0.166666666667, 0.333333333333, 0.5, 0.666666666667, 0.833333333333,
-                                        1.0]
+    assert linspace_values(0, 1, 7) == [0.0, 0.166666666667, 0.333333333333, 0.5, 0.666666666667, 0.833333333333, 1.0]
     assert linspace_values(-0.3, 0.3, 7) == [-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3]
     assert all(str(v) != "-0.0" for v in linspace_values(-1, 1, 3))
     assert linspace_values(0, 0, 1) == [0.0]
@@ -586,9 +586,14 @@ def test_to_toml_round_trip_tricky_values():
 def test_to_toml_writes_a_header_and_reads_back_lists_and_nested_tables(registry):
     register(Key("schedule", "table", {}, "schedule parameters"))
     schedule = {
-        "kappa": 1e308, "tiny": 5e-324, "neg_zero": -0.0, "big": 2**62,
+        "kappa": 1e308,
+        "tiny": 5e-324,
+        "neg_zero": -0.0,
+        "big": 2**62,
         "text": 'say "hi" \\ ünïcødé ✓ \t\r\n\x00\x1f\x7f',
-        "dotted.key": True, "": "empty key", "ключ": [1.5, -2.25e-300],
+        "dotted.key": True,
+        "": "empty key",
+        "ключ": [1.5, -2.25e-300],
         "nested": {"deeper": {"x": [[1, 2], ["a", "b"]]}, "empty": {}},
         "rows": [{"a": 1, "b": "x" * 120}, {"a": 2, "b": "y"}],
         "short_rows": [{"a": 1}, {"a": 2}],

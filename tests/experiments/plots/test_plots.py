@@ -14,6 +14,8 @@ from matplotlib.figure import Figure
 from PIL import Image, ImageSequence
 
 from attnflow.experiments import plots
+
+
 def _flow(n, d, steps, *, beta=2.0, dt=0.1, seed=0):
     """A few explicit steps of SA (Q = K = V = I) with renormalization: (steps + 1, n, d)."""
     rng = np.random.default_rng(seed)
@@ -58,8 +60,7 @@ def phase_data():
 def test_phase_diagram_colour_range_data_and_curve(phase_data, tmp_path):
     ts, betas, fraction, curve = phase_data
     path = tmp_path / "sub" / "phase.png"
-    fig = plots.phase_diagram(ts, betas, fraction, gamma_curve=curve, d=2, n=32, delta=1e-3,
-                              path=path)
+    fig = plots.phase_diagram(ts, betas, fraction, gamma_curve=curve, d=2, n=32, delta=1e-3, path=path)
     ax = fig.axes[0]
     mesh = next(c for c in ax.collections if isinstance(c, QuadMesh))
     assert (mesh.norm.vmin, mesh.norm.vmax) == (0.0, 1.0)
@@ -92,7 +93,7 @@ def test_phase_diagram_grid_one_panel_per_d_shared_colorbar(phase_data):
     fig = plots.phase_diagram_grid(ts, betas, by_d, gamma_curve=curve, n=32, delta=1e-3)
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title().startswith("$d =")]
     assert [ax.get_title() for ax in panels] == [f"$d = {d}$" for d in by_d]
-    for ax, (d, frac) in zip(panels, by_d.items()):
+    for ax, frac in zip(panels, by_d.values()):
         mesh = next(c for c in ax.collections if isinstance(c, QuadMesh))
         np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(frac.shape), frac)
         assert (mesh.norm.vmin, mesh.norm.vmax) == (0.0, 1.0)
@@ -148,7 +149,7 @@ def test_sphere_figure_not_blank_and_markers_at_the_points(tmp_path):
     img = _pixels(fig)
     assert img.std() > 20
     h, w, _ = img.shape
-    centre = img[h // 2 - 20: h // 2 + 20, w // 2 - 20: w // 2 + 20]
+    centre = img[h // 2 - 20 : h // 2 + 20, w // 2 - 20 : w // 2 + 20]
     assert centre.mean() < 250  # the shaded sphere fills the middle, not white paper
     final, initial = _by_gid(ax, "final"), _by_gid(ax, "initial")
     np.testing.assert_allclose(np.column_stack(final._offsets3d), xs[-1])
@@ -206,8 +207,9 @@ def test_histogram_over_time_normalized_columns_and_gamma():
     np.testing.assert_allclose(_by_gid(ax, "gamma").get_ydata(), gamma)
     assert ax.get_ylim() == (-1.0, 1.0)
     fig_r = plots.histogram_ridges(ts, edges, counts, times=[0, 2.5, 5], gamma=gamma)
-    assert [round(float(_by_gid(fig_r.axes[0], f"gamma_{k}").get_xdata()[0]), 6)
-            for k in range(3)] == [round(float(g), 6) for g in gamma[[0, 5, 10]]]
+    assert [round(float(_by_gid(fig_r.axes[0], f"gamma_{k}").get_xdata()[0]), 6) for k in range(3)] == [
+        round(float(g), 6) for g in gamma[[0, 5, 10]]
+    ]
 
 
 def test_energy_and_clusters_plateaus_levels_log_axis():
@@ -216,8 +218,7 @@ def test_energy_and_clusters_plateaus_levels_log_axis():
     n_clusters = np.where(ts < 10, 4, np.where(ts < 1000, 2, 1))
     plateaus = [(10, 1000, 0.5), (1000, 1e4, 1.0)]
     levels = [0.5, (1.0, "one cluster")]
-    fig = plots.energy_and_clusters(ts, energy, n_clusters, plateaus=plateaus, levels=levels,
-                                    logx=True, beta=30, n=8)
+    fig = plots.energy_and_clusters(ts, energy, n_clusters, plateaus=plateaus, levels=levels, logx=True, beta=30, n=8)
     ax_e, ax_c = fig.axes
     assert ax_e.get_xscale() == "log" and ax_c.get_xscale() == "log"
     assert ax_e.get_shared_x_axes().joined(ax_e, ax_c)
@@ -273,7 +274,7 @@ def test_animation_frame_count_and_no_blank_frame(tmp_path, d):
         frames = [np.asarray(f.convert("RGB"), dtype=float) for f in ImageSequence.Iterator(im)]
     assert len(frames) == 8
     for frame in frames:
-        body = frame[int(0.15 * frame.shape[0]):]  # below the title
+        body = frame[int(0.15 * frame.shape[0]) :]  # below the title
         assert body.std() > 5  # blank paper: 0
     assert not np.array_equal(frames[0], frames[-1])
     assert "t = 12.00" in fig.texts[0].get_text()
@@ -325,14 +326,19 @@ def test_bad_input_names_the_argument(phase_data, tmp_path):
 
 
 def test_no_pyplot_and_no_latex_even_if_requested(phase_data, tmp_path):
-    modules = [plots] + [importlib.import_module(f"{plots.__name__}.{m.name}")
-                         for m in pkgutil.iter_modules(plots.__path__)]
+    modules = [plots] + [
+        importlib.import_module(f"{plots.__name__}.{m.name}") for m in pkgutil.iter_modules(plots.__path__)
+    ]
     imported = set()
     for module in modules:
         tree = ast.parse(inspect.getsource(module))
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        imported |= {f"{node.module}.{alias.name}" for node in ast.walk(tree)
-                     if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+        imported |= {
+            f"{node.module}.{alias.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module
+            for alias in node.names
+        }
         imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert len(modules) > 1 and "matplotlib.figure.Figure" in imported
     assert not any("pyplot" in name for name in imported)
@@ -341,8 +347,7 @@ def test_no_pyplot_and_no_latex_even_if_requested(phase_data, tmp_path):
     xs = _flow(5, 3, 4)
     with mpl.rc_context({"text.usetex": True}):
         figs = [
-            plots.phase_diagram(ts, betas, fraction, gamma_curve=curve, delta=1e-3,
-                                path=tmp_path / "p.png"),
+            plots.phase_diagram(ts, betas, fraction, gamma_curve=curve, delta=1e-3, path=tmp_path / "p.png"),
             plots.sphere_trajectories(np.arange(5.0), xs, beta=1.0, path=tmp_path / "s.png"),
             plots.animate_sphere(np.arange(5.0), xs, beta=1.0, path=tmp_path / "a.gif", dpi=30),
         ]

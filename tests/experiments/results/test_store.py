@@ -14,8 +14,9 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnflow.experiments.results import figures as output, store
 from attnflow.experiments.config import expand_grid, load_config, to_toml
+from attnflow.experiments.results import figures as output
+from attnflow.experiments.results import store
 from attnflow.experiments.results.store import (
     DIMS_KEY,
     OWNED_FILE,
@@ -268,10 +269,17 @@ def test_crash_while_replacing_keeps_the_old_run(tmp_path, cfg):
     for _ in range(2):
         with pytest.raises(RuntimeError, match="boom"):
             write_run(out, to_toml(cfg2), summary, arrays, {"fig": crash}, overwrite=True)
-        assert {p: (tmp_path / p).read_bytes() for p in tree(tmp_path) if (tmp_path / p).is_file()
-                and p != "run/notes.txt"} == before
-        assert tree(tmp_path) == ["run", "run/.attnflow.json", "run/config.toml", "run/notes.txt", "run/results.npz",
-                                  "run/summary.json"]
+        assert {
+            p: (tmp_path / p).read_bytes() for p in tree(tmp_path) if (tmp_path / p).is_file() and p != "run/notes.txt"
+        } == before
+        assert tree(tmp_path) == [
+            "run",
+            "run/.attnflow.json",
+            "run/config.toml",
+            "run/notes.txt",
+            "run/results.npz",
+            "run/summary.json",
+        ]
 
 
 def test_existing_run_is_refused_unless_overwrite(tmp_path, cfg):
@@ -300,8 +308,17 @@ def test_overwrite_replaces_attnflow_files_only(tmp_path, cfg):
     (out / "mine").mkdir()
     (out / "mine" / "plot.png").write_bytes(b"user's")
     write_run(out, to_toml(cfg2), summary2, arrays2, {"new": write_png}, overwrite=True)  # in place, around them
-    assert tree(tmp_path) == ["run", "run/.attnflow.json", "run/config.toml", "run/mine", "run/mine/plot.png",
-                              "run/new.png", "run/notes.txt", "run/results.npz", "run/summary.json"]
+    assert tree(tmp_path) == [
+        "run",
+        "run/.attnflow.json",
+        "run/config.toml",
+        "run/mine",
+        "run/mine/plot.png",
+        "run/new.png",
+        "run/notes.txt",
+        "run/results.npz",
+        "run/summary.json",
+    ]
     assert (out / "notes.txt").read_text() == "mine" and (out / "mine" / "plot.png").read_bytes() == b"user's"
     assert load_config(out / "config.toml").seed == 5 and is_complete(out)
     assert foreign_files(out) == ["mine", "notes.txt"]

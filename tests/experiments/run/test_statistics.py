@@ -7,10 +7,10 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments import builtin
-from attnflow.experiments.results import runs
-from attnflow.experiments.run import runner
 from attnflow.experiments.builtin import EXPERIMENTS
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.experiments.results import runs
+from attnflow.experiments.run import runner
 from attnflow.particles import observables as ob
 
 
@@ -68,8 +68,9 @@ def test_pair_summary_of_one_particle_and_vmapped():
 
 def _run(*sets, experiment="simulate"):
     base = EXPERIMENTS[experiment].defaults if experiment != "simulate" else None
-    config = load_config(None, ["n=8", "d=3", "beta=1,4", "seeds=3", "t1=4", "n_save=9", "progress=false", *sets],
-                         base=base)
+    config = load_config(
+        None, ["n=8", "d=3", "beta=1,4", "seeds=3", "t1=4", "n_save=9", "progress=false", *sets], base=base
+    )
     return runner.run(config)
 
 
@@ -99,13 +100,19 @@ def test_the_clustered_group_is_the_pairs_fraction_alone_and_still_gives_t_clust
     assert np.isfinite(t_full).any() and not np.isfinite(t_full).all()
     assert np.array_equal(t_full, t_alone, equal_nan=True)
     summary = runs.summarize(alone)
-    assert summary["min_inner_product"] == [None] * 9 and summary["clustered_fraction"] == runs.summarize(full)["clustered_fraction"]
+    assert (
+        summary["min_inner_product"] == [None] * 9
+        and summary["clustered_fraction"] == runs.summarize(full)["clustered_fraction"]
+    )
 
 
 def test_experiments_compute_what_their_figures_read():
     # fig4-circle draws cluster counts: asking for pairs only still computes them
-    config = load_config(None, ["statistics=pairs", "seeds=2", "t1=2", "n_save=5", "progress=false"],
-                         base=EXPERIMENTS["fig4-circle"].defaults)
+    config = load_config(
+        None,
+        ["statistics=pairs", "seeds=2", "t1=2", "n_save=5", "progress=false"],
+        base=EXPERIMENTS["fig4-circle"].defaults,
+    )
     assert builtin.statistics_groups(config) == ("pairs", "clusters", "energy")
     fig3 = load_config(None, [], base=EXPERIMENTS["fig3-phase-diagram"].defaults)
     assert builtin.statistics_groups(fig3) == ("clustered",)

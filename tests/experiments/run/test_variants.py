@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.experiments.run import fields as models, runner
 from attnflow.experiments.config import ConfigError, load_config
+from attnflow.experiments.run import fields as models
+from attnflow.experiments.run import runner
 from attnflow.particles.models import MODELS
 
 N, D = 6, 4
@@ -32,8 +33,9 @@ VARIANTS = {
 
 
 def config(extra):
-    return load_config(None, [f"n={N}", f"d={D}", "solver=rk4", "dt=0.05", "t1=1.0", "seeds=1", "progress=false",
-                              *extra])
+    return load_config(
+        None, [f"n={N}", f"d={D}", "solver=rk4", "dt=0.05", "t1=1.0", "seeds=1", "progress=false", *extra]
+    )
 
 
 def run(field, x0, key=None):
@@ -47,7 +49,7 @@ def test_every_variant_runs_batched_in_one_call_and_equals_its_members(name):
     sol = run(runner.build_field(c, BETAS, seeds, D), np.stack([X0] * 3))  # as the runner calls it
     assert sol.xs.shape == (3, 5, N, D)
     for m in range(3):
-        one = run(runner.build_field(c, BETAS[m:m + 1], seeds[m:m + 1], D), X0[None])
+        one = run(runner.build_field(c, BETAS[m : m + 1], seeds[m : m + 1], D), X0[None])
         # vmapped members and single runs execute the same arithmetic up to reassociation
         np.testing.assert_allclose(sol.xs[m], one.xs[0], atol=1e-11, err_msg=name)
     if c.norm in ("post", "ngpt"):
@@ -116,8 +118,20 @@ def test_every_variant_key_is_listed():
     from attnflow.experiments.config import describe_keys
 
     text = describe_keys()
-    for key in ("heads", "mask", "norm", "ngpt_alpha", "weights", "value", "layer_tau", "weights_file", "ff_width",
-                "ff_activation", "noise", "sinkhorn_tol"):
+    for key in (
+        "heads",
+        "mask",
+        "norm",
+        "ngpt_alpha",
+        "weights",
+        "value",
+        "layer_tau",
+        "weights_file",
+        "ff_width",
+        "ff_activation",
+        "noise",
+        "sinkhorn_tol",
+    ):
         assert key in text
     assert all(f"{name}, " in text for name in models.MODELS)
 
@@ -156,8 +170,18 @@ def test_saves_at_layer_switches_are_not_duplicated():
 
 def test_circle_key_runs_the_angle_form_and_matches_the_plane():
     # the same run in angles (circle = true) and in the plane: same states to the tolerance
-    base = ["n=8", "d=2", "beta=[1.0, 6.0]", "seeds=2", "t1=5.0", "n_save=11", "rtol=1e-10", "atol=1e-12",
-            "progress=false", "save_states=yes"]
+    base = [
+        "n=8",
+        "d=2",
+        "beta=[1.0, 6.0]",
+        "seeds=2",
+        "t1=5.0",
+        "n_save=11",
+        "rtol=1e-10",
+        "atol=1e-12",
+        "progress=false",
+        "save_states=yes",
+    ]
     plane = runner.run(load_config(None, base))
     angles = runner.run(load_config(None, base + ["circle=true"]))
     np.testing.assert_allclose(angles.states(2), plane.states(2), atol=1e-8)
@@ -169,8 +193,20 @@ def test_circle_key_runs_the_angle_form_and_matches_the_plane():
 def test_circle_auto_runs_d_2_in_angles_where_the_run_allows_it():
     # fig3's circle = 'auto': d = 2 members of plain SA/USA move in angles, every other part of the
     # run in the plane or on the sphere, and a variant key turns it off instead of being refused
-    base = ["n=8", "d=[2, 3]", "beta=[1.0, 6.0]", "seeds=3", "t1=6.0", "n_save=13", "solver=rk4", "dt=0.05",
-            "dense=true", "statistics=clustered", "delta=0.05", "progress=false"]
+    base = [
+        "n=8",
+        "d=[2, 3]",
+        "beta=[1.0, 6.0]",
+        "seeds=3",
+        "t1=6.0",
+        "n_save=13",
+        "solver=rk4",
+        "dt=0.05",
+        "dense=true",
+        "statistics=clustered",
+        "delta=0.05",
+        "progress=false",
+    ]
     auto = load_config(None, base + ["circle=auto"])
     assert [models.in_angles(auto, d) for d in auto.d] == [True, False]
     assert isinstance(runner.build_field(auto, np.ones(2), np.arange(2), 2), af.Circle)
@@ -205,5 +241,8 @@ def test_square_query_and_key_enter_as_their_product(ensemble):
     separate = af.SA(BETAS, drawn["Q"], drawn["K"], drawn["V"])
     x = np.stack([X0] * 3)
     velocity = jax.vmap(lambda f, y: f(0.0, y), in_axes=(ensemble_axes(field)[0], 0))
-    np.testing.assert_allclose(velocity(field, x), jax.vmap(lambda f, y: f(0.0, y),
-                               in_axes=(ensemble_axes(separate)[0], 0))(separate, x), atol=1e-13)
+    np.testing.assert_allclose(
+        velocity(field, x),
+        jax.vmap(lambda f, y: f(0.0, y), in_axes=(ensemble_axes(separate)[0], 0))(separate, x),
+        atol=1e-13,
+    )

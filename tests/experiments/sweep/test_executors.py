@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnflow.experiments.sweep import executors, schedule as sweep
-from attnflow.experiments.results import store
 from attnflow.experiments.commands.cli import main
 from attnflow.experiments.config import load_config
+from attnflow.experiments.results import store
+from attnflow.experiments.sweep import executors
+from attnflow.experiments.sweep import schedule as sweep
 
 distributed = pytest.importorskip("distributed")
 
@@ -139,19 +140,35 @@ def test_cli_dask_sweep_with_a_local_cluster(tmp_path, capsys):
     cfg = tmp_path / "small.toml"
     cfg.write_text(SMALL, encoding="utf-8")
     out = tmp_path / "sweep"
-    rc = main(["sweep", str(cfg), "--grid", "beta=1,2", "--executor", "dask", "--workers", "2", "--no-plot",
-               "--out", str(out)])
+    rc = main(
+        [
+            "sweep",
+            str(cfg),
+            "--grid",
+            "beta=1,2",
+            "--executor",
+            "dask",
+            "--workers",
+            "2",
+            "--no-plot",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert [r["status"] for r in store.read_manifest(out)["runs"]] == ["done", "done"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--workers", "2"], "--workers needs --executor dask"),
-    (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --executor dask"),
-    (["--executor", "dask", "--workers", "0"], "expected a positive integer"),
-    (["--executor", "dask", "--scheduler", "tcp://127.0.0.1:9", "--workers", "2"], "with a scheduler address"),
-    (["--executor", "dask", "--grid", "n=0"], "grid n"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--workers", "2"], "--workers needs --executor dask"),
+        (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --executor dask"),
+        (["--executor", "dask", "--workers", "0"], "expected a positive integer"),
+        (["--executor", "dask", "--scheduler", "tcp://127.0.0.1:9", "--workers", "2"], "with a scheduler address"),
+        (["--executor", "dask", "--grid", "n=0"], "grid n"),
+    ],
+)
 def test_bad_executor_flags_are_refused_before_anything_runs(tmp_path, capsys, argv, message):
     cfg = tmp_path / "small.toml"
     cfg.write_text(SMALL, encoding="utf-8")
@@ -171,14 +188,17 @@ def test_unreachable_scheduler_is_one_clear_error(tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("address, message", [
-    ("notaurl", r"'notaurl' is not a Dask scheduler address: give SCHEME://HOST:PORT with SCHEME one of tcp, tls"),
-    ("10.0.0.5:8786", r"not a Dask scheduler address"),
-    ("tcp://10.0.0.5", r"not a Dask scheduler address"),
-    ("http://10.0.0.5:8786", r"unknown scheme 'http'; Dask's are tcp, tls, ws, wss, ucx"),
-    ("tcp://10.0.0.5:0", r"port 0 is not in 1 … 65535"),
-    ("tcp://host name:8786", r"not a Dask scheduler address"),
-])
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("notaurl", r"'notaurl' is not a Dask scheduler address: give SCHEME://HOST:PORT with SCHEME one of tcp, tls"),
+        ("10.0.0.5:8786", r"not a Dask scheduler address"),
+        ("tcp://10.0.0.5", r"not a Dask scheduler address"),
+        ("http://10.0.0.5:8786", r"unknown scheme 'http'; Dask's are tcp, tls, ws, wss, ucx"),
+        ("tcp://10.0.0.5:0", r"port 0 is not in 1 … 65535"),
+        ("tcp://host name:8786", r"not a Dask scheduler address"),
+    ],
+)
 def test_a_scheduler_address_is_checked_before_any_connection(address, message):
     """A malformed address is one ValueError at once: no Client is made (one that is hangs its cleanup for a minute)."""
     start = time.perf_counter()
@@ -199,8 +219,7 @@ def test_many_runs_on_two_workers_all_load(dask_executor, tmp_path, betas):
 
     cfg = config(tmp_path).replace(n=4, seeds=1, t1=1.0, n_save=3, dt=0.1)
     out = tmp_path / "sweep"
-    runs = sweep.run_sweep(cfg, None, [f"beta=0.1:5:{betas}", "seed=0:9:10"], out, plot=False,
-                           executor=dask_executor)
+    runs = sweep.run_sweep(cfg, None, [f"beta=0.1:5:{betas}", "seed=0:9:10"], out, plot=False, executor=dask_executor)
     assert len(runs) == 10 * betas and all(r["status"] == "done" for r in runs)
     assert len(_run_dirs(out)) == 10 * betas
     ds = af.load(out)
