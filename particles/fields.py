@@ -24,6 +24,7 @@ from jaxtyping import Array, Float
 
 from .blocked import blocked_attention, check_block, check_kernel, fused_attention, resolve_block, resolve_kernel
 from .checks import as_beta, as_parameter, as_weights, check_choice, check_weights
+from .span import span_weights
 from .sphere import normalize, project
 
 _TIMES = ("glpr", "rescaled")
@@ -64,69 +65,6 @@ def query_key(Q, K, x: Float[Array, "n d"]) -> tuple[Array, Array]:
     q = x if Q is None else x @ Q.T.astype(x.dtype)
     k = x if K is None else x @ K.T.astype(x.dtype)
     return q, k
-
-
-def identity_scale(V) -> Array | None:
-    """λ with V = λI (shape V.shape[:-2]: one per member), 1.0 for V None (the identity), None otherwise.
-
-    None also where nothing can be proven: V traced (inside jit), or equal to λI only to rounding.
-    The comparison is exact, so −I, 2I or I/H (stored as such) qualify.
-    """
-    if V is None:
-        return jnp.asarray(1.0)
-    if isinstance(V, jax.core.Tracer):
-        return None
-    arr = np.asarray(V)
-    diagonal = np.diagonal(arr, axis1=-2, axis2=-1)
-    lam = diagonal[..., 0]
-    # a constant diagonal and nothing off it (counted, so a stack of large V needs no copy)
-    if not np.all(diagonal == lam[..., None]) or np.count_nonzero(arr) != np.count_nonzero(diagonal):
-        return None
-    return jnp.asarray(lam)
-
-
-def span_rank(U) -> int:
-    """r, the dimension of the span a frame U (..., d, r) stands for; an int U is r itself."""
-    return U if isinstance(U, (int, np.integer)) else int(np.shape(U)[-1])
-
-
-def span_kernel(Q, K, U, inner_axes: int = 0) -> Array | None:
-    """The r × r kernel M = UᵀQᵀK U with ⟨Q x_i, K x_j⟩ = ⟨y_i, M y_j⟩ for x = y Uᵀ; None when Q, K are identities.
-
-    Q, K (..., k, d) or None, U (..., d, r); ``inner_axes`` axes of Q, K between the member axis and
-    the matrix (heads, layers) are broadcast against U. M is formed as (QU)ᵀ(KU), O(k d r).
-    """
-    if Q is None and K is None:
-        return None
-    U = jnp.asarray(U)
-    U = U.reshape(U.shape[:-2] + (1,) * inner_axes + U.shape[-2:]) if U.ndim > 2 else U
-    qu = U if Q is None else Q @ U
-    ku = U if K is None else K @ U
-    return jnp.swapaxes(qu, -1, -2) @ ku
-
-
-def span_weights(Q, K, V, U) -> tuple[None, Array | None, Array | None] | None:
-    """Q', K', V' of an attention acting on span coordinates y = x U, or None where the span is not invariant.
-
-    With V = λI every value V x_j = λ x_j lies in the span of the tokens; the logits become
-    ⟨y_i, M y_j⟩ with M = UᵀQᵀK U (Q' = None, K' = M), and V' = λI_r. ``U`` is an orthonormal frame
-    (d, r) or one per member (B, d, r), or the int r when the frame is left unspecified: then only
-    Q = K = identity (a rotation-equivariant field, the same for every frame) reduces.
-    """
-    scale = identity_scale(V)
-    if scale is None:
-        return None
-    r = span_rank(U)
-    if Q is not None or K is not None:
-        if isinstance(U, (int, np.integer)):
-            return None
-        d = (Q if Q is not None else K).shape[-1]
-        if np.shape(U)[-2] != d:
-            raise ValueError(
-                f"the frame U has shape {np.shape(U)} but the weights act on d = {d}: expected (..., {d}, r)"
-            )
-    Vr = None if V is None else scale[..., None, None] * jnp.eye(r, dtype=V.dtype)
-    return None, span_kernel(Q, K, U), Vr
 
 
 def _is_none(a) -> bool:

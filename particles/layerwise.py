@@ -28,7 +28,8 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .checks import as_matrix, check_int, check_real
-from .fields import Attention, Field, identity_scale, span_kernel, span_rank, span_weights
+from .fields import Attention, Field
+from .span import identity_scale, span_kernel, span_rank, span_weights
 from .weights import member_keys, sample_weights
 
 __all__ = ["LayerWise"]

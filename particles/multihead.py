@@ -18,7 +18,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .checks import as_beta, as_matrix, check_choice, check_int
-from .fields import KERNEL_MODELS, MASKS, Field, identity_scale, span_kernel
+from .fields import KERNEL_MODELS, MASKS, Field
+from .span import identity_scale, span_kernel
 
 POSITIONAL = ("none", "alibi")
 

@@ -32,6 +32,7 @@ import numpy as np
 from ...particles import gaussian_closure as gc
 from ...particles.fields import SA
 from ...particles.layernorm import NoLN
+from ...solvers.closure import solve_closure, solve_covariance
 from ...solvers.problem import check_steps
 from ...solvers.simulation import simulate
 from ..config import ConfigError
@@ -103,7 +104,7 @@ def _moments_save(t, x):
 def _rate_part(config, d, beta):
     m0, S0, Q, K, V = rate_weights(d, config.seed)
     ts = rate_times(config)
-    closure = gc.solve_closure(m0, S0, ts, beta, Q, K, V)
+    closure = solve_closure(m0, S0, ts, beta, Q, K, V)
     scale = np.linalg.norm(closure.cov, axis=(-1, -2))
     sizes = list(config.particle_counts)
     cov_err = np.zeros((len(sizes), config.replicas, ts.size))
@@ -131,7 +132,7 @@ def _rate_part(config, d, beta):
 def _collapse_part(config, d, beta):
     S0, Q, V = collapse_weights(d, config.seed)
     ts = collapse_times(config)
-    closure = gc.solve_closure(np.zeros(d), S0, ts, beta, Q, -Q, V)
+    closure = solve_closure(np.zeros(d), S0, ts, beta, Q, -Q, V)
     half = gc.gaussian_sample(np.random.default_rng([config.seed, 4]), max(1, config.n // 2), np.zeros(d), S0)
     x0 = np.concatenate([half, -half])  # symmetric under x → −x: the mean stays 0 (V would make it grow)
     sol = simulate(
@@ -169,7 +170,7 @@ def _rank_part(config):
             raise ConfigError("gaussian-closure: the draws of Q do not all have the same rank")
         bound[i] = kernels[0]
         for j, kind in enumerate(VALUE_KINDS):
-            solved = gc.solve_covariance(S0, A, values[kind], times=RANK_TIMES, on_failure="mask")
+            solved = solve_covariance(S0, A, values[kind], times=RANK_TIMES, on_failure="mask")
             kept = ~solved.failed
             S = solved.cov[kept]
             rank, settled = gc.settled_rank(S[:, -2], S[:, -1])

@@ -109,15 +109,15 @@ def cmd_list(args) -> int:
 
 def cmd_run(args) -> int:
     from ...solvers.solution import NonFiniteError
-    from ..results import runs, store
+    from ..results import runs, target
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
-    out = store.output_path(args.out, os.path.join("runs", _default_name(args.target)))
+    out = target.output_path(args.out, os.path.join("runs", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
     if experiment.grid:
         return _run_grid_experiment(config, experiment, out, args)
-    store.check_target(out, overwrite=args.overwrite, flag="--overwrite", user=True)
+    target.check_target(out, overwrite=args.overwrite, flag="--overwrite", user=True)
     try:
         result = experiment.execute(config)
     except NonFiniteError as err:
@@ -168,13 +168,13 @@ def _run_grid_experiment(config, experiment, out: Path, args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from ..results import store
+    from ..results import target
     from ..sweep import schedule
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
     if not args.grid:
         raise UsageError("sweep needs at least one --grid key=values (e.g. --grid beta=0.5:5:10)")
-    out = store.output_path(args.out, os.path.join("sweeps", _default_name(args.target)))
+    out = target.output_path(args.out, os.path.join("sweeps", _default_name(args.target)))
     if args.quiet:
         config = config.replace(progress=False)
     failure = None

@@ -37,7 +37,7 @@ def run_fit(states: np.ndarray, options: dict, *, path: str = "", progress: bool
     """The fit and everything the directory holds: ``{"result", "observed", "fitted", "edges", "options"}``."""
     from ...particles.observables import histogram_edges
     from ...solvers.fitting import fit
-    from .hist import normalize_states
+    from .states import normalize_states
 
     x = normalize_states(states, f"states file {path!r}" if path else "the states")
     result = fit(x, **options, progress=progress)
@@ -240,8 +240,8 @@ def print_report(summary: dict, out: Path) -> None:
 
 def main(args) -> int:
     """``attnflow fit`` (arguments parsed by ``cli.build_parser``): every check before any work."""
-    from ..results.store import check_target, output_path
-    from .hist import read_states
+    from ..results.target import check_target, output_path
+    from .states import read_states
 
     if args.rank is not None and args.qk_identity:
         raise ValueError("--rank r and --qk-identity both set QᵀK: give one")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import builtin
 from ..config import Config, expand_grid, load_config, parse_grid, shorten
-from ..results import store
+from ..results import store, target
 from ..results.runs import format_number, save
 from ..run import plan, preflight, runner
 from . import executors
@@ -125,7 +125,7 @@ def check_sweep(
     experiment = builtin.EXPERIMENTS.get(config.experiment)
     preflight.check([cfg for _, cfg in points], experiment=experiment, needs=builtin.needs)
     out = Path(out)
-    store.check_name_lengths(out)
+    target.check_name_lengths(out)
     if out.is_symlink():
         raise ValueError(
             f"--out {str(out)!r} is a symbolic link; attnflow writes only into real directories: "
@@ -146,7 +146,7 @@ def check_sweep(
     for point, _ in points:  # where a run will be written: nothing in the way that is not attnflow's
         run_dir = out / store.run_name(point)
         if os.path.lexists(run_dir) and not (resume and store.is_complete(run_dir)):
-            store.check_target(run_dir, overwrite=True, flag="--overwrite")
+            target.check_target(run_dir, overwrite=True, flag="--overwrite")
     if resume:
         stale = _stale(out, [store.run_name(point) for point, _ in points], points)
         if stale:
@@ -158,7 +158,7 @@ def check_sweep(
                 f"there were made with another configuration (differing keys: {', '.join(keys)}; e.g. {'; '.join(first[:3])}); "
                 "pass --overwrite to replace them, or choose another --out"
             )
-    store.check_target(out / "probe", flag="--overwrite", user=True)
+    target.check_target(out / "probe", flag="--overwrite", user=True)
     return axes, points
 
 

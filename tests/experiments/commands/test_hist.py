@@ -20,6 +20,7 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments.commands import hist
+from attnflow.experiments.commands import states as state_files
 from attnflow.experiments.commands.cli import main
 from attnflow.experiments.results import store
 
@@ -241,10 +242,10 @@ def test_wasserstein1_of_sorted_samples_is_scipys():
 
 
 def test_parse_layers():
-    assert hist.parse_layers(None, 4).tolist() == [0, 1, 2, 3]
-    assert hist.parse_layers("3,0-1,1", 4).tolist() == [0, 1, 3]
+    assert state_files.parse_layers(None, 4).tolist() == [0, 1, 2, 3]
+    assert state_files.parse_layers("3,0-1,1", 4).tolist() == [0, 1, 3]
     with pytest.raises(ValueError, match=r"layer 4 is out of range; the states have 4 layers \(0–3\)"):
-        hist.parse_layers("1,4", 4)
+        state_files.parse_layers("1,4", 4)
 
 
 def test_plot_redraws_the_figures_of_a_hist_directory(sim_run):
