@@ -83,6 +83,24 @@ _EXPORTS = {
         "meanfield_sphere",
         "perturbed_uniform_sphere",
     ),
+    "solvers.equilibrium": ("Equilibrium", "EquilibriumError", "equilibrium"),
+    "solvers.continuation": ("Branch", "ContinuationError", "SpecialPoint", "continuation"),
+    "solvers.rest_points": ("RestPoints",),
+    "solvers.stationary": (
+        "StationaryCircle",
+        "StationaryDensity",
+        "branch_threshold",
+        "pitchfork_coefficient",
+        "stationary_circle",
+    ),
+    "particles.polytopes": (
+        "cross_polytope",
+        "hypercube",
+        "regular_polygon",
+        "simplex",
+        "simplex_spectrum",
+        "simplex_threshold",
+    ),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBPACKAGES = ("particles", "solvers", "experiments")

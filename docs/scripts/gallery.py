@@ -55,6 +55,7 @@ LEAD_FIGURES: dict[str, list[str]] = {
     "meanfield-circle": ["density_beta5"],
     "metastable-count": ["cluster_count_vs_beta"],
     "renyi-centres": ["renyi_centres"],
+    "equilibria": ["indices", "continuation", "staircase_saddles", "extremizers"],
 }
 
 _CHECK = re.compile(r"^\s*\[(ok  |FAIL|n/a )\] (.*)$")

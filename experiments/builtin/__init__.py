@@ -11,26 +11,29 @@ from __future__ import annotations
 from ..registry import EXPERIMENTS, MODEL_KEYS, Check, Experiment, changed_model_keys, get, register
 from ..run import plan
 
-# each import registers its experiment
-from . import (
-    fig3_phase_diagram,
-    fig4_circle,
-    fig5_random_matrices,
-    gaussian_closure,
-    highdim_histogram,
-    long_context,
-    lost_in_middle,
-    meanfield_circle,
-    meanfield_sphere,
-    metastability,
-    metastable_count,
-    negative_beta,
-    noisy_transition,
-    orthogonal_ode,
-    renyi_centres,
-    sphere_movie,
-    staircase,
-)
+# each import registers its experiment, in the order of `attnflow list`
+# isort: off
+from . import fig3_phase_diagram
+from . import fig5_random_matrices
+from . import fig4_circle
+from . import highdim_histogram
+from . import orthogonal_ode
+from . import sphere_movie
+from . import staircase
+from . import metastability
+from . import metastable_count
+from . import meanfield_circle
+from . import meanfield_sphere
+from . import negative_beta
+from . import renyi_centres
+from . import long_context
+from . import lost_in_middle
+from . import gaussian_closure
+from . import noisy_transition
+from . import equilibria
+from . import bifurcation
+
+# isort: on
 from .analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS
 from .metastable_count import (

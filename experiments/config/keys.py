@@ -384,6 +384,32 @@ _CORE_KEYS = (
         minimum=0.0,
         experiment_key=True,
     ),
+    Key(
+        "saddle_beta",
+        "float",
+        10.0,
+        "equilibria: β of the n-token cluster saddles and energy staircase on the circle (USA, rescaled time)",
+        minimum=0.0,
+        strict_min=True,
+        maximum=30.0,
+        experiment_key=True,
+    ),
+    Key(
+        "extremizer_tau",
+        "float_list",
+        (-2.0, 0.5, 2.0, 8.0),
+        "equilibria: the τ ≠ 0 of D = diag(1, τ) for the "
+        "four-token energy extremizers (arXiv 2501.03096); τ < 0 makes D indefinite",
+        experiment_key=True,
+    ),
+    Key(
+        "branches",
+        "int_list",
+        (1, 2, 3),
+        "bifurcation: the Fourier modes k whose branches of stationary densities are followed from the uniform one",
+        minimum=1,
+        experiment_key=True,
+    ),
 )
 
 # The variant keys compose the way the fields do (experiments/models.py builds them): an attention

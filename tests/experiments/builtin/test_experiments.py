@@ -48,25 +48,28 @@ def test_list_shows_exactly_the_registry():
     rc, out, _ = cli(["list"])
     assert rc == 0
     assert [line.split()[0] for line in out.splitlines()] == [*NAMES, "simulate"]  # and one's own configuration, last
-    assert set(NAMES) == {
+    # the order of the registry's imports in builtin/__init__.py: the papers' figures first
+    assert NAMES == [
         "fig3-phase-diagram",
+        "fig5-random-matrices",
         "fig4-circle",
         "highdim-histogram",
         "orthogonal-ode",
         "sphere-movie",
         "staircase",
         "metastability",
-        "fig5-random-matrices",
-        "meanfield-circle",
         "metastable-count",
+        "meanfield-circle",
+        "meanfield-sphere",
         "negative-beta",
         "renyi-centres",
         "long-context",
         "lost-in-the-middle",
-        "meanfield-sphere",
         "gaussian-closure",
         "noisy-transition",
-    }
+        "equilibria",
+        "bifurcation",
+    ]
 
 
 @pytest.mark.parametrize("name", SINGLE)
