@@ -30,6 +30,7 @@ from . import long_context
 from . import lost_in_middle
 from . import gaussian_closure
 from . import noisy_transition
+from . import equilibria
 
 from .analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS

@@ -155,6 +155,12 @@ _CORE_KEYS = (
         "averages", minimum=0.0, maximum=0.95, experiment_key=True),
     Key("meanfield_time", "float", 100.0, "noisy-transition: duration of each noise level of the mean-field sweeps "
         "(d = 2), in units of τ_# = 2/((d−1)σ_#²); 0 = no mean field", minimum=0.0, experiment_key=True),
+    Key("saddle_beta", "float", 10.0, "equilibria: β of the n-token cluster saddles and energy staircase on the circle "
+        "(USA, rescaled time)", minimum=0.0, strict_min=True, maximum=30.0, experiment_key=True),
+    Key("extremizer_tau", "float_list", (-2.0, 0.5, 2.0, 8.0), "equilibria: the τ ≠ 0 of D = diag(1, τ) for the "
+        "four-token energy extremizers (arXiv 2501.03096); τ < 0 makes D indefinite", experiment_key=True),
+    Key("branches", "int_list", (1, 2, 3), "bifurcation: the Fourier modes k whose branches of stationary densities "
+        "are followed from the uniform one", minimum=1, experiment_key=True),
 )
 
 # The variant keys compose the way the fields do (experiments/models.py builds them): an attention

@@ -17,6 +17,7 @@ from .attention import attention_statistics
 from .centres import centre_counts, renyi_snapshots
 from .closure import closure_collapse, closure_rate, limit_rank_histograms
 from .clusters import cluster_count_vs_time, energy_and_clusters
+from .equilibria import bifurcation_diagram, continuation_paths, extremizer_sweep, rest_point_indices, staircase_saddles
 from .histograms import (
     histogram_over_time,
     histogram_ridges,
@@ -68,6 +69,11 @@ __all__ = [
     "cluster_count_vs_time",
     "decay_snapshots",
     "energy_and_clusters",
+    "bifurcation_diagram",
+    "continuation_paths",
+    "extremizer_sweep",
+    "rest_point_indices",
+    "staircase_saddles",
     "fit_errors",
     "histogram_over_time",
     "histogram_ridges",

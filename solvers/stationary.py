@@ -1,0 +1,294 @@
+"""Stationary densities of the noisy mean field on the circle: the Gibbs fixed point, its stability, its branches.
+
+The noisy mean field of SA or USA on the circle (``meanfield_circle(..., noise=σ)``, solvers/meanfield.py)
+moves a density ρ(θ) by ∂_t ρ = −∂_θ(ρ X[ρ]) + (σ²/2) ∂²_θ ρ with, for Φ[ρ](θ) = ∫ e^{β cos(θ−φ)} ρ(φ) dφ,
+
+    USA ([GLPR] time):  X = Φ'/β          "usa-rescaled":  X = e^{−β} Φ'/β          SA:  X = Φ'/(βΦ) = (log Φ)'/β
+
+(the derivative of e^{β cos(θ−φ)} in θ is −β sin(θ−φ) e^{β cos(θ−φ)}). A stationary density has a constant
+flux ρX − (σ²/2)ρ' = −J on the circle; X being the derivative of a periodic function, ρ e^{−V} with
+V = 2∫X/σ² has derivative −(2J/σ²) e^{−V}, whose integral over a period vanishes only for J = 0. So every
+stationary density is the Gibbs density of its own potential (docs/model.md §13.3), with K = 1/σ² (the
+coupling of arXiv 2606.05140):
+
+    USA:  ρ ∝ exp(2KΦ/β)        "usa-rescaled":  ρ ∝ exp(2K e^{−β} Φ/β)        SA:  ρ ∝ Φ^{2K/β}
+
+In Fourier coefficients c_k = ∫ ρ e^{−ikθ} (c_0 = 1) Φ = Σ_k I_k(β) c_k e^{ikθ}, so the fixed point is a
+problem in the coefficients alone. Rotations move solutions along families; the unknowns are the coefficients
+a_j = c_{js} of an even density (ρ(−θ) = ρ(θ), every c real) invariant under the rotation by 2π/s
+(``symmetry`` s): ρ = (1 + 2 Σ_j a_j cos(jsθ))/2π, and the residual is a − G(a) with G(a)_j = ∫ cos(jsθ) ρ_a dθ,
+ρ_a the Gibbs density of a's potential, evaluated on a grid of 4·``modes`` points.
+
+Linearizing at the uniform density, G's Jacobian is diagonal, 2K I_k/β (USA): the mode k branches off where
+2K I_k(β)/β = 1, σ² = 2I_k(β)/β, exactly where the growth rate k² I_k/β − σ²k²/2 of ``growth_rates`` vanishes.
+
+Stability is that of the time-dependent equation: its right-hand side in the coefficients c_1 … c_{modes−1}
+(real and imaginary parts, sine perturbations included), formed with the products dealiased on the grid, is
+differentiated by JAX at the stationary density; the rotation's generator (δc_k = −ik c_k) is a zero mode of
+every non-uniform state and is left out of the count (``rest_point_spectrum``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..particles.checks import check_choice, check_int
+from ..particles.fields import KERNEL_MODELS
+from .equilibrium import rest_point_spectrum
+from .meanfield import growth_rates, scaled_bessel, theta_grid
+
+__all__ = ["StationaryCircle", "StationaryDensity", "stationary_circle", "branch_threshold", "pitchfork_coefficient"]
+
+PARAMETERS = ("noise", "coupling")
+
+
+@functools.lru_cache(maxsize=64)
+def _bessel(beta: float, modes: int) -> np.ndarray:
+    return np.asarray(scaled_bessel(beta, modes), dtype=np.float64)
+
+
+class StationaryCircle:
+    """The stationary densities of the noisy mean field on the circle (module docstring) as a continuation
+    system in the noise σ (``parameter="noise"``) or the coupling K = 1/σ² (``"coupling"``).
+
+    beta      inverse temperature > 0; model: "usa" ([GLPR] time), "usa-rescaled" or "sa"
+    modes     Fourier modes |k| < modes of the density (the grid of ``state`` has 2·modes points)
+    symmetry  s ≥ 1: the densities are even and invariant under rotation by 2π/s; unknowns a_j = c_{js},
+              1 ≤ js < modes
+    """
+
+    def __init__(self, beta: float, model: str = "usa", *, modes: int = 48, symmetry: int = 1,
+                 parameter: str = "noise"):
+        beta = float(beta)
+        if not (np.isfinite(beta) and beta > 0):
+            raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+        self.beta = beta
+        self.model = check_choice("model", model, KERNEL_MODELS)
+        self.modes = check_int("modes", modes, 4, 4096)
+        self.symmetry = check_int("symmetry", symmetry, 1, self.modes - 1)
+        self.parameter = check_choice("parameter", parameter, PARAMETERS)
+        self.ks = np.arange(self.symmetry, self.modes, self.symmetry)
+        self.L = 4 * self.modes
+        self.theta = 2 * np.pi * np.arange(self.L) / self.L
+        self.ive = _bessel(beta, self.modes)  # e^{−β} I_k(β), k < modes
+        self._cos = np.cos(np.outer(self.ks, self.theta))  # (M, L)
+
+    # -- the Gibbs map -------------------------------------------------------------------------------------
+    def coupling(self, p):
+        """K = 1/σ² of the parameter."""
+        return 1.0 / (p * p) if self.parameter == "noise" else p
+
+    def potential(self, a, K):
+        """The exponent of the Gibbs density (up to a constant) for coefficients a (of the symmetric modes)."""
+        wave = 2.0 * jnp.asarray(self.ive[self.ks]) * a @ jnp.asarray(self._cos)  # 2 Σ e^{−β}I_k a_k cos kθ
+        if self.model == "sa":
+            return (2.0 * K / self.beta) * jnp.log(self.ive[0] + wave)
+        scale = np.exp(self.beta) if self.model == "usa" else 1.0
+        return (2.0 * K * scale / self.beta) * wave
+
+    def gibbs(self, a, K):
+        """G(a): the cosine coefficients ∫ cos(kθ) ρ of the Gibbs density of a's potential."""
+        U = self.potential(a, K)
+        w = jnp.exp(U - jnp.max(U))
+        return (jnp.asarray(self._cos) @ w) / jnp.sum(w)
+
+    # -- the continuation system -------------------------------------------------------------------------
+    def residual(self, a, p):
+        return a - self.gibbs(a, self.coupling(p))
+
+    def start(self, guess, p: float) -> np.ndarray:
+        """Unknowns of a guess: None or "uniform" (a = 0), the symmetric coefficients a (M,), or a density
+        sampled on ``theta_grid(modes)`` (2·modes points), whose even part is kept."""
+        if guess is None or (isinstance(guess, str) and guess == "uniform"):
+            return np.zeros(self.ks.size)
+        g = np.asarray(guess, dtype=np.float64)
+        if g.shape == (self.ks.size,):
+            return g
+        if g.shape == (2 * self.modes,):
+            c = np.fft.rfft(g)[: self.modes] * (2 * np.pi / g.size)
+            return (c[self.ks] / c[0]).real
+        raise ValueError(f"the guess must be 'uniform', {self.ks.size} coefficients or a density on "
+                         f"{2 * self.modes} grid points, got shape {g.shape}")
+
+    def coefficients(self, a) -> np.ndarray:
+        """c_0 … c_{modes−1} of the density with unknowns a (real: an even density)."""
+        c = np.zeros(self.modes)
+        c[0] = 1.0
+        c[self.ks] = np.asarray(a)[: self.ks.size]
+        return c
+
+    def state(self, a, p: float) -> np.ndarray:
+        """The density on the grid θ_j = 2πj/(2·modes) (``meanfield.theta_grid``)."""
+        c = self.coefficients(a)
+        theta = theta_grid(self.modes)
+        k = np.arange(1, self.modes)
+        return (1.0 + 2.0 * np.cos(np.outer(theta, k)) @ c[1:]) / (2 * np.pi)
+
+    def measure(self, a, p: float) -> float:
+        """The amplitude max_k |c_k| (k ≥ 1): r = |c_1| for the mode-1 branch, |c_k| for the mode-k branch."""
+        return float(np.max(np.abs(np.asarray(a)))) if np.size(a) else 0.0
+
+    def valid(self, a, p: float) -> bool:
+        """A positive density, resolved: |c_k| < 1, and the last modes small (≤ 1e-8)."""
+        a = np.asarray(a)
+        if not (np.all(np.isfinite(a)) and np.all(np.abs(a) < 1.0) and p > 0):
+            return False
+        tail = np.abs(a[self.ks >= 0.75 * self.modes])
+        return bool(tail.size == 0 or np.max(tail) <= 1e-8)
+
+    def stability(self, a, p: float):
+        """(eigenvalues of the linearized equation, unstable, zero modes) at the density of a."""
+        J, G = self.linearization(a, p)
+        values, unstable, _, _ = rest_point_spectrum(J, G)
+        return values, unstable, G.shape[1]
+
+    # -- the time-dependent equation ---------------------------------------------------------------------
+    def velocity(self, v, sigma):
+        """∂_t of the coefficients c_1 … c_{modes−1}, as real parts then imaginary parts (v of length
+        2(modes − 1)), for the noise σ: −ik (ρX)^_k − (σ²/2)k² c_k, products formed on 4·modes points."""
+        K = self.modes
+        k = jnp.arange(1, K)
+        c = jnp.concatenate([jnp.ones(1, jnp.complex128), v[: K - 1] + 1j * v[K - 1:]])
+        kk = jnp.arange(K)
+
+        def grid(coef):
+            full = jnp.zeros(self.L // 2 + 1, jnp.complex128).at[:K].set(coef)
+            return jnp.fft.irfft(full, n=self.L) * self.L
+
+        ive = jnp.asarray(self.ive)
+        rho = grid(c) / (2 * jnp.pi)
+        dphi = grid(1j * kk * ive * c)  # e^{−β} Φ'
+        if self.model == "sa":
+            X = dphi / (self.beta * grid(ive * c))
+        else:
+            X = dphi * (np.exp(self.beta) if self.model == "usa" else 1.0) / self.beta
+        flux = jnp.fft.rfft(rho * X)[1:K] * (2 * jnp.pi / self.L)
+        dc = -1j * k * flux - 0.5 * sigma**2 * k**2 * c[1:]
+        return jnp.concatenate([dc.real, dc.imag])
+
+    def linearization(self, a, p: float) -> tuple[np.ndarray, np.ndarray]:
+        """(J, G): the Jacobian of ``velocity`` at the density of a, and the rotation's unit generator (none at
+        the uniform density)."""
+        c = self.coefficients(a)
+        v = np.concatenate([c[1:], np.zeros(self.modes - 1)])
+        sigma = 1.0 / np.sqrt(self.coupling(float(p)))
+        J = np.asarray(_jacobian(self, jnp.asarray(v), sigma))
+        k = np.arange(1, self.modes)
+        g = np.concatenate([np.zeros(self.modes - 1), -k * c[1:]])  # δc_k = −ik c_k (c real)
+        norm = np.linalg.norm(g)
+        G = (g / norm)[:, None] if norm > 1e-12 else np.zeros((g.size, 0))
+        return J, G
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jacobian(system, v, sigma):
+    return jax.jacfwd(lambda w: system.velocity(w, sigma))(v)
+
+
+# -- one stationary density ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StationaryDensity:
+    """A stationary density of the noisy mean field on the circle (``stationary_circle``).
+
+    theta, rho     the grid (2·modes points) and the density there; coefficients: c_0 … c_{modes−1} (real)
+    amplitude      max_k |c_k|; order: |c_1|, the order parameter r = |∫ e^{iθ} ρ|
+    sigma, coupling  the noise σ and K = 1/σ²;  residual: max|a − G(a)|;  iterations: Newton's
+    eigenvalues    of the linearized equation (real parts largest first), the rotation's zero mode an exact zero
+    unstable       eigenvalues with positive real part (zero mode excluded)
+    """
+
+    theta: np.ndarray
+    rho: np.ndarray
+    coefficients: np.ndarray
+    amplitude: float
+    order: float
+    sigma: float
+    coupling: float
+    residual: float
+    iterations: int
+    eigenvalues: np.ndarray
+    unstable: int
+
+    @property
+    def stable(self) -> bool:
+        return self.unstable == 0
+
+
+def stationary_circle(beta: float, sigma: float, guess=None, *, model: str = "usa", modes: int = 48,
+                      symmetry: int = 1, tol: float = 1e-13, max_iter: int = 60) -> StationaryDensity:
+    """The stationary density of the noisy mean field on the circle nearest the guess, by Newton's method on
+    the Gibbs fixed point (``StationaryCircle``), with its stability.
+
+    beta, sigma  β > 0 and the noise σ > 0 (``meanfield_circle``'s ``noise``, ``Noisy``'s σ on the circle)
+    guess        None (the uniform density), a density sampled on ``theta_grid(modes)``, or the coefficients
+                 of the symmetric modes; model, modes, symmetry: as ``StationaryCircle``
+    tol, max_iter  Newton stops when max|a − G(a)| ≤ tol; ValueError when it does not within max_iter
+    """
+    sigma = float(sigma)
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+    system = StationaryCircle(beta, model, modes=modes, symmetry=symmetry)
+    a = system.start(guess, sigma)
+    jac = jax.jit(jax.jacfwd(lambda x: system.residual(x, sigma)))
+    res = jax.jit(lambda x: system.residual(x, sigma))
+    residual = float("inf")
+    for iteration in range(max_iter + 1):
+        F = np.asarray(res(jnp.asarray(a)))
+        residual = float(np.max(np.abs(F))) if F.size else 0.0
+        if residual <= tol:
+            break
+        if iteration == max_iter:
+            raise ValueError(f"stationary_circle: Newton did not converge in {max_iter} iterations (residual "
+                             f"{residual:.3g}); try another guess, more modes, or continuation")
+        step = np.linalg.lstsq(np.asarray(jac(jnp.asarray(a))), -F, rcond=None)[0]
+        a = a + step
+    values, unstable, _ = system.stability(a, sigma)
+    c = system.coefficients(a)
+    return StationaryDensity(theta_grid(system.modes), system.state(a, sigma), c, system.measure(a, sigma),
+                             float(abs(c[1])), sigma, 1.0 / sigma**2, residual, iteration, values, unstable)
+
+
+# -- closed forms at the uniform density -------------------------------------------------------------------
+
+
+def branch_threshold(beta, k: int = 1, model: str = "usa") -> np.ndarray:
+    """σ_k: the noise at which the branch of mode k leaves the uniform density, where its growth rate
+    (``growth_rates``) k² I_k/β − σ²k²/2 (USA) vanishes: σ_k² = 2 rate_k / k² (2I_k/β for USA)."""
+    k = check_int("k", k, 1)
+    rate = growth_rates(k, beta, model)
+    return np.sqrt(2.0 * np.asarray(rate) / k**2)
+
+
+def pitchfork_coefficient(beta: float, model: str = "usa", k: int = 1, *, modes: int = 48,
+                          amplitude: float = 1e-3) -> float:
+    """dK/d(c_k²) at the branch point of mode k: K(c_k) = K_k + coefficient·c_k² + O(c_k⁴) along the branch
+    (K = 1/σ²), from the branch solved at c_k = ε and 2ε (Richardson). Positive: the branch exists for
+    K > K_k, a supercritical pitchfork (continuous transition); negative: subcritical (docs/model.md §13.3)."""
+    system = StationaryCircle(beta, model, modes=modes, symmetry=k, parameter="coupling")
+    K0 = float(1.0 / branch_threshold(beta, k, model) ** 2)
+
+    def solve(eps: float) -> float:
+        # unknowns: (a_2, a_3, …, K) with a_1 = ε fixed
+        def F(z):
+            a = jnp.concatenate([jnp.asarray([eps]), z[:-1]])
+            return system.residual(a, z[-1])
+
+        z = np.append(np.zeros(system.ks.size - 1), K0)
+        jac = jax.jit(jax.jacfwd(F))
+        for _ in range(60):
+            r = np.asarray(F(jnp.asarray(z)))
+            if np.max(np.abs(r)) <= 1e-15:
+                break
+            z = z + np.linalg.solve(np.asarray(jac(jnp.asarray(z))), -r)
+        return float(z[-1])
+
+    f1 = (solve(amplitude) - K0) / amplitude**2
+    f2 = (solve(2.0 * amplitude) - K0) / (2.0 * amplitude) ** 2
+    return (4.0 * f1 - f2) / 3.0
