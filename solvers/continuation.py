@@ -1,6 +1,7 @@
 """Pseudo-arclength continuation of rest points in one parameter, with folds, branch points and branch switching.
 
-A *system* is a family of equations F(u, p) = 0 for unknowns u ∈ R^N and one parameter p ∈ R; it declares
+A *system* is a family of equations F(u, p) = 0 for unknowns u ∈ R^N and one parameter p ∈ R, a PyTree (an
+``equinox.Module``: its arrays are traced, so one compilation serves every system of a kind); it declares
 
     residual(u, p)   F, a JAX function of (u, p) (its Jacobian [F_u F_p] is taken by ``jax.jacfwd``)
     start(guess, p)  the unknowns of a guess given in the system's own terms (a configuration, a density)
@@ -23,7 +24,9 @@ last point, to ``locate_tol``:
 * a fold, where the tangent's p-component t_p changes sign (p turns back);
 * a branch point, where a real eigenvalue of F_u crosses zero without a fold: the number of eigenvalues of F_u
   with positive real part changes, by the crossing's multiplicity. Located on the real eigenvalue of F_u
-  nearest zero (exact to rounding where the system's branch point is the linear threshold of a mode).
+  nearest zero (exact to rounding where the system's branch point is the linear threshold of a mode). A step
+  across which several eigenvalues cross is halved until they cross one at a time, or until it is 10⁻⁴ of the
+  first step, where the crossings count as one branch point of that multiplicity (the triangle's double one).
 * the physical stability (``stability``) is recorded at every point; a change that is neither at a fold nor at
   a branch point of F (a complex pair crossing the imaginary axis, or a real eigenvalue of a direction the
   system's unknowns leave out, such as a density that stops being even) is listed in ``stability_changes``
@@ -34,9 +37,9 @@ At a simple branch point the null space of [F_u F_p] is two-dimensional: ``conti
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -50,10 +53,9 @@ class ContinuationError(RuntimeError):
 
 @dataclass(frozen=True)
 class SpecialPoint:
-    """A special point of a branch: kind ("fold", "branch", or "hopf"/"real" for other stability changes), p, u, the
-    index i of the
-    branch's point before it, the multiplicity of the crossing (branch points), the branch's tangent there and
-    the measure (the system's number for plots)."""
+    """A special point of a branch: kind ("fold", "branch", or "hopf"/"real" for other stability changes), p, u, its
+    index among the branch's points (folds and branch points are inserted there), the multiplicity of the crossing
+    (branch points), the branch's tangent there and the measure (the system's number for plots)."""
 
     kind: str
     p: float
@@ -94,19 +96,18 @@ class Branch:
 # -- linear algebra of the augmented system --------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=32)
-def _compiled(system):
-    def full(z):
-        return system.residual(z[:-1], z[-1])
+@eqx.filter_jit
+def _residual_and_jacobian(system, z):
+    """F and [F_u F_p] at z = (u, p), compiled once per kind of system (systems are PyTrees)."""
+    def full(w):
+        return system.residual(w[:-1], w[-1])
 
-    jac = jax.jit(jax.jacfwd(full))
-    return jax.jit(full), jac
+    return full(z), jax.jacfwd(full)(z)
 
 
 def _evaluate(system, u, p):
-    full, jac = _compiled(system)
-    z = jnp.asarray(np.append(u, p))
-    return np.asarray(full(z)), np.asarray(jac(z))
+    F, A = _residual_and_jacobian(system, jnp.asarray(np.append(u, p)))
+    return np.asarray(F), np.asarray(A)
 
 
 def _tangent(A: np.ndarray, previous: np.ndarray) -> np.ndarray | None:
@@ -308,28 +309,36 @@ def continuation(system, start, p0: float | None = None, *, p_range: tuple[float
                 break
             continue
         count_new = _jacobian_count(A_new)[0]
-        i = len(points) - 1
+        if abs(count_new - counts[-1]) > 1 and step > 1e-4 * ds and np.sign(t_new[-1]) == np.sign(t[-1]):
+            step *= 0.5  # several eigenvalues crossed in one step: shorter steps take the crossings one at a time
+            continue
+        found = None
         if np.sign(t_new[-1]) != np.sign(t[-1]) and t[-1] != 0:
-            fold = _special(system, "fold", z, t, step, float(t[-1]), float(t_new[-1]), i, 1, tol, locate_tol,
-                            max_newton)
-            if fold is not None:
-                folds.append(fold)
+            found = _special(system, "fold", z, t, step, float(t[-1]), float(t_new[-1]), len(points), 1, tol,
+                             locate_tol, max_newton)
+            if found is not None:
+                folds.append(found)
         elif count_new != counts[-1]:
             before, after = _jacobian_count(_evaluate(system, z[:-1], z[-1])[1])[1], _jacobian_count(A_new)[1]
             if np.isfinite(before) and np.isfinite(after) and np.sign(before) != np.sign(after):
-                bp = _special(system, "branch", z, t, step, before, after, i, abs(count_new - counts[-1]), tol,
-                              locate_tol, max_newton)
-                if bp is not None:
-                    branch_points.append(bp)
+                found = _special(system, "branch", z, t, step, before, after, len(points),
+                                 abs(count_new - counts[-1]), tol, locate_tol, max_newton)
+                if found is not None:
+                    branch_points.append(found)
+        if found is not None:  # the special point joins the branch's points, between the last one and the new one
+            points.append(np.append(found.u, found.p))
+            tangents.append(found.tangent)
+            counts.append(count_new)
+            record(points[-1])
         z, t = z_new, t_new
         points.append(z)
         tangents.append(t)
         counts.append(count_new)
         record(z)
-        if len(unstable) >= 2 and unstable[-1] != unstable[-2] and not _explained(folds, branch_points, i):
+        if found is None and unstable[-1] != unstable[-2]:
             u, p = z[:-1], float(z[-1])
             kind = "hopf" if _complex_crossing(eigenvalues[-2], eigenvalues[-1]) else "real"
-            changes.append(SpecialPoint(kind, p, u, i, abs(unstable[-1] - unstable[-2]), t,
+            changes.append(SpecialPoint(kind, p, u, len(points) - 1, abs(unstable[-1] - unstable[-2]), t,
                                         float(system.measure(u, p))))
         if not lo <= z[-1] <= hi:
             ended = f"p left p_range at p = {z[-1]:.6g}"
@@ -340,10 +349,6 @@ def continuation(system, start, p0: float | None = None, *, p_range: tuple[float
     U = np.array([pt[:-1] for pt in points])
     measure = np.array([float(system.measure(u, float(p))) for u, p in zip(U, P)])
     return Branch(system, P, U, measure, np.array(unstable), eigenvalues, folds, branch_points, changes, ended)
-
-
-def _explained(folds, branch_points, i: int) -> bool:
-    return any(pt.index == i for pt in folds + branch_points)
 
 
 def _complex_crossing(before: np.ndarray, after: np.ndarray) -> bool:

@@ -76,7 +76,7 @@ class Equilibrium:
     zero_modes   how many eigenvalues the field's continuous symmetries make zero (rank of the generators at x)
     unstable     eigenvalues with real part > ``eig_tol``, zero modes not counted
     neutral      other eigenvalues with |real part| ≤ ``eig_tol``: a degenerate rest point, or a flow too slow to resolve
-    eig_tol      the threshold: 1e-9 × the largest |eigenvalue|
+    eig_tol      the threshold: 1e-9 × max(‖J‖_F off the zero modes, the largest drift ‖drift_i‖ at x)
     jacobian     (N, N) the tangent-space Jacobian in the frames ``frames`` ((n, d, d − 1); None off the sphere)
     generators   (N, zero_modes) orthonormal tangent vectors of the symmetry generators at x
     symmetries   (s, d, d) a basis of the field's symmetry algebra (antisymmetric A; for angles, one entry 1)
@@ -171,6 +171,11 @@ def _velocity(field, t, x):
     return field(t, x)
 
 
+@functools.partial(eqx.filter_jit)
+def _drift(field, t, x):
+    return field.drift(t, x)
+
+
 # -- symmetries ----------------------------------------------------------------------------------------
 
 
@@ -181,21 +186,6 @@ def _antisymmetric_basis(d: int) -> np.ndarray:
     out[np.arange(a.size), a, b] = 1.0
     out[np.arange(a.size), b, a] = -1.0
     return out
-
-
-@functools.partial(eqx.filter_jit)
-def _defects(field, t, y, generators, angles: bool):
-    """For each generator A: Df(y)[A·y] − A·f(y) (flattened), and the size of Df(y)[A·y]."""
-    f0, lin = jax.linearize(lambda z: field(t, z), y)
-
-    def one(A):
-        if angles:
-            push = lin(jnp.ones_like(y))
-            return push.reshape(-1), jnp.linalg.norm(push)
-        push = lin(y @ A.T)
-        return (push - f0 @ A.T).reshape(-1), jnp.linalg.norm(push) + jnp.linalg.norm(f0 @ A.T)
-
-    return jax.lax.map(one, generators, batch_size=min(generators.shape[0], 64))
 
 
 def _random_states(field, n: int, d: int, seed: int) -> list[np.ndarray]:
@@ -211,44 +201,48 @@ def _random_states(field, n: int, d: int, seed: int) -> list[np.ndarray]:
 def symmetry_algebra(field: Field, n: int, d: int, t: float = 0.0, *, seed: int = 0) -> np.ndarray:
     """A basis (s, d, d) of the rotation generators A (antisymmetric) under which ``field`` is equivariant on
     configurations of n tokens in R^d: f(t, e^{sA}y) = e^{sA} f(t, y), tested as Df(y)[Ay] = A f(y) at two random
-    configurations y. One random generator is tested first (it passes, with probability one, only when the whole
-    of so(d) does); otherwise each of the d(d − 1)/2 basis generators, and the null space of their defects is the
-    algebra. For a field in angles (``in_angles``) the shift θ ↦ θ + s is tested, and a symmetric field returns
-    one entry [[[1.0]]]. field: a field of one member; n, d: the configuration's shape; t: the time; seed: of y.
+    configurations y, with the field's tangent Jacobian there (on the sphere the tangent components decide: the
+    normal ones agree for every tangent field). One random generator is tested first (it passes, with probability
+    one, only when the whole of so(d) does); otherwise each of the d(d − 1)/2 basis generators, and the null space
+    of their defects is the algebra. For a field in angles (``in_angles``) the shift θ ↦ θ + s is tested, and a
+    symmetric field returns one entry [[[1.0]]]. field: a field of one member (noise is ignored); n, d: the
+    configuration's shape; t: the time; seed: of the random configurations.
     """
-    ys = [jnp.asarray(y) for y in _random_states(field, n, d, seed)]
+    field = field.deterministic()
+    sphere = field.geometry == "sphere" and not field.in_angles
+    lin = Linearization(field, t, n, d, sphere)
+    states = []
+    for y in _random_states(field, n, d, seed):
+        frames, _, J = lin(y)
+        states.append((y, frames, J, lin.velocity(y)))
     if field.in_angles:
-        cand = jnp.ones((1, 1, 1))
-        ok = _passes(field, t, ys, cand, angles=True)
-        return np.ones((1, 1, 1)) if ok.all() else np.zeros((0, 1, 1))
+        ok = all(np.linalg.norm(J @ np.ones(J.shape[1])) <= SYMMETRY_TOL * max(np.max(np.abs(J)), 1e-300) * J.shape[0]
+                 for _, _, J, _ in states)
+        return np.ones((1, 1, 1)) if ok else np.zeros((0, 1, 1))
     if d < 2:
         return np.zeros((0, d, d))
-    rng = np.random.default_rng(seed + 1)
-    r = rng.normal(size=(d, d))
-    probe = (r - r.T) / np.sqrt(2.0)
-    if _passes(field, t, ys, jnp.asarray(probe[None]), angles=False).all():
+
+    def defects(generators: np.ndarray) -> tuple[np.ndarray, float]:
+        rows, scale = [], 0.0
+        for y, frames, J, v in states:
+            moved = np.stack([np.asarray(coordinates(jnp.asarray(y @ A.T), frames, sphere)) for A in generators], 1)
+            turned = np.stack([np.asarray(coordinates(jnp.asarray(v @ A.T), frames, sphere)) for A in generators], 1)
+            rows.append(J @ moved - turned)
+            # the sizes of the terms, not of their results (both vanish for some generators, e.g. in d = 2)
+            scale = max(scale, float(np.max(np.abs(J))) * float(np.max(np.abs(moved))) * J.shape[1],
+                        float(np.max(np.abs(v))))
+        return np.concatenate(rows, axis=0), max(scale, 1e-300)
+
+    r = np.random.default_rng(seed + 1).normal(size=(d, d))
+    D, scale = defects(((r - r.T) / np.sqrt(2.0))[None])
+    if np.max(np.abs(D)) <= SYMMETRY_TOL * scale:
         return _antisymmetric_basis(d)
     basis = _antisymmetric_basis(d)
-    rows, sizes = [], []
-    for y in ys:
-        defect, size = _defects(field, t, y, jnp.asarray(basis), False)
-        rows.append(np.asarray(defect))
-        sizes.append(np.asarray(size))
-    D = np.concatenate(rows, axis=1)  # (m, 2nd): the defect of each generator
-    scale = max(float(np.max(np.concatenate(sizes))), 1e-300)
-    _, sv, vt = np.linalg.svd(D.T, full_matrices=True)
+    D, scale = defects(basis)  # (2N, m): the defect of each generator
+    _, sv, vt = np.linalg.svd(D, full_matrices=True)
     sv = np.concatenate([sv, np.zeros(basis.shape[0] - sv.size)])
     null = vt[sv <= SYMMETRY_TOL * scale]
     return np.einsum("sk,kij->sij", null, basis)
-
-
-def _passes(field, t, ys, generators, angles: bool) -> np.ndarray:
-    out = []
-    for y in ys:
-        defect, size = _defects(field, t, y, generators, angles)
-        scale = max(float(np.max(np.asarray(size))), float(jnp.max(jnp.abs(field(t, y)))), 1e-300)
-        out.append(np.linalg.norm(np.asarray(defect), axis=-1) <= SYMMETRY_TOL * scale * math.sqrt(y.size))
-    return np.all(out, axis=0)
 
 
 def generator_vectors(x: np.ndarray, symmetries: np.ndarray, frames, sphere: bool, angles: bool) -> np.ndarray:
@@ -295,23 +289,28 @@ def energy_parts(field: Field, x):
 
 
 @functools.partial(eqx.filter_jit)
-def _gradient_candidates(field, t, y):
-    """The velocity at y, the Riemannian gradient of E there and the kernel's row sums Z."""
-    grad, z = jax.grad(lambda x: energy_parts(field, x), has_aux=True)(y)
+def _energy_terms(field, t, y, frames, batch: int):
+    """At y: the velocity, the Riemannian gradient of E_β, the kernel's row sums Z, E_β, and the Hessian of
+    E_β∘retraction at u = 0 (the Riemannian Hessian where y is a critical point), by columns in batches. One
+    compiled function serves both the tests at random configurations and the rest point."""
+    (e, z), grad = jax.value_and_grad(lambda x: energy_parts(field, x), has_aux=True)(y)
     g = grad - jnp.sum(grad * y, axis=-1, keepdims=True) * y
-    return field(t, y), g, z
+    N = y.shape[0] * (y.shape[1] - 1)
+    along = jax.grad(lambda u: energy_parts(field, chart(y, frames, u, True))[0])
+    _, lin = jax.linearize(along, jnp.zeros(N, y.dtype))
+    H = jax.lax.map(lin, jnp.eye(N, dtype=y.dtype), batch_size=batch)
+    return field(t, y), g, z, e, H
 
 
-def _gradient_structure(field: Field, t: float, n: int, d: int, seed: int):
-    """("round" | "attention", c) where velocity = c·grad E_β (round) or c·grad_i E_β / Z_i at random
+def _gradient_structure(lin: "Linearization", seed: int):
+    """("round" | "attention", c) where velocity = c·grad E_β (round) or c·grad_i E_β / Z_i at two random
     configurations; None when neither holds."""
-    if field.geometry != "sphere" or field.in_angles or field.kernel_logits(jnp.eye(d)[:1]) is None:
-        return None
-    if not _has_energy(field):
+    field, n, d = lin.field, lin.n, lin.d
+    if not lin.sphere or field.kernel_logits(jnp.eye(d)[:1]) is None or not _has_energy(field):
         return None
     found: dict[str, list[float]] = {"round": [], "attention": []}
     for y in _random_states(field, n, d, seed + 7):
-        v, g, z = (np.asarray(a) for a in _gradient_candidates(field, t, jnp.asarray(y)))
+        v, g, z, _, _ = (np.asarray(a) for a in _energy_terms(field, lin.t, jnp.asarray(y), lin.frames(y), lin.batch))
         for name, w in (("round", g), ("attention", g / z[:, None])):
             ww = float(np.sum(w * w))
             if not (np.isfinite(ww) and ww > 0):
@@ -325,15 +324,6 @@ def _gradient_structure(field: Field, t: float, n: int, d: int, seed: int):
     return None
 
 
-@functools.partial(eqx.filter_jit)
-def _hessian(field, x, frames, batch: int):
-    """The Hessian of E_β∘retraction at u = 0 (the Riemannian Hessian at a critical point), by columns in batches."""
-    N = x.shape[0] * (x.shape[1] - 1)
-    grad = jax.grad(lambda u: energy_parts(field, chart(x, frames, u, True))[0])
-    _, lin = jax.linearize(grad, jnp.zeros(N, x.dtype))
-    return jax.lax.map(lin, jnp.eye(N, dtype=x.dtype), batch_size=batch)
-
-
 # -- the spectrum at a rest point ----------------------------------------------------------------------
 
 
@@ -343,7 +333,8 @@ def _sorted(values) -> np.ndarray:
 
 
 def rest_point_spectrum(J: np.ndarray, G: np.ndarray, *, hessian: np.ndarray | None = None,
-                        metric: np.ndarray | None = None, climbs: bool = True) -> tuple[np.ndarray, int, int, float]:
+                        metric: np.ndarray | None = None, climbs: bool = True,
+                        scale: float | None = None) -> tuple[np.ndarray, int, int, float]:
     """The spectrum of a tangent Jacobian J (N, N) whose kernel holds the orthonormal symmetry vectors G (N, m):
     (eigenvalues sorted by real part, largest first, with m exact zeros; unstable; neutral; eig_tol).
 
@@ -351,8 +342,9 @@ def rest_point_spectrum(J: np.ndarray, G: np.ndarray, *, hessian: np.ndarray | N
     zeros of G replaced by s, taken above the spectral radius (s = 1 + 2‖J‖_F), so the m largest are dropped.
     With a gradient structure (``hessian`` H of the energy and ``metric`` the diagonal of the metric W, J = ±W⁻¹H,
     + when the flow ``climbs``) the same is done to the symmetric ±W^{−1/2} H W^{−1/2}, similar to J, whose kernel
-    is W^{1/2}G: real eigenvalues by a symmetric solver. eig_tol = 1e-9 × the largest |eigenvalue|; ``unstable``
-    counts real parts above it, ``neutral`` those within it.
+    is W^{1/2}G: real eigenvalues by a symmetric solver. eig_tol = 1e-9 × ``scale`` (default: the largest
+    |eigenvalue|; a stiff operator passes the rate of its slow modes); ``unstable`` counts real parts above it,
+    ``neutral`` those within it.
     """
     N, m = J.shape[0], G.shape[1]
     if hessian is not None:
@@ -366,7 +358,8 @@ def rest_point_spectrum(J: np.ndarray, G: np.ndarray, *, hessian: np.ndarray | N
         shift = 1.0 + 2.0 * float(np.linalg.norm(J))
         values = np.linalg.eigvals(J + shift * (G @ G.T))
     reduced = _sorted(values)[m:]
-    scale = float(np.max(np.abs(reduced))) if reduced.size else 0.0
+    if scale is None:
+        scale = float(np.max(np.abs(reduced))) if reduced.size else 0.0
     tol = 1e-9 * scale
     unstable = int(np.sum(reduced.real > tol))
     neutral = int(np.sum(np.abs(reduced.real) <= tol))
@@ -424,6 +417,13 @@ class Linearization:
 
     def velocity(self, x) -> np.ndarray:
         return np.asarray(_velocity(self.field, self.t, jnp.asarray(x)))
+
+    def rate(self, x) -> float:
+        """A rate the field sets at x, against which an eigenvalue is called zero: the largest ambient drift
+        ‖drift_i‖ (the normal part, which a rest point on the sphere balances; 0 off the sphere)."""
+        if not self.sphere:
+            return 0.0
+        return float(np.max(np.linalg.norm(np.asarray(_drift(self.field, self.t, jnp.asarray(x))), axis=-1)))
 
     def move(self, x, frames, step) -> np.ndarray:
         return np.asarray(chart(jnp.asarray(x), jnp.asarray(frames), jnp.asarray(step), self.sphere))
@@ -490,23 +490,31 @@ def newton(lin: Linearization, x: np.ndarray, symmetries: np.ndarray, *, tol: fl
     return x, frames, F, J, residual, False, iteration
 
 
+def _scale(J: np.ndarray, G: np.ndarray, rate: float) -> float:
+    """The rate against which eigenvalues are judged zero: the largest of ‖J‖_F off the zero modes and the field's
+    own ``rate`` (which stays O(1) where J vanishes, at a degenerate rest point)."""
+    reduced = J - (J @ G) @ G.T if G.shape[1] else J
+    return max(float(np.linalg.norm(reduced)) if reduced.size else 0.0, rate)
+
+
 def analyze(lin: Linearization, x: np.ndarray, frames, J: np.ndarray, symmetries: np.ndarray, seed: int = 0) -> dict:
     """The stability of a rest point x (``Equilibrium``'s fields from ``eigenvalues`` on)."""
     G = generator_vectors(x, symmetries, frames, lin.sphere, lin.field.in_angles)
     out = dict(generators=G, gradient=None, climbs=None, hessian=None, morse_index=None, energy=None)
-    structure = _gradient_structure(lin.field, lin.t, lin.n, lin.d, seed) if lin.sphere else None
+    structure = _gradient_structure(lin, seed)
     if structure is not None:
         name, c = structure
-        H = np.asarray(_hessian(lin.field, jnp.asarray(x), jnp.asarray(frames), lin.batch))
-        e, z = (np.asarray(a) for a in energy_parts(lin.field, jnp.asarray(x)))
+        _, _, z, e, H = (np.asarray(a) for a in _energy_terms(lin.field, lin.t, jnp.asarray(x), jnp.asarray(frames),
+                                                               lin.batch))
         weights = np.ones(lin.n) if name == "round" else z
         metric = np.repeat(weights / abs(c), lin.d - 1)
-        eig, unstable, neutral, tol = rest_point_spectrum(J, G, hessian=H, metric=metric, climbs=c > 0)
+        eig, unstable, neutral, tol = rest_point_spectrum(J, G, hessian=H, metric=metric, climbs=c > 0,
+                                                          scale=_scale(J, G, lin.rate(x)))
         # ±W^{−1/2}HW^{−1/2} is congruent to ±H: its positive eigenvalues count the directions in which the
         # potential the flow descends (−E_β when it climbs) has negative curvature, the Morse index (Sylvester)
         out.update(gradient=name, climbs=bool(c > 0), hessian=H, energy=float(e), morse_index=unstable)
     else:
-        eig, unstable, neutral, tol = rest_point_spectrum(J, G)
+        eig, unstable, neutral, tol = rest_point_spectrum(J, G, scale=_scale(J, G, lin.rate(x)))
     out.update(eigenvalues=eig, zero_modes=G.shape[1], unstable=unstable, neutral=neutral, eig_tol=tol)
     return out
 

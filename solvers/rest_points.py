@@ -16,6 +16,8 @@ velocity has no component along the generators' directions there). Stability at 
 
 from __future__ import annotations
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -25,10 +27,22 @@ from .equilibrium import Linearization, analyze, check_field, chart, coordinates
 __all__ = ["RestPoints"]
 
 
-class RestPoints:
+class RestPoints(eqx.Module):
     """The rest points of ``family(p)`` (a function p ↦ field, traceable by JAX in p) near the configuration x,
     at time t, as a continuation system; ``measure`` (default: the mean inner product ‖(1/n) Σ x_i‖²) is the number
     a branch is plotted by, a function of a configuration. See the module docstring."""
+
+    x0: jax.Array
+    frames: jax.Array
+    G: jax.Array
+    symmetries: np.ndarray = eqx.field(static=True, converter=lambda a: _Frozen(a))
+    family: object = eqx.field(static=True)
+    t: float = eqx.field(static=True)
+    sphere: bool = eqx.field(static=True)
+    n: int = eqx.field(static=True)
+    d: int = eqx.field(static=True)
+    seed: int = eqx.field(static=True)
+    measure_of: object = eqx.field(static=True)
 
     def __init__(self, family, x, p: float, *, t: float = 0.0, measure=None, seed: int = 0):
         if not callable(family):
@@ -38,25 +52,31 @@ class RestPoints:
             raise ValueError(f"family(p) must return an attnflow field, got {type(field).__name__}")
         field, x, sphere = check_field(field, x)
         self.family, self.t, self.sphere = family, float(t), sphere
-        self.x0 = x
         self.n, self.d = x.shape
-        self.frames = Linearization(field, t, self.n, self.d, sphere).frames(x)
-        self.symmetries = symmetry_algebra(field, self.n, self.d, self.t, seed=seed)
-        self.G = generator_vectors(x, self.symmetries, np.asarray(self.frames), sphere, field.in_angles)
-        self.N = self.n * (self.d - 1 if sphere else self.d)
+        self.x0 = jnp.asarray(x)
+        frames = Linearization(field, t, self.n, self.d, sphere).frames(x)
+        self.frames = jnp.asarray(frames)
+        symmetries = symmetry_algebra(field, self.n, self.d, self.t, seed=seed)
+        self.symmetries = symmetries
+        self.G = jnp.asarray(generator_vectors(x, symmetries, np.asarray(frames), sphere, field.in_angles))
         self.seed = seed
-        self._measure = measure
+        self.measure_of = measure
+
+    @property
+    def N(self) -> int:
+        """The number of tangent coordinates."""
+        return self.n * (self.d - 1 if self.sphere else self.d)
 
     def configuration(self, u) -> np.ndarray:
         """The configuration x(u) of the unknowns (multipliers ignored)."""
-        return np.asarray(chart(jnp.asarray(self.x0), self.frames, jnp.asarray(u[: self.N]), self.sphere))
+        return np.asarray(chart(self.x0, self.frames, jnp.asarray(u[: self.N]), self.sphere))
 
     # -- the continuation system ------------------------------------------------------------------------
     def residual(self, u, p):
-        x = chart(jnp.asarray(self.x0), self.frames, u[: self.N], self.sphere)
+        x = chart(self.x0, self.frames, u[: self.N], self.sphere)
         field = self.family(p).deterministic()
-        F = coordinates(field(self.t, x), self.frames, self.sphere) + jnp.asarray(self.G) @ u[self.N:]
-        return jnp.concatenate([F, jnp.asarray(self.G).T @ u[: self.N]])
+        F = coordinates(field(self.t, x), self.frames, self.sphere) + self.G @ u[self.N:]
+        return jnp.concatenate([F, self.G.T @ u[: self.N]])
 
     def start(self, guess, p: float) -> np.ndarray:
         y = np.asarray(guess, dtype=np.float64)
@@ -64,12 +84,12 @@ class RestPoints:
             raise ValueError(f"the guess must have shape {(self.n, self.d)}, got {y.shape}")
         if self.sphere:
             y = y / np.linalg.norm(y, axis=-1, keepdims=True)
-            cos = np.sum(y * self.x0, axis=-1, keepdims=True)
+            cos = np.sum(y * np.asarray(self.x0), axis=-1, keepdims=True)
             if np.any(cos <= 0):
                 raise ValueError("every token of the guess must lie within 90° of the chart's centre x")
             u = np.einsum("nij,ni->nj", np.asarray(self.frames), y / cos).reshape(-1)
         else:
-            u = (y - self.x0).reshape(-1)
+            u = (y - np.asarray(self.x0)).reshape(-1)
         return np.concatenate([u, np.zeros(self.G.shape[1])])
 
     def stability(self, u, p: float):
@@ -77,7 +97,7 @@ class RestPoints:
         x = self.configuration(u)
         lin = Linearization(field, self.t, self.n, self.d, self.sphere)
         frames, _, J = lin(x)
-        info = analyze(lin, x, frames, J, self.symmetries, self.seed)
+        info = analyze(lin, x, frames, J, self.symmetries.array, self.seed)
         return info["eigenvalues"], info["unstable"], info["zero_modes"]
 
     def state(self, u, p: float) -> np.ndarray:
@@ -85,8 +105,8 @@ class RestPoints:
 
     def measure(self, u, p: float) -> float:
         x = self.configuration(u)
-        if self._measure is not None:
-            return float(self._measure(x))
+        if self.measure_of is not None:
+            return float(self.measure_of(x))
         return float(np.sum(np.mean(x, axis=0) ** 2))
 
     def valid(self, u, p: float) -> bool:
@@ -94,4 +114,11 @@ class RestPoints:
             return False
         if not self.sphere:
             return True
-        return bool(np.all(np.sum(self.configuration(u) * self.x0, axis=-1) > 0.05))
+        return bool(np.all(np.sum(self.configuration(u) * np.asarray(self.x0), axis=-1) > 0.05))
+
+
+class _Frozen:
+    """A NumPy array held as a static field: hashed and compared by identity (it never changes)."""
+
+    def __init__(self, array):
+        self.array = array.array if isinstance(array, _Frozen) else np.asarray(array)

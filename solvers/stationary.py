@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -52,7 +53,7 @@ def _bessel(beta: float, modes: int) -> np.ndarray:
     return np.asarray(scaled_bessel(beta, modes), dtype=np.float64)
 
 
-class StationaryCircle:
+class StationaryCircle(eqx.Module):
     """The stationary densities of the noisy mean field on the circle (module docstring) as a continuation
     system in the noise σ (``parameter="noise"``) or the coupling K = 1/σ² (``"coupling"``).
 
@@ -60,23 +61,41 @@ class StationaryCircle:
     modes     Fourier modes |k| < modes of the density (the grid of ``state`` has 2·modes points)
     symmetry  s ≥ 1: the densities are even and invariant under rotation by 2π/s; unknowns a_j = c_{js},
               1 ≤ js < modes
+
+    A PyTree (β and the tables are leaves): the compiled residual and Jacobians serve every β alike.
     """
+
+    beta: jax.Array
+    ive: jax.Array
+    cosines: jax.Array
+    model: str = eqx.field(static=True)
+    modes: int = eqx.field(static=True)
+    symmetry: int = eqx.field(static=True)
+    parameter: str = eqx.field(static=True)
 
     def __init__(self, beta: float, model: str = "usa", *, modes: int = 48, symmetry: int = 1,
                  parameter: str = "noise"):
         beta = float(beta)
         if not (np.isfinite(beta) and beta > 0):
             raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
-        self.beta = beta
         self.model = check_choice("model", model, KERNEL_MODELS)
         self.modes = check_int("modes", modes, 4, 4096)
         self.symmetry = check_int("symmetry", symmetry, 1, self.modes - 1)
         self.parameter = check_choice("parameter", parameter, PARAMETERS)
-        self.ks = np.arange(self.symmetry, self.modes, self.symmetry)
-        self.L = 4 * self.modes
-        self.theta = 2 * np.pi * np.arange(self.L) / self.L
-        self.ive = _bessel(beta, self.modes)  # e^{−β} I_k(β), k < modes
-        self._cos = np.cos(np.outer(self.ks, self.theta))  # (M, L)
+        self.beta = jnp.asarray(beta, dtype=jnp.float64)
+        self.ive = jnp.asarray(_bessel(beta, self.modes))  # e^{−β} I_k(β), k < modes
+        theta = 2 * np.pi * np.arange(self.L) / self.L
+        self.cosines = jnp.asarray(np.cos(np.outer(self.ks, theta)))  # (M, L)
+
+    @property
+    def ks(self) -> np.ndarray:
+        """The modes of the unknowns: symmetry, 2·symmetry, … below ``modes``."""
+        return np.arange(self.symmetry, self.modes, self.symmetry)
+
+    @property
+    def L(self) -> int:
+        """Points of the grid on which the Gibbs density and the products are formed."""
+        return 4 * self.modes
 
     # -- the Gibbs map -------------------------------------------------------------------------------------
     def coupling(self, p):
@@ -85,17 +104,17 @@ class StationaryCircle:
 
     def potential(self, a, K):
         """The exponent of the Gibbs density (up to a constant) for coefficients a (of the symmetric modes)."""
-        wave = 2.0 * jnp.asarray(self.ive[self.ks]) * a @ jnp.asarray(self._cos)  # 2 Σ e^{−β}I_k a_k cos kθ
+        wave = 2.0 * self.ive[self.ks] * a @ self.cosines  # 2 Σ e^{−β}I_k a_k cos kθ
         if self.model == "sa":
             return (2.0 * K / self.beta) * jnp.log(self.ive[0] + wave)
-        scale = np.exp(self.beta) if self.model == "usa" else 1.0
+        scale = jnp.exp(self.beta) if self.model == "usa" else 1.0
         return (2.0 * K * scale / self.beta) * wave
 
     def gibbs(self, a, K):
         """G(a): the cosine coefficients ∫ cos(kθ) ρ of the Gibbs density of a's potential."""
         U = self.potential(a, K)
         w = jnp.exp(U - jnp.max(U))
-        return (jnp.asarray(self._cos) @ w) / jnp.sum(w)
+        return (self.cosines @ w) / jnp.sum(w)
 
     # -- the continuation system -------------------------------------------------------------------------
     def residual(self, a, p):
@@ -134,17 +153,25 @@ class StationaryCircle:
         return float(np.max(np.abs(np.asarray(a)))) if np.size(a) else 0.0
 
     def valid(self, a, p: float) -> bool:
-        """A positive density, resolved: |c_k| < 1, and the last modes small (≤ 1e-8)."""
+        """A density the modes resolve: |c_k| < 1, the last quarter of the modes below 1e-6 (the linearized equation
+        is formed on them), and their share of the potential, e^{−β}I_k(β)|c_k|, below 1e-13 of the first mode's."""
         a = np.asarray(a)
         if not (np.all(np.isfinite(a)) and np.all(np.abs(a) < 1.0) and p > 0):
             return False
-        tail = np.abs(a[self.ks >= 0.75 * self.modes])
-        return bool(tail.size == 0 or np.max(tail) <= 1e-8)
+        tail = self.ks >= 0.75 * self.modes
+        if not tail.any():
+            return True
+        weight = np.asarray(self.ive)[self.ks] * np.abs(a)
+        return bool(np.max(np.abs(a[tail])) <= 1e-6
+                    and np.max(weight[tail]) <= 1e-13 * max(float(np.max(weight[~tail], initial=0.0)), 1e-300))
 
     def stability(self, a, p: float):
         """(eigenvalues of the linearized equation, unstable, zero modes) at the density of a."""
         J, G = self.linearization(a, p)
-        values, unstable, _, _ = rest_point_spectrum(J, G)
+        # the diffusion of the high modes makes the spectrum stiff: zero is judged against the first mode's rates
+        sigma2 = 1.0 / self.coupling(float(p))
+        slow = 0.5 * sigma2 + float(growth_rates(1, float(self.beta), self.model))
+        values, unstable, _, _ = rest_point_spectrum(J, G, scale=slow)
         return values, unstable, G.shape[1]
 
     # -- the time-dependent equation ---------------------------------------------------------------------
@@ -166,7 +193,7 @@ class StationaryCircle:
         if self.model == "sa":
             X = dphi / (self.beta * grid(ive * c))
         else:
-            X = dphi * (np.exp(self.beta) if self.model == "usa" else 1.0) / self.beta
+            X = dphi * (jnp.exp(self.beta) if self.model == "usa" else 1.0) / self.beta
         flux = jnp.fft.rfft(rho * X)[1:K] * (2 * jnp.pi / self.L)
         dc = -1j * k * flux - 0.5 * sigma**2 * k**2 * c[1:]
         return jnp.concatenate([dc.real, dc.imag])
@@ -177,7 +204,7 @@ class StationaryCircle:
         c = self.coefficients(a)
         v = np.concatenate([c[1:], np.zeros(self.modes - 1)])
         sigma = 1.0 / np.sqrt(self.coupling(float(p)))
-        J = np.asarray(_jacobian(self, jnp.asarray(v), sigma))
+        J = np.asarray(_jacobian(self, jnp.asarray(v), jnp.asarray(sigma)))
         k = np.arange(1, self.modes)
         g = np.concatenate([np.zeros(self.modes - 1), -k * c[1:]])  # δc_k = −ik c_k (c real)
         norm = np.linalg.norm(g)
@@ -185,9 +212,25 @@ class StationaryCircle:
         return J, G
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@eqx.filter_jit
 def _jacobian(system, v, sigma):
     return jax.jacfwd(lambda w: system.velocity(w, sigma))(v)
+
+
+@eqx.filter_jit
+def _newton_parts(system, a, p):
+    """The residual a − G(a) at parameter p and its Jacobian in a."""
+    F = lambda x: system.residual(x, p)  # noqa: E731
+    return F(a), jax.jacfwd(F)(a)
+
+
+@eqx.filter_jit
+def _amplitude_parts(system, z, eps):
+    """The residual with c_s = ε held and (the other unknowns, K) free, and its Jacobian."""
+    def F(w):
+        return system.residual(jnp.concatenate([eps[None], w[:-1]]), w[-1])
+
+    return F(z), jax.jacfwd(F)(z)
 
 
 # -- one stationary density ----------------------------------------------------------------------------------
@@ -201,7 +244,7 @@ class StationaryDensity:
     amplitude      max_k |c_k|; order: |c_1|, the order parameter r = |∫ e^{iθ} ρ|
     sigma, coupling  the noise σ and K = 1/σ²;  residual: max|a − G(a)|;  iterations: Newton's
     eigenvalues    of the linearized equation (real parts largest first), the rotation's zero mode an exact zero
-    unstable       eigenvalues with positive real part (zero mode excluded)
+    unstable       eigenvalues with real part above 1e-9 × (σ²/2 + mode 1's growth rate) (zero mode excluded)
     """
 
     theta: np.ndarray
@@ -236,19 +279,16 @@ def stationary_circle(beta: float, sigma: float, guess=None, *, model: str = "us
         raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
     system = StationaryCircle(beta, model, modes=modes, symmetry=symmetry)
     a = system.start(guess, sigma)
-    jac = jax.jit(jax.jacfwd(lambda x: system.residual(x, sigma)))
-    res = jax.jit(lambda x: system.residual(x, sigma))
     residual = float("inf")
     for iteration in range(max_iter + 1):
-        F = np.asarray(res(jnp.asarray(a)))
+        F, J = (np.asarray(v) for v in _newton_parts(system, jnp.asarray(a), jnp.asarray(sigma)))
         residual = float(np.max(np.abs(F))) if F.size else 0.0
         if residual <= tol:
             break
         if iteration == max_iter:
             raise ValueError(f"stationary_circle: Newton did not converge in {max_iter} iterations (residual "
                              f"{residual:.3g}); try another guess, more modes, or continuation")
-        step = np.linalg.lstsq(np.asarray(jac(jnp.asarray(a))), -F, rcond=None)[0]
-        a = a + step
+        a = a + np.linalg.lstsq(J, -F, rcond=None)[0]
     values, unstable, _ = system.stability(a, sigma)
     c = system.coefficients(a)
     return StationaryDensity(theta_grid(system.modes), system.state(a, sigma), c, system.measure(a, sigma),
@@ -275,18 +315,12 @@ def pitchfork_coefficient(beta: float, model: str = "usa", k: int = 1, *, modes:
     K0 = float(1.0 / branch_threshold(beta, k, model) ** 2)
 
     def solve(eps: float) -> float:
-        # unknowns: (a_2, a_3, …, K) with a_1 = ε fixed
-        def F(z):
-            a = jnp.concatenate([jnp.asarray([eps]), z[:-1]])
-            return system.residual(a, z[-1])
-
         z = np.append(np.zeros(system.ks.size - 1), K0)
-        jac = jax.jit(jax.jacfwd(F))
         for _ in range(60):
-            r = np.asarray(F(jnp.asarray(z)))
+            r, J = (np.asarray(v) for v in _amplitude_parts(system, jnp.asarray(z), jnp.asarray(eps)))
             if np.max(np.abs(r)) <= 1e-15:
                 break
-            z = z + np.linalg.solve(np.asarray(jac(jnp.asarray(z))), -r)
+            z = z + np.linalg.solve(J, -r)
         return float(z[-1])
 
     f1 = (solve(amplitude) - K0) / amplitude**2

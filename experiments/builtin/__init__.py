@@ -31,6 +31,7 @@ from . import lost_in_middle
 from . import gaussian_closure
 from . import noisy_transition
 from . import equilibria
+from . import bifurcation
 
 from .analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS

@@ -35,14 +35,17 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
             y = index[a, :, p]
             if not np.any(np.isfinite(y)):
                 continue
-            offset = 0.06 * (shown - 1.5)  # keep overlapping steps apart
-            ax.step(betas, y + offset, where="mid", color=colors[p], linewidth=1.3, alpha=0.9)
-            ax.plot(betas, y + offset, MARKERS[p % len(MARKERS)], color=colors[p], markersize=4, label=name)
+            # overlapping values stay visible: each configuration's markers smaller than the last one's
+            ax.plot(betas, y, "-", color=colors[p], linewidth=1.0, alpha=0.7, drawstyle="steps-mid")
+            ax.plot(betas, y, MARKERS[p % len(MARKERS)], color=colors[p], markersize=9 - 1.4 * shown,
+                    markeredgecolor="white", markeredgewidth=0.6, label=name)
             shown += 1
+        n = d + 1
         ax.axvline(thresholds[a], color=THEORY_COLOR, linestyle=(0, (5, 3)), linewidth=1.1,
-                   label=rf"$\beta_{{{d + 1}}} = -{d}\cdot{d - 1}/{d + 1}$" if d > 1 else None)
+                   label=rf"simplex stable below $-(n-1)(n-2)/n = {thresholds[a]:.3g}$")
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel(BETA_LABEL)
-        ax.set_title(rf"$d = {d}$ ({model.upper()})")
+        ax.set_title(rf"$d = {d}$ ({model.upper()}; the simplex has $n = {n}$ tokens)")
         ax.legend(loc="upper left", fontsize=LEGEND_SIZE - 1, frameon=False)
         despine(ax)
     axes[0].set_ylabel("unstable directions (index)")
@@ -59,12 +62,15 @@ def continuation_paths(paths: list[dict], *, model: str, path=None) -> Figure:
         beta = np.asarray(p["beta"], dtype=float)
         eigen = np.asarray(p["eigen"], dtype=float)
         keep = np.isfinite(beta)
+        labelled = False
         for j in range(eigen.shape[1]):
             y = eigen[keep, j]
-            if np.all(~np.isfinite(y)) or np.all(y[np.isfinite(y)] == 0):
+            moving = np.isfinite(y) & (y != 0.0)  # the rotations' zero modes are exact zeros: left out
+            if not moving.any():
                 continue
-            ax.plot(beta[keep], y, "o", color=DATA_COLOR, markersize=3, alpha=0.6,
-                    label="continuation: eigenvalues" if j == 0 else None)
+            ax.plot(beta[keep][moving], y[moving], "o", color=DATA_COLOR, markersize=3.5, alpha=0.7,
+                    label=None if labelled else "continuation: eigenvalues along the branch")
+            labelled = True
         theory = np.asarray(p["theory"])
         for j, (label, style) in enumerate(((r"$\mu_1(\beta)$", "-"), (r"$\mu_2(\beta)$", "--"))):
             if j == 1 and p["n"] < 4:
@@ -74,8 +80,9 @@ def continuation_paths(paths: list[dict], *, model: str, path=None) -> Figure:
         for k, b in enumerate(np.asarray(p["crossings"], dtype=float)):
             if np.isfinite(b):
                 ax.axvline(b, color="0.2", linestyle=":", linewidth=1.0)
-                ax.annotate(rf"$\beta = {b:.6f}$", (b, 0), xytext=(4, 12 + 14 * k), textcoords="offset points",
+                ax.annotate(f"branch point\nβ = {b:.10g}", (b, 0), xytext=(4, -30 - 26 * k), textcoords="offset points",
                             fontsize=LEGEND_SIZE - 1)
+        ax.set_xlim(float(np.min(p["grid"])), float(np.max(p["grid"])))
         ax.set_xlabel(BETA_LABEL)
         ax.set_title(rf"{p['name']}, $n = {p['n']}$, $d = {p['d']}$ ({model.upper()})")
         ax.legend(loc="upper left", fontsize=LEGEND_SIZE - 1, frameon=False)
@@ -167,39 +174,48 @@ def extremizer_sweep(taus, ratio, energy, index, candidates, authors: dict, *, p
 
 def bifurcation_diagram(panels: list[dict], *, model: str, path=None) -> Figure:
     """One panel per β: the amplitude max_k |c_k| of every branch of stationary densities against the coupling
-    K/K_# (stable solid, unstable dashed), the folds, and the particles' order parameter along the noise sweeps."""
-    fig = new_figure(5.0 * len(panels) + 0.4, 4.2)
+    K/K_# on a log scale (stable solid, unstable dashed), the folds, and the particles' order parameter along the
+    noise sweeps; one legend below the panels."""
+    fig = new_figure(5.2 * len(panels) + 0.4, 4.6)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, panel in zip(axes, panels):
         K0 = panel["coupling"]
-        colors = _colors(len(panel["branches"]) + 1)
+        colors = ["0.3"] + _colors(len(panel["branches"]) - 1)  # the uniform density grey, the modes in viridis
         for i, br in enumerate(panel["branches"]):
             K, amp, stable = (np.asarray(br[k], dtype=float) for k in ("K", "amplitude", "stable"))
             keep = np.isfinite(K)
             K, amp, stable = K[keep] / K0, amp[keep], stable[keep] > 0.5
-            for j in range(len(K) - 1):
-                ax.plot(K[j:j + 2], amp[j:j + 2], "-" if stable[j] and stable[j + 1] else "--", color=colors[i],
-                        linewidth=1.8 if stable[j] and stable[j + 1] else 1.1)
-            ax.plot([], [], "-", color=colors[i], label=br["label"])
+            # a segment is stable when both its ends are; each run of equally stable segments is one line, so that
+            # the dashes of an unstable run show however dense its points
+            segment = stable[:-1] & stable[1:]
+            start = 0
+            for j in range(1, len(segment) + 1):
+                if j == len(segment) or segment[j] != segment[start]:
+                    ax.plot(K[start:j + 1], amp[start:j + 1], linestyle="-" if segment[start] else (0, (4, 2.5)),
+                            color=colors[i], linewidth=2.0 if segment[start] else 1.3)
+                    start = j
+            ax.plot([], [], "-", color=colors[i], linewidth=2.0, label=br["label"])
             for f in br.get("folds", []):
-                ax.plot(f[0] / K0, f[1], "o", markersize=6, markerfacecolor="white", color="0.1", zorder=4)
-        ax.axhline(0.0, color="0.5", linewidth=0.6)
+                ax.plot([f[0] / K0], [f[1]], "o", markersize=7, markerfacecolor="white", color="0.1", zorder=4,
+                        label="fold" if i == 1 else None)
         ax.axvline(1.0, color=THEORY_COLOR, linestyle=(0, (5, 3)), linewidth=1.0, label=r"$K_\#$: mode 1's threshold")
         order = panel.get("order")
         if order is not None:
             Kp = 1.0 / np.asarray(panel["ratios"], dtype=float) ** 2
-            for s, (name, marker, color) in enumerate((("particles, noise down", "v", DATA_COLOR),
-                                                       ("particles, noise up", "^", "#e08a00"))):
-                ax.plot(Kp, np.asarray(order)[:, s].mean(axis=0), marker, color=color, markersize=5,
-                        label=f"{name} (n = {panel['n']})")
+            for s, (name, marker, color) in enumerate((("particles, noise swept down", "v", DATA_COLOR),
+                                                       ("particles, noise swept up", "^", "#e08a00"))):
+                ax.plot(Kp, np.asarray(order)[:, s].mean(axis=0), marker, color=color, markersize=5.5,
+                        markeredgecolor="white", markeredgewidth=0.5, zorder=5, label=f"{name} (n = {panel['n']})")
+        ax.set_xscale("log")
         ax.set_xlim(panel["xlim"])
-        ax.set_ylim(-0.03, 1.0)
-        ax.set_xlabel(r"coupling $K/K_\#$  ($K = 1/\sigma^2$)")
+        ax.set_ylim(-0.03, 1.02)
+        ax.set_xlabel(r"coupling $K/K_\#$  ($K = 1/\sigma^2$, log scale)")
         kind = "supercritical" if panel["beta"] <= panel["beta_star"] else "subcritical"
-        ax.set_title(rf"$\beta = {panel['beta']:g}$ ({kind}; $\beta^* = {panel['beta_star']:.4f}$)")
-        ax.legend(loc="upper left", fontsize=LEGEND_SIZE - 1, frameon=False)
+        ax.set_title(rf"$\beta = {panel['beta']:g}$: {kind} ($\beta^* = {panel['beta_star']:.4f}$)")
         despine(ax)
     axes[0].set_ylabel(r"amplitude $\max_k |c_k|$  (order $r = |c_1|$)")
+    handles, labels = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=LEGEND_SIZE, frameon=False)
     fig.suptitle(f"Stationary densities of the noisy mean field on the circle ({model.upper()}): stable solid, "
-                 "unstable dashed, folds ○", fontsize=11)
+                 "unstable dashed", fontsize=11)
     return finish(fig, path)
