@@ -37,6 +37,13 @@ _EXPORTS = {
     "solvers.fitting": ("FitResult", "fit"),
     "solvers.meanfield_sphere": ("SphereMeanField", "SphereMeanFieldError", "meanfield_sphere",
                                  "perturbed_uniform_sphere"),
+    "solvers.equilibrium": ("Equilibrium", "EquilibriumError", "equilibrium"),
+    "solvers.continuation": ("Branch", "ContinuationError", "SpecialPoint", "continuation"),
+    "solvers.rest_points": ("RestPoints",),
+    "solvers.stationary": ("StationaryCircle", "StationaryDensity", "branch_threshold", "pitchfork_coefficient",
+                           "stationary_circle"),
+    "particles.polytopes": ("cross_polytope", "hypercube", "regular_polygon", "simplex", "simplex_spectrum",
+                            "simplex_threshold"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBPACKAGES = ("particles", "solvers", "experiments")

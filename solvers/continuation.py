@@ -207,7 +207,9 @@ def _special(system, kind: str, z0, t0, s_hi, f_lo, f_hi, index, multiplicity, t
         if kind == "fold":
             t = _tangent(A, t0)
             return (None, None) if t is None else (float(t[-1]), (z, t))
-        return _jacobian_count(A)[1], (z, _tangent(A, t0))
+        # at the branch point itself [F_u F_p; tᵀ] is singular: the branch's tangent there is t0's limit
+        t = _tangent(A, t0)
+        return _jacobian_count(A)[1], (z, t0 if t is None or not np.all(np.isfinite(t)) else t)
 
     found = _locate(test, s_hi, f_lo, f_hi, locate_tol)
     if found is None or found[1] is None:

@@ -309,8 +309,9 @@ def branch_threshold(beta, k: int = 1, model: str = "usa") -> np.ndarray:
 def pitchfork_coefficient(beta: float, model: str = "usa", k: int = 1, *, modes: int = 48,
                           amplitude: float = 1e-3) -> float:
     """dK/d(c_k²) at the branch point of mode k: K(c_k) = K_k + coefficient·c_k² + O(c_k⁴) along the branch
-    (K = 1/σ²), from the branch solved at c_k = ε and 2ε (Richardson). Positive: the branch exists for
-    K > K_k, a supercritical pitchfork (continuous transition); negative: subcritical (docs/model.md §13.3)."""
+    (K = 1/σ²), from the branch solved at c_k = ε and 2ε (ε = ``amplitude``; Richardson). Positive: the branch
+    exists for K > K_k, a supercritical pitchfork (continuous transition); negative: subcritical (docs/model.md
+    §13.3). beta > 0; model, modes: as ``StationaryCircle``; k: the mode."""
     system = StationaryCircle(beta, model, modes=modes, symmetry=k, parameter="coupling")
     K0 = float(1.0 / branch_threshold(beta, k, model) ** 2)
 

@@ -50,7 +50,7 @@ def test_list_shows_exactly_the_registry():
     assert set(NAMES) == {"fig3-phase-diagram", "fig4-circle", "highdim-histogram", "orthogonal-ode",
                           "sphere-movie", "staircase", "metastability", "fig5-random-matrices", "meanfield-circle",
                           "metastable-count", "negative-beta", "renyi-centres", "long-context", "lost-in-the-middle",
-                          "meanfield-sphere", "gaussian-closure", "noisy-transition"}
+                          "meanfield-sphere", "gaussian-closure", "noisy-transition", "equilibria", "bifurcation"}
 
 
 @pytest.mark.parametrize("name", SINGLE)

@@ -66,6 +66,8 @@ FULL_RUNTIME: dict[str, str | None] = {
     "lost-in-the-middle": "30 s",
     "gaussian-closure": "≈ 2.5 min",
     "noisy-transition": "2 min",
+    "equilibria": "45 s on 2 shared CPU cores",
+    "bifurcation": "≈ 4 min on 2 shared CPU cores (the particles' sweeps: n = 512, 18 noise levels, both ways)",
 }
 
 # The figures shown first (by file stem), in this order; the first one is the index's thumbnail.
@@ -77,6 +79,7 @@ LEAD_FIGURES: dict[str, list[str]] = {
     "meanfield-circle": ["density_beta5"],
     "metastable-count": ["cluster_count_vs_beta"],
     "renyi-centres": ["renyi_centres"],
+    "equilibria": ["indices", "continuation", "staircase_saddles", "extremizers"],
 }
 
 _CHECK = re.compile(r"^\s*\[(ok  |FAIL|n/a )\] (.*)$")

@@ -26,9 +26,10 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
     configuration does not exist."""
     betas = np.asarray(betas, dtype=float)
     index = np.asarray(index, dtype=float)
-    fig = new_figure(3.6 * len(ds) + 0.4, 3.6)
+    fig = new_figure(3.6 * len(ds) + 0.4, 4.2)
     axes = fig.subplots(1, len(ds), squeeze=False)[0]
     colors = _colors(len(names))
+    legend: dict = {}
     for a, (ax, d) in enumerate(zip(axes, ds)):
         shown = 0
         for p, name in enumerate(names):
@@ -37,19 +38,23 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
                 continue
             # overlapping values stay visible: each configuration's markers smaller than the last one's
             ax.plot(betas, y, "-", color=colors[p], linewidth=1.0, alpha=0.7, drawstyle="steps-mid")
-            ax.plot(betas, y, MARKERS[p % len(MARKERS)], color=colors[p], markersize=9 - 1.4 * shown,
-                    markeredgecolor="white", markeredgewidth=0.6, label=name)
+            (line,) = ax.plot(betas, y, MARKERS[p % len(MARKERS)], color=colors[p], markersize=9 - 1.4 * shown,
+                              markeredgecolor="white", markeredgewidth=0.6)
+            legend.setdefault(name, line)
             shown += 1
-        n = d + 1
-        ax.axvline(thresholds[a], color=THEORY_COLOR, linestyle=(0, (5, 3)), linewidth=1.1,
-                   label=rf"simplex stable below $-(n-1)(n-2)/n = {thresholds[a]:.3g}$")
+        line = ax.axvline(thresholds[a], color=THEORY_COLOR, linestyle=(0, (5, 3)), linewidth=1.1)
+        legend.setdefault(r"$\beta_n = -(n-1)(n-2)/n$: the simplex of $n = d + 1$ tokens is stable below", line)
+        ax.annotate(rf"$\beta_{{{d + 1}}} = {thresholds[a]:.4g}$", (thresholds[a], 1.0),
+                    xycoords=("data", "axes fraction"), xytext=(3, -12), textcoords="offset points",
+                    color=THEORY_COLOR, fontsize=LEGEND_SIZE)
         ax.yaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel(BETA_LABEL)
-        ax.set_title(rf"$d = {d}$ ({model.upper()}; the simplex has $n = {n}$ tokens)")
-        ax.legend(loc="upper left", fontsize=LEGEND_SIZE - 1, frameon=False)
+        ax.set_title(rf"$d = {d}$ ({model.upper()})")
         despine(ax)
     axes[0].set_ylabel("unstable directions (index)")
-    fig.suptitle("Regular configurations as rest points: their index over β", fontsize=11)
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=min(len(legend), 4),
+               fontsize=LEGEND_SIZE, frameon=False)
+    fig.suptitle("Regular configurations as rest points: their index over β (rotations excluded)", fontsize=11)
     return finish(fig, path)
 
 
@@ -80,12 +85,12 @@ def continuation_paths(paths: list[dict], *, model: str, path=None) -> Figure:
         for k, b in enumerate(np.asarray(p["crossings"], dtype=float)):
             if np.isfinite(b):
                 ax.axvline(b, color="0.2", linestyle=":", linewidth=1.0)
-                ax.annotate(f"branch point\nβ = {b:.10g}", (b, 0), xytext=(4, -30 - 26 * k), textcoords="offset points",
-                            fontsize=LEGEND_SIZE - 1)
+                ax.annotate(f"branch point\nβ = {round(b, 10) + 0.0:.10g}", (b, 0), xytext=(4, -30 - 26 * k),
+                            textcoords="offset points", fontsize=LEGEND_SIZE - 1)
         ax.set_xlim(float(np.min(p["grid"])), float(np.max(p["grid"])))
         ax.set_xlabel(BETA_LABEL)
         ax.set_title(rf"{p['name']}, $n = {p['n']}$, $d = {p['d']}$ ({model.upper()})")
-        ax.legend(loc="upper left", fontsize=LEGEND_SIZE - 1, frameon=False)
+        ax.legend(loc="lower right", fontsize=LEGEND_SIZE - 1, frameon=False)
         despine(ax)
     axes[0].set_ylabel("eigenvalue (rotations excluded)")
     fig.suptitle("Continuation in β: eigenvalues crossing zero at the branch points", fontsize=11)
@@ -167,7 +172,7 @@ def extremizer_sweep(taus, ratio, energy, index, candidates, authors: dict, *, p
     handles, labels = right.get_legend_handles_labels()
     handles.append(Line2D([], [], marker="o", markerfacecolor="none", color="0.3", linestyle="none"))
     labels.append("open: saddle or maximizer")
-    right.legend(handles, labels, loc="upper left", fontsize=LEGEND_SIZE - 1, frameon=False, ncol=2)
+    right.legend(handles, labels, loc="lower right", fontsize=LEGEND_SIZE - 1, frameon=False, ncol=2)
     despine(right)
     return finish(fig, path)
 
