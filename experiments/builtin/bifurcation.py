@@ -6,10 +6,11 @@ densities is switched onto and followed through its folds (``modes`` Fourier mod
 every point from the spectrum of the linearized equation. Around it:
 
 * the branch points against the thresholds σ_k² = 2 rate_k/k² of ``growth_rates`` (USA: 2I_k(β)/β);
-* the mode-1 branch's curvature at its branch point, dK/dc_1² (``pitchfork_coefficient``): positive (a
-  supercritical pitchfork, continuous transition) below β*(2) = 2.4469 and negative (subcritical, with a fold at
-  σ_fold > σ_#) above it, the root of I_2/I_1 = 1/2 (``critical_beta``); where the configuration's β lie on both
-  sides, the coefficient's root is found and compared with β*;
+* the mode-1 branch's curvature at its branch point, dK/dc_1² (``pitchfork_coefficient``), against its closed
+  form K_#(1 − 2ρ)/(2(1 − ρ)), ρ = I_2(β)/I_1(β) (docs/model.md §13.3): positive (a supercritical pitchfork,
+  continuous transition) below β*(2) = 2.4469, the root of ρ = 1/2 (``critical_beta``), and negative
+  (subcritical, with a fold at σ_fold > σ_#) above it; where the configuration's β lie on both sides, the
+  coefficient's root is found and compared with β*;
 * the linearized spectrum against the time-dependent solver: the mode-1 state at the middle of its branch
   (its unstable part when there is one) is perturbed along its leading eigenvector and ``meanfield_circle`` run
   for two e-foldings; the perturbation's measured rate against the eigenvalue;
@@ -30,7 +31,7 @@ import time
 import numpy as np
 from scipy.optimize import brentq
 
-from ...particles.noisy_transition import critical_beta
+from ...particles.noisy_transition import bessel_ratio, critical_beta, critical_noise
 from ...solvers import meanfield as mf
 from ...solvers.continuation import SpecialPoint, continuation
 from ...solvers.stationary import StationaryCircle, branch_threshold, pitchfork_coefficient
@@ -220,6 +221,11 @@ def checks(result: RunResult) -> list[Check]:
                          "dK/dc_1² " + ("< 0" if sub else "> 0"),
                          f"{pitch[b, 0]:+.3e}" + (f", σ_fold/σ_# = {fsig[b, 1] / sigma1[b]:.4f}"
                                                   if sub and sigma1 is not None else ""), bool(ok)))
+    ratio = bessel_ratio(betas, 2)  # I_2(β)/I_1(β)
+    closed = (1.0 / critical_noise(betas, 2, c.model) ** 2) * (1 - 2 * ratio) / (2 * (1 - ratio))
+    err = float(np.max(np.abs(pitch[:, 0] / closed - 1)))
+    out.append(Check("mode 1's curvature dK/dc_1² vs the closed form K_#(1 − 2ρ)/(2(1 − ρ)), ρ = I_2(β)/I_1(β)",
+                     "relative difference ≤ 1e-6", f"{err:.1e}", bool(err <= 1e-6)))
     root = pitch[0, 1]
     if np.isfinite(root):
         out.append(Check("[MR] the pitchfork's curvature changes sign at β* = root of I_2/I_1 = 1/2 (critical_beta)",
