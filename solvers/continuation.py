@@ -152,7 +152,8 @@ def _correct(system, z_pred: np.ndarray, t: np.ndarray | None, tol: float, max_n
         if not np.all(np.isfinite(step)):
             return None
         z = z + step
-        if np.max(np.abs(step)) <= 1e-15 * max(1.0, float(np.max(np.abs(z)))) and np.max(np.abs(F)) <= 1e3 * tol * scale:
+        settled = np.max(np.abs(step)) <= 1e-15 * max(1.0, float(np.max(np.abs(z))))
+        if settled and np.max(np.abs(F)) <= 1e3 * tol * scale:
             F, A = _evaluate(system, z[:-1], z[-1])
             return z, A, k + 1
     return None

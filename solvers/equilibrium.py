@@ -37,7 +37,6 @@ Sylvester's law it equals ``unstable``, since J = W⁻¹ Hess E_β with W the me
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
 import equinox as eqx
@@ -75,7 +74,8 @@ class Equilibrium:
                  complex, sorted by real part, largest first; the zero modes are exact zeros
     zero_modes   how many eigenvalues the field's continuous symmetries make zero (rank of the generators at x)
     unstable     eigenvalues with real part > ``eig_tol``, zero modes not counted
-    neutral      other eigenvalues with |real part| ≤ ``eig_tol``: a degenerate rest point, or a flow too slow to resolve
+    neutral      other eigenvalues with |real part| ≤ ``eig_tol``: a degenerate rest point, or a flow too slow
+                 to resolve
     eig_tol      the threshold: 1e-9 × max(‖J‖_F off the zero modes, the largest drift ‖drift_i‖ at x)
     jacobian     (N, N) the tangent-space Jacobian in the frames ``frames`` ((n, d, d − 1); None off the sphere)
     generators   (N, zero_modes) orthonormal tangent vectors of the symmetry generators at x
@@ -346,7 +346,7 @@ def rest_point_spectrum(J: np.ndarray, G: np.ndarray, *, hessian: np.ndarray | N
     |eigenvalue|; a stiff operator passes the rate of its slow modes); ``unstable`` counts real parts above it,
     ``neutral`` those within it.
     """
-    N, m = J.shape[0], G.shape[1]
+    m = G.shape[1]
     if hessian is not None:
         root = np.sqrt(metric)
         S = (hessian / root[:, None]) / root[None, :]

@@ -5,7 +5,6 @@ they are, branch switching at a pitchfork, and the particle systems' branch poin
 from __future__ import annotations
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

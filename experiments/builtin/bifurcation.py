@@ -92,7 +92,8 @@ def _rates(beta: float, config, branch) -> tuple[float, float]:
     if G.shape[1]:
         mask &= np.abs(vectors.conj().T @ G[:, 0]) < 0.5  # not the rotation
     j = np.nonzero(mask)[0][np.argmax(values[mask].real)]
-    lam, v = float(values[j].real), vectors[:, j].real
+    v = vectors[:, j] / vectors[np.argmax(np.abs(vectors[:, j])), j]  # a real eigenvalue's eigenvector, made real
+    lam, v = float(values[j].real), v.real
     rho = system.state(a, sigma)
     K = system.modes
     c = np.zeros(K, complex)
@@ -165,13 +166,12 @@ def _particle_config(config):
 
 
 def requires(config) -> None:
-    """USA (either clock), β > 0, d = 2, modes ≥ 16 and ≥ 4 × the largest branch mode; the particles' own refusals
-    (noisy-transition's)."""
+    """USA (either clock), β > 0, modes ≥ 16 and ≥ 4 × the largest branch mode; the particles' own refusals
+    (noisy-transition's). The circle's d = 2 is the experiment's own, never read: another d is refused by the
+    preflight."""
     if config.model not in ("usa", "usa-rescaled"):
         raise ConfigError(f"bifurcation compares with the theory of noisy USA (β*, the particles' sweeps): model must "
                           f"be 'usa' or 'usa-rescaled', got {config.model!r}")
-    if list(config.d) != [2]:
-        raise ConfigError(f"bifurcation is the circle's: d must be [2], got {list(config.d)}")
     if any(b <= 0 for b in config.beta):
         raise ConfigError("bifurcation needs β > 0")
     if config.modes < max(16, 4 * max(config.branches)):
@@ -288,7 +288,7 @@ EXPERIMENT = register(Experiment(
     figures, checks,
     needs=lambda config: (),
     run=run,
-    keys=("model", "d", "beta", "modes", "branches") + tuple(k for k in PARTICLE_KEYS if k not in ("model", "beta")),
+    keys=("model", "beta", "modes", "branches") + tuple(k for k in PARTICLE_KEYS if k not in ("model", "beta")),
     memory=memory,
     requires=requires,
     headline=lambda c: (f"{c.model.upper()} + noise on the circle, β = {list(c.beta)}: branches of modes "

@@ -41,10 +41,10 @@ import numpy as np
 from ...particles import observables
 from ...particles.circle import from_angles
 from ...particles.energy import normalized_energy
-from ...particles.extremizers import kernel_energy, pair_energies, rectangle, rectangle_ratio
-from ...particles.fields import make, USA
-from ...particles.polytopes import cross_polytope, hypercube, regular_polygon, simplex, simplex_spectrum, \
-    simplex_threshold
+from ...particles.extremizers import kernel_energy, rectangle, rectangle_ratio
+from ...particles.fields import USA, make
+from ...particles.polytopes import (cross_polytope, hypercube, regular_polygon, simplex, simplex_spectrum,
+                                    simplex_threshold)
 from ...particles.synchronization import NO_SYNC_BETA, triangle_rate
 from ...solvers import simulate
 from ...solvers.continuation import continuation
@@ -230,10 +230,11 @@ def _saddles(config) -> dict:
         part = tuple(int(m) for m in sorted(sizes[sizes > 0], reverse=True))
         plateau_energy.append(float(np.median(stair[inside])))
         plateau_saddle.append(parts.index(part) if part in parts else np.nan)
+    pad = [np.nan] * (n - len(plateau_energy))
     return dict(saddle_energy=energy, saddle_level=level, saddle_index=index, saddle_neutral=neutral,
-                saddle_clusters=clusters, plateau_energy=np.asarray(plateau_energy + [np.nan] * (n - len(plateau_energy))),
-                plateau_saddle=np.asarray(plateau_saddle + [np.nan] * (n - len(plateau_saddle)), dtype=float),
-                staircase_energy=stair, staircase_time=ts)
+                saddle_clusters=clusters, plateau_energy=np.asarray(plateau_energy + pad),
+                plateau_saddle=np.asarray(plateau_saddle + pad, dtype=float), staircase_energy=stair,
+                staircase_time=ts)
 
 
 def candidate(name: str, tau: float) -> np.ndarray:
@@ -391,7 +392,8 @@ def _saddle_checks(c, s) -> list[Check]:
 def _extremizer_checks(c, s) -> list[Check]:
     out = []
     taus = np.asarray(c.extremizer_tau, dtype=float)
-    energy, index, ratio = _member(s, "extremizer_energy"), _member(s, "extremizer_index"), _member(s, "extremizer_ratio")
+    energy, index = _member(s, "extremizer_energy"), _member(s, "extremizer_index")
+    ratio = _member(s, "extremizer_ratio")
     rect, e2 = CANDIDATES.index("rectangle"), CANDIDATES.index("cluster on e2")
     pos, neg = taus > 0, taus < 0
     if pos.any():
@@ -418,7 +420,8 @@ def _extremizer_checks(c, s) -> list[Check]:
     if neg.any():
         ok = (np.all(index[neg, rect] > 0) and np.all(index[neg, e2] == 0)
               and np.allclose(energy[neg, e2], np.exp(taus[neg]), rtol=1e-12, atol=0)
-              and all(energy[i, e2] == np.nanmin(np.where(index[i] == 0, energy[i], np.nan)) for i in np.nonzero(neg)[0]))
+              and all(energy[i, e2] == np.nanmin(np.where(index[i] == 0, energy[i], np.nan))
+                      for i in np.nonzero(neg)[0]))
         out.append(Check("[2501.03096] D = diag(1, τ) indefinite (τ < 0): the rectangle is a saddle, the minimizer "
                          "one cluster on e_2", "rectangle index > 0; cluster index 0, energy e^τ, the lowest",
                          f"rectangle indices {index[neg, rect].astype(int).tolist()}", bool(ok)))
