@@ -64,7 +64,7 @@ def branches_at(beta: float, config) -> dict:
     """The uniform branch and the branch of every mode in ``branches``, continued in σ."""
     ks = sorted(int(k) for k in config.branches)
     sigmas = {k: float(branch_threshold(beta, k, config.model)) for k in ks}
-    hi, lo = 1.3 * sigmas[ks[0]], 0.8 * sigmas[ks[-1]]
+    hi, lo = 1.3 * sigmas[ks[0]], sigmas[ks[-1]] / np.sqrt(1.4)
     uniform = continuation(StationaryCircle(beta, config.model, modes=config.modes), None, 1.25 * sigmas[ks[0]],
                            p_range=(lo, hi), direction=-1, ds=0.02 * sigmas[ks[0]], ds_max=0.04 * sigmas[ks[0]])
     out = {"uniform": uniform, "sigmas": sigmas, "modes": {}}
@@ -74,8 +74,10 @@ def branches_at(beta: float, config) -> dict:
             out["modes"][k] = (None, None)
             continue
         system = StationaryCircle(beta, config.model, modes=config.modes, symmetry=k)
-        branch = continuation(system, _switched(system, near[0]), p_range=(0.3 * lo, 2.0 * hi), direction=1,
-                              ds=0.01 * sigmas[k], ds_max=0.04 * sigmas[k], max_points=250)
+        # down to the noise where the figure's couplings end (1.4 K_k of the last mode), the amplitude ≤ 1
+        branch = continuation(system, _switched(system, near[0]), p_range=(lo, 2.0 * hi), direction=1,
+                              ds=0.01 * sigmas[k], ds_min=1e-5 * sigmas[k], ds_max=max(0.04 * sigmas[k], 0.05),
+                              max_points=250)
         out["modes"][k] = (near[0], branch)
     return out
 

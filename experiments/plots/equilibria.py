@@ -26,7 +26,7 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
     configuration does not exist."""
     betas = np.asarray(betas, dtype=float)
     index = np.asarray(index, dtype=float)
-    fig = new_figure(3.6 * len(ds) + 0.4, 4.2)
+    fig = new_figure(max(3.6 * len(ds) + 0.4, 7.5), 4.3)
     axes = fig.subplots(1, len(ds), squeeze=False)[0]
     colors = _colors(len(names))
     legend: dict = {}
@@ -37,13 +37,13 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
             if not np.any(np.isfinite(y)):
                 continue
             # overlapping values stay visible: each configuration's markers smaller than the last one's
-            ax.plot(betas, y, "-", color=colors[p], linewidth=1.0, alpha=0.7, drawstyle="steps-mid")
+            ax.plot(betas, y, "-", color=colors[p], linewidth=0.9, alpha=0.5)
             (line,) = ax.plot(betas, y, MARKERS[p % len(MARKERS)], color=colors[p], markersize=9 - 1.4 * shown,
                               markeredgecolor="white", markeredgewidth=0.6)
             legend.setdefault(name, line)
             shown += 1
         line = ax.axvline(thresholds[a], color=THEORY_COLOR, linestyle=(0, (5, 3)), linewidth=1.1)
-        legend.setdefault(r"$\beta_n = -(n-1)(n-2)/n$: the simplex of $n = d + 1$ tokens is stable below", line)
+        legend.setdefault(r"$\beta_n = -(n-1)(n-2)/n$ (simplex, $n = d + 1$)", line)
         ax.annotate(rf"$\beta_{{{d + 1}}} = {thresholds[a]:.4g}$", (thresholds[a], 1.0),
                     xycoords=("data", "axes fraction"), xytext=(3, -12), textcoords="offset points",
                     color=THEORY_COLOR, fontsize=LEGEND_SIZE)
@@ -54,7 +54,7 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
     axes[0].set_ylabel("unstable directions (index)")
     fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=min(len(legend), 4),
                fontsize=LEGEND_SIZE, frameon=False)
-    fig.suptitle("Regular configurations as rest points: their index over β (rotations excluded)", fontsize=11)
+    fig.suptitle("Regular configurations as rest points: index over β", fontsize=11)
     return finish(fig, path)
 
 
