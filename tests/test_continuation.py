@@ -5,6 +5,7 @@ they are, branch switching at a pitchfork, and the particle systems' branch poin
 from __future__ import annotations
 
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -91,3 +92,18 @@ def test_bad_arguments_are_refused():
         af.continuation(NormalForm("fold"), 1.0, 1.0, p_range=(0.0, 2.0), direction=2)
     with pytest.raises(af.ContinuationError, match="singular"):
         af.continuation(NormalForm("fold"), 0.0, 0.0, p_range=(-1.0, 1.0))  # the fold itself
+
+
+def test_families_in_a_weight_scale_and_a_mask_slope():
+    # Q = sI makes the logits β s⟨x_i, x_j⟩: the triangle's branch point moves to β s = −2/3
+    x = af.simplex(3, 2)
+    system = af.RestPoints(lambda s: af.USA(-1.0, Q=s * jnp.eye(2)), x, 0.2)
+    branch = af.continuation(system, x, 0.2, p_range=(0.2, 1.2), ds=0.1)
+    assert len(branch.branch_points) == 1 and abs(branch.branch_points[0].p - 2.0 / 3.0) <= 1e-10
+    # a causal antipodal pair under ALiBi's slope m: the second token leaves at A_21 = 1/(1 + e^{2β + m})
+    beta, pair = 0.5, af.simplex(2, 2)
+    family = lambda m: af.SA(beta, mask="causal", positional="alibi", alibi_slope=m)  # noqa: E731
+    branch = af.continuation(af.RestPoints(family, pair, 0.0), pair, 0.0, p_range=(0.0, 2.0), ds=0.2)
+    rates = np.array([values.real.max() for values in branch.eigenvalues])
+    np.testing.assert_allclose(rates, 1.0 / (1.0 + np.exp(2 * beta + branch.p)), rtol=1e-12)
+    assert branch.p.max() >= 2.0 and np.all(branch.unstable == 1)

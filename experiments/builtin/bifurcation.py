@@ -15,13 +15,15 @@ every point from the spectrum of the linearized equation. Around it:
   (its unstable part when there is one) is perturbed along its leading eigenvector and ``meanfield_circle`` run
   for two e-foldings; the perturbation's measured rate against the eigenvalue;
 * the particles (``noisy-transition``'s sweeps of σ/σ_# down from uniform tokens and up from gathered ones, n
-  tokens, the same keys): above β* their hysteresis loop lies between the threshold σ_# and the fold σ_fold.
+  tokens, on this run's keys): above β* their hysteresis loop lies between the threshold σ_# and the fold
+  σ_fold; with ``meanfield_time`` > 0 the same sweeps of the time-dependent mean field, drawn beside the branches.
 
 Statistics (dimensions (d, beta, seed, ...); the mean field repeated along the seeds): ``branch_sigma``,
 ``branch_amplitude``, ``branch_stable`` on (…, branch, point) with branch 0 the uniform density and then the
 modes of ``branches``; ``branch_point`` (the located σ of each mode on the uniform branch), ``fold_sigma`` and
 ``fold_amplitude`` (the first fold of each branch) on (…, branch); ``pitchfork``, ``rate_predicted``,
-``rate_measured`` on (…, check); the particles' ``order`` and ``order_sq`` (…, sweep, level) as in noisy-transition.
+``rate_measured`` on (…, check); the sweeps' ``order``, ``order_sq`` and ``meanfield_order`` (…, sweep, level) as in
+noisy-transition.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ...particles.noisy_transition import bessel_ratio, critical_beta, critical_
 from ...solvers import meanfield as mf
 from ...solvers.continuation import SpecialPoint, continuation
 from ...solvers.stationary import StationaryCircle, branch_threshold, pitchfork_coefficient
-from ..config import ConfigError, load_config
+from ..config import ConfigError
 from ..registry import Check, Experiment, register
 from ..runner import STAT_DIMENSIONS, RunResult
 from . import noisy_transition as nt
@@ -142,7 +144,7 @@ def run(config, *, progress=None) -> RunResult:
         below, above = float(betas[betas < critical_beta(2)].max()), float(betas[betas > critical_beta(2)].min())
         pitch[:, 1] = brentq(lambda x: pitchfork_coefficient(x, config.model, 1, modes=config.modes, amplitude=5e-3),
                              below, above, xtol=1e-12)
-    particles = nt.run(_particle_config(config), progress=progress)
+    particles = nt.run(config, progress=progress)  # noisy-transition's sweeps, on this run's own keys
     seeds = config.seeds
 
     def member(a):
@@ -151,41 +153,37 @@ def run(config, *, progress=None) -> RunResult:
     stats = {"branch_sigma": member(sigma), "branch_amplitude": member(amp), "branch_stable": member(stable),
              "branch_point": member(bpoint), "fold_sigma": member(fsig), "fold_amplitude": member(famp),
              "pitchfork": member(pitch), "rate_predicted": member(lam), "rate_measured": member(rate),
-             "order": particles.stats["order"], "order_sq": particles.stats["order_sq"]}
+             "order": particles.stats["order"], "order_sq": particles.stats["order_sq"],
+             "meanfield_order": particles.stats["meanfield_order"]}
     return RunResult(config=config, ts=np.zeros(1), stats=stats, xs=None, steps=particles.steps,
                      t_event=particles.t_event, wall_time_s=time.perf_counter() - start)
 
 
-PARTICLE_KEYS = ("model", "n", "beta", "seeds", "seed", "noise_ratios", "t1", "dt", "n_save", "burn_in", "solver",
-                 "dtype", "max_steps")
-
-
-def _particle_config(config):
-    """noisy-transition's configuration for the particles: d = 2, no mean field, the keys it shares with this run."""
-    values = {k: config[k] for k in PARTICLE_KEYS}
-    values.update(experiment="noisy-transition", d=[2], meanfield_time=0.0, modes=config.modes, progress=False)
-    return load_config(values, base=nt.EXPERIMENT.defaults)
+PARTICLE_KEYS = ("model", "n", "d", "beta", "seeds", "seed", "noise_ratios", "t1", "dt", "n_save", "burn_in", "solver",
+                 "dtype", "max_steps", "modes", "meanfield_time")
+"""The keys of noisy-transition's sweeps, which this run passes on as they are."""
 
 
 def requires(config) -> None:
-    """USA (either clock), β > 0, modes ≥ 16 and ≥ 4 × the largest branch mode; the particles' own refusals
-    (noisy-transition's). The circle's d = 2 is the experiment's own, never read: another d is refused by the
-    preflight."""
+    """USA (either clock), the circle (d = 2), β > 0, modes ≥ 16 and ≥ 4 × the largest branch mode; the sweeps' own
+    refusals (noisy-transition's)."""
     if config.model not in ("usa", "usa-rescaled"):
         raise ConfigError(f"bifurcation compares with the theory of noisy USA (β*, the particles' sweeps): model must "
                           f"be 'usa' or 'usa-rescaled', got {config.model!r}")
+    if list(config.d) != [2]:
+        raise ConfigError(f"bifurcation is the circle's: d must be [2], got {list(config.d)}")
     if any(b <= 0 for b in config.beta):
         raise ConfigError("bifurcation needs β > 0")
     if config.modes < max(16, 4 * max(config.branches)):
         raise ConfigError(f"modes must be ≥ 16 and ≥ 4 × the largest branch mode ({max(config.branches)}), "
                           f"got {config.modes}")
-    nt.EXPERIMENT.requires(_particle_config(config))
+    nt.EXPERIMENT.requires(config)
 
 
 def memory(config) -> dict:
-    """The branches' Jacobians (2·modes)² per point, and the particles' (noisy-transition's estimate)."""
+    """The branches' Jacobians (2·modes)² per point, and the sweeps' (noisy-transition's estimate)."""
     out = {"the linearized equation per branch point [modes]": 8 * 6 * (2 * config.modes) ** 2}
-    out.update(nt.EXPERIMENT.memory(_particle_config(config)))
+    out.update(nt.EXPERIMENT.memory(config))
     return out
 
 
@@ -273,6 +271,8 @@ def figures(result: RunResult) -> dict:
         kmax = float(branch_threshold(beta, ks[-1], c.model))
         panels.append(dict(beta=float(beta), beta_star=critical_beta(2), coupling=1.0 / s1**2, branches=branches,
                            order=s["order"][0, b], ratios=ratios, n=c.n,
+                           meanfield=None if np.all(np.isnan(s["meanfield_order"][0, b, 0]))
+                           else s["meanfield_order"][0, b, 0],
                            xlim=(0.5, 1.4 * (s1 / kmax) ** 2)))
     return {"bifurcation": lambda p: plots.bifurcation_diagram(panels, model=c.model, path=p)}
 
@@ -285,12 +285,13 @@ EXPERIMENT = register(Experiment(
     dict(experiment="bifurcation", model="usa", d=[2], beta=[1.0, 8.0], modes=64, branches=[1, 2, 3], n=512, seeds=4,
          noise_ratios=[0.7, 0.75, 0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 1.0, 1.025, 1.05, 1.075, 1.1, 1.125, 1.15,
                        1.2, 1.25, 1.3],
-         t1=20.0, dt=0.025, n_save=41, burn_in=0.5, solver="euler", dtype="float32"),
-    dict(modes=48, n=128, seeds=2, noise_ratios=[0.8, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3], t1=10.0),
+         t1=20.0, dt=0.025, n_save=41, burn_in=0.5, solver="euler", dtype="float32", meanfield_time=60.0),
+    dict(modes=48, n=128, seeds=2, noise_ratios=[0.8, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3], t1=10.0,
+         meanfield_time=0.0),
     figures, checks,
     needs=lambda config: (),
     run=run,
-    keys=("model", "beta", "modes", "branches") + tuple(k for k in PARTICLE_KEYS if k not in ("model", "beta")),
+    keys=("branches",) + PARTICLE_KEYS,
     memory=memory,
     requires=requires,
     headline=lambda c: (f"{c.model.upper()} + noise on the circle, β = {list(c.beta)}: branches of modes "

@@ -211,6 +211,13 @@ def bifurcation_diagram(panels: list[dict], *, model: str, path=None) -> Figure:
                                                        ("particles, noise swept up", "^", "#e08a00"))):
                 ax.plot(Kp, np.asarray(order)[:, s].mean(axis=0), marker, color=color, markersize=5.5,
                         markeredgecolor="white", markeredgewidth=0.5, zorder=5, label=f"{name} (n = {panel['n']})")
+        mean_field = panel.get("meanfield")
+        if mean_field is not None:
+            Kp = 1.0 / np.asarray(panel["ratios"], dtype=float) ** 2
+            for s, (name, marker) in enumerate((("time-dependent mean field, noise swept down", "1"),
+                                                ("time-dependent mean field, noise swept up", "2"))):
+                ax.plot(Kp, np.asarray(mean_field)[s], marker, color="0.1", markersize=9, markeredgewidth=1.3,
+                        zorder=6, label=name)
         ax.set_xscale("log")
         ax.set_xlim(panel["xlim"])
         ax.set_ylim(-0.03, 1.02)
