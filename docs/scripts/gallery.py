@@ -66,8 +66,8 @@ FULL_RUNTIME: dict[str, str | None] = {
     "lost-in-the-middle": "30 s",
     "gaussian-closure": "≈ 2.5 min",
     "noisy-transition": "2 min",
-    "equilibria": "45 s on 2 shared CPU cores",
-    "bifurcation": "≈ 4 min on 2 shared CPU cores (the particles' sweeps: n = 512, 18 noise levels, both ways)",
+    "equilibria": "41 s cold, 13 s with a warm compilation cache (2 shared CPU cores)",
+    "bifurcation": "2.3 min on 2 shared CPU cores (most of it the sweeps: n = 512 particles and the mean field, 18 levels both ways)",
 }
 
 # The figures shown first (by file stem), in this order; the first one is the index's thumbnail.

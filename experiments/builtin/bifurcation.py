@@ -16,7 +16,8 @@ every point from the spectrum of the linearized equation. Around it:
   for two e-foldings; the perturbation's measured rate against the eigenvalue;
 * the particles (``noisy-transition``'s sweeps of σ/σ_# down from uniform tokens and up from gathered ones, n
   tokens, on this run's keys): above β* their hysteresis loop lies between the threshold σ_# and the fold
-  σ_fold; with ``meanfield_time`` > 0 the same sweeps of the time-dependent mean field, drawn beside the branches.
+  σ_fold; with ``meanfield_time`` > 0 the same sweeps of the time-dependent mean field, drawn beside the branches,
+  whose sweep up keeps its order until the fold (n = ∞ has no fluctuations to leave the branch earlier).
 
 Statistics (dimensions (d, beta, seed, ...); the mean field repeated along the seeds): ``branch_sigma``,
 ``branch_amplitude``, ``branch_stable`` on (…, branch, point) with branch 0 the uniform density and then the
@@ -243,6 +244,17 @@ def checks(result: RunResult) -> list[Check]:
     for b, beta in enumerate(betas):
         if beta <= critical_beta(2) or sigma1 is None:
             continue
+        label = f"[MR] β = {beta:g}, n = ∞: the time-dependent density swept up stays ordered until the fold"
+        mean_field = s["meanfield_order"][0, b, 0]
+        fold = fsig[b, 1] / sigma1[b]
+        if np.all(np.isnan(mean_field)):
+            out.append(Check.not_applicable(label, "its crossing at σ_fold", "meanfield_time = 0: no mean-field sweep"))
+        else:
+            up = nt.crossing(ratios, mean_field[1], 0.5 * (np.nanmax(mean_field) + np.nanmin(mean_field)))
+            j = int(np.clip(np.searchsorted(ratios, fold), 1, ratios.size - 1))
+            spacing = float(ratios[j] - ratios[j - 1])
+            out.append(Check(label, f"|σ_up − σ_fold| ≤ the levels' spacing there ({spacing:g} σ_#)",
+                             f"σ_up = {up:.4f} σ_#, σ_fold = {fold:.4f} σ_#", bool(abs(up - fold) <= spacing)))
         cross = nt.sweep_crossings(ratios, s["order"][0, b])[:, -1]  # in σ/σ_#, the seeds' mean
         fold = fsig[b, 1] / sigma1[b]
         ok = bool(cross[0] >= 1.0 - LOOP_TOL and cross[1] <= fold * (1.0 + LOOP_TOL) and cross[1] > cross[0])
