@@ -67,7 +67,7 @@ FULL_RUNTIME: dict[str, str | None] = {
     "gaussian-closure": "≈ 2.5 min",
     "noisy-transition": "2 min",
     "equilibria": "41 s cold, 13 s with a warm compilation cache (2 shared CPU cores)",
-    "bifurcation": "2.3 min on 2 shared CPU cores (most of it the sweeps: n = 512 particles and the mean field, 18 levels both ways)",
+    "bifurcation": "2.3 min on 2 shared CPU cores (mostly the sweeps: n = 512 particles and the mean field, both ways)",
 }
 
 # The figures shown first (by file stem), in this order; the first one is the index's thumbnail.
