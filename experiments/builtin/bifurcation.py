@@ -247,16 +247,13 @@ def checks(result: RunResult) -> list[Check]:
         label = f"[MR] β = {beta:g}, n = ∞: the time-dependent density swept up stays ordered until the fold"
         mean_field = s["meanfield_order"][0, b, 0]
         fold = fsig[b, 1] / sigma1[b]
-        if np.all(np.isnan(mean_field)):
-            out.append(Check.not_applicable(label, "its crossing at σ_fold", "meanfield_time = 0: no mean-field sweep"))
-        else:
+        if not np.all(np.isnan(mean_field)):  # meanfield_time > 0
             up = nt.crossing(ratios, mean_field[1], 0.5 * (np.nanmax(mean_field) + np.nanmin(mean_field)))
             j = int(np.clip(np.searchsorted(ratios, fold), 1, ratios.size - 1))
             spacing = float(ratios[j] - ratios[j - 1])
             out.append(Check(label, f"|σ_up − σ_fold| ≤ the levels' spacing there ({spacing:g} σ_#)",
                              f"σ_up = {up:.4f} σ_#, σ_fold = {fold:.4f} σ_#", bool(abs(up - fold) <= spacing)))
         cross = nt.sweep_crossings(ratios, s["order"][0, b])[:, -1]  # in σ/σ_#, the seeds' mean
-        fold = fsig[b, 1] / sigma1[b]
         ok = bool(cross[0] >= 1.0 - LOOP_TOL and cross[1] <= fold * (1.0 + LOOP_TOL) and cross[1] > cross[0])
         out.append(Check(f"[MR] β = {beta:g}: the particles' hysteresis loop lies between σ_# and the fold σ_fold",
                          f"σ_# (1 − {LOOP_TOL:g}) ≤ σ_down < σ_up ≤ σ_fold (1 + {LOOP_TOL:g}), σ_fold = {fold:.4f} σ_#",
