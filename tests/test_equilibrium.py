@@ -76,8 +76,8 @@ def test_newton_converges_quadratically_to_a_rotated_simplex():
 def test_wrappers_give_the_same_rest_point_and_spectrum():
     tri, beta = af.simplex(3, 2), 0.8
     base = af.equilibrium(af.SA(beta), tri).eigenvalues
-    for wrapped in (af.PostLN(af.SA(beta)), af.SA(beta) + af.FeedForward(jnp.zeros((1, 2)), jnp.zeros(1),
-                                                                          jnp.zeros((2, 1)))):
+    for wrapped in (af.PostLN(af.SA(beta)), af.MultiHead.identity(beta, 1, 2),
+                    af.SA(beta) + af.FeedForward(jnp.zeros((1, 2)), jnp.zeros(1), jnp.zeros((2, 1)))):
         r = af.equilibrium(wrapped, tri)
         np.testing.assert_allclose(r.eigenvalues, base, atol=1e-14)
         assert r.zero_modes == 1
