@@ -28,6 +28,9 @@ __all__ = [
     "particles_page",
     "globe_page",
     "phase_page",
+    "facing",
+    "CAMERA",
+    "CAMERA_DISTANCE",
     "MAX_FRAMES",
     "FRAME_NUMBERS",
     "SLIDER_LABELS",
@@ -240,6 +243,29 @@ def _guides(go, sphere: bool) -> list:
     ]
 
 
+CAMERA = dict(x=1.0, y=1.0, z=0.55)
+"""The camera of a sphere whose particles have no side of their own (plotly's eye, the scene's centre at 0)."""
+CAMERA_DISTANCE = float(np.linalg.norm(list(CAMERA.values())))
+
+
+def facing(x) -> dict:
+    """The camera's eye facing the particles ``x`` (n, 3) where they gather: on the side of their mean
+    direction, raised by 20° so the equator reads as an ellipse; ``CAMERA`` when their mean is near 0."""
+    mean = np.asarray(x, dtype=float).mean(axis=0)
+    if not np.all(np.isfinite(mean)) or np.linalg.norm(mean) < 0.2:
+        return dict(CAMERA)
+    u = mean / np.linalg.norm(mean)
+    azimuth, elevation = math.atan2(u[1], u[0]), math.asin(float(np.clip(u[2], -1.0, 1.0)))
+    elevation = float(np.clip(elevation, -math.pi / 3, math.pi / 3)) + math.radians(20)
+    elevation = min(elevation, math.radians(75))
+    r = CAMERA_DISTANCE
+    return dict(
+        x=r * math.cos(elevation) * math.cos(azimuth),
+        y=r * math.cos(elevation) * math.sin(azimuth),
+        z=r * math.sin(elevation),
+    )
+
+
 def particles_page(
     ts,
     xs,
@@ -255,7 +281,8 @@ def particles_page(
     ``xs`` (members, T, n, d) are the states at the save times ``ts`` (T,) shown (thinned by the caller);
     ``labels`` (members, T, n) the particles' clusters at those times (``observables.clusters``), which
     colour them (:func:`cluster_colors`: a colour per cluster as it forms, grey for a particle alone);
-    ``members`` names each member in the menu that picks which one is shown.
+    ``members`` names each member in the menu that picks which one is shown. A sphere is seen from the side
+    where the first member's particles end (:func:`facing`).
     """
     go = require_plotly()
     xs = np.asarray(xs, dtype=np.float32)
@@ -346,7 +373,7 @@ def particles_page(
             zaxis=axis,
             aspectmode="cube",
             dragmode="turntable",
-            camera=dict(eye=dict(x=1.0, y=1.0, z=0.55)),
+            camera=dict(eye=facing(xs[0, -1])),
         )
     else:
         axis = dict(range=[-1.12, 1.12], visible=False)
@@ -362,7 +389,8 @@ def globe_page(ts, theta, phi, density, *, title: str, note: str = "", colorbar:
 
     ``density`` (T, n_θ, n_φ) on the colatitudes ``theta`` (n_θ, increasing from the north pole) and the
     longitudes ``phi`` (n_φ, from 0, equispaced and not repeating 2π) at the save times ``ts``; the colour
-    scale is the same at every time, from 0 to the largest value.
+    scale is the same at every time, from 0 to the largest value. The globe is seen from the side of the
+    density's maximum at the last time (:func:`facing`).
     """
     go = require_plotly()
     density = np.asarray(density, dtype=float)
@@ -379,6 +407,7 @@ def globe_page(ts, theta, phi, density, *, title: str, note: str = "", colorbar:
     u, v = np.meshgrid(lon, lat)
     x, y, z = np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v)
     top = float(np.nanmax(values)) if values.size else 1.0
+    peak = np.unravel_index(np.nanargmax(values[-1]), values[-1].shape) if values.size else (0, 0)
     cmin = min(0.0, float(np.nanmin(values)))
     surface = dict(
         colorscale="Viridis",
@@ -412,7 +441,7 @@ def globe_page(ts, theta, phi, density, *, title: str, note: str = "", colorbar:
             zaxis=axis,
             aspectmode="cube",
             dragmode="turntable",
-            camera=dict(eye=dict(x=1.0, y=1.0, z=0.55)),
+            camera=dict(eye=facing(np.stack([x, y, z], axis=-1)[peak][None])),
         ),
     )
     _write(fig, path, title=_plain(title))

@@ -118,6 +118,7 @@ def test_the_particle_page_is_self_contained_and_holds_every_save_time(small_run
             np.testing.assert_array_equal(got, xs[b, s, i].astype(np.float32))
             np.testing.assert_array_equal(values(trace["marker"]["color"]), colors[m][i])
     assert all(c[0].tolist() == [-1] * N for c in colors)  # from a uniform start every particle is alone
+    assert fig["layout"]["scene"]["camera"]["eye"] == pytest.approx(interactive.facing(xs[0, 0, -1]))
     menu = fig["layout"]["updatemenus"][-1]["buttons"]
     assert [m["label"].split(" · ")[0] for m in menu] == [
         "β = 1, seed 0",
@@ -142,6 +143,7 @@ def test_cluster_colours_follow_the_clusters_as_they_form_and_merge():
     )
 
 
+@pytest.mark.slow
 def test_long_runs_are_thinned_to_frames_the_page_names(small_runs, tmp_path):
     assert interactive.frame_indices(100, 10).tolist() == list(range(100))
     picked = interactive.frame_indices(1000, 10)
@@ -158,6 +160,19 @@ def test_long_runs_are_thinned_to_frames_the_page_names(small_runs, tmp_path):
     assert f"save times shown: {interactive.MAX_FRAMES} of 400" in fig["layout"]["annotations"][0]["text"]
     labelled = [step["label"] for step in fig["layout"]["sliders"][0]["steps"] if step["label"]]
     assert len(labelled) <= interactive.SLIDER_LABELS and labelled[0] == "0" and labelled[-1] == "2"
+
+
+def test_a_sphere_is_seen_from_where_its_particles_gather():
+    gathered = np.array([[0.0, 1.0, 0.0], [0.1, 0.99, 0.0], [-0.1, 0.99, 0.0]])
+    eye = interactive.facing(gathered / np.linalg.norm(gathered, axis=1, keepdims=True))
+    r = np.hypot(np.hypot(eye["x"], eye["y"]), eye["z"])
+    assert r == pytest.approx(interactive.CAMERA_DISTANCE)
+    # above the cluster's azimuth (90°), raised 20° over its latitude (0°)
+    assert np.degrees(np.arctan2(eye["y"], eye["x"])) == pytest.approx(90.0)
+    assert np.degrees(np.arcsin(eye["z"] / r)) == pytest.approx(20.0)
+    # particles spread evenly (mean near 0): the default camera
+    spread = np.array([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, -1.0, 0]])
+    assert interactive.facing(spread) == interactive.CAMERA
 
 
 def _sphere_density_run() -> tuple[RunResult, np.ndarray]:
@@ -272,6 +287,7 @@ def _browser(url: str, *flags: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(BROWSER is None, reason="no headless browser (chromium) installed")
 @pytest.mark.parametrize("view", ["particles_d3", "particles_d2", "phase_diagram", "density_globe"])
 def test_the_page_renders_in_a_headless_browser(small_runs, tmp_path, view):
