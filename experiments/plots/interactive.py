@@ -115,6 +115,8 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+SLIDER_INDENT = 112
+"""Pixels left of the slider, where the play and pause buttons are."""
 SLIDER_LABELS = 16
 """The slider labels at most this many of its steps with their times (evenly spaced, the last included)."""
 
@@ -130,11 +132,11 @@ def _time_controls(labels: list[str], *, redraw: bool, y: float = -0.02) -> tupl
     ]
     slider = dict(
         active=0,
-        x=0.1,
-        len=0.88,
+        x=0.0,
+        len=1.0,
         y=y,
         yanchor="top",
-        pad=dict(t=10, b=10),
+        pad=dict(t=10, b=10, l=SLIDER_INDENT, r=20),  # in pixels: clear of the buttons at any width
         currentvalue=dict(visible=False),
         font=dict(size=11),
         ticklen=4,
