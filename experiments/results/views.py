@@ -160,7 +160,7 @@ def missing(result: RunResult) -> list[str]:
     if not result.has_states:
         return [
             f"no particle view: the run kept no states (save_states = {c.save_states!r}; "
-            "run it again with --set save_states=yes)"
+            "a particle run keeps them with --set save_states=yes)"
         ]
     if not _kept_dims(result):
         return [f"no particle view: it draws d = 2 or 3, and this run has d = {list(c.d)}"]

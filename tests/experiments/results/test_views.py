@@ -84,7 +84,7 @@ def test_a_run_gets_the_views_its_results_hold(small_runs):
     bare = dataclasses.replace(sphere, xs=None)
     assert views.views(bare) == {}
     assert views.missing(bare) == [
-        "no particle view: the run kept no states (save_states = 'auto'; run it again with --set save_states=yes)"
+        "no particle view: the run kept no states (save_states = 'auto'; a particle run keeps them with --set save_states=yes)"
     ]
 
 
@@ -236,7 +236,7 @@ def test_a_run_without_states_says_so_and_writes_nothing(small_runs, tmp_path):
     rc, out, err = cli(["plot", run, "--interactive"])
     assert rc == 0 and out == ""
     assert err.splitlines() == [
-        "no particle view: the run kept no states (save_states = 'no'; run it again with --set save_states=yes)",
+        "no particle view: the run kept no states (save_states = 'no'; a particle run keeps them with --set save_states=yes)",
         "no interactive views to draw",
     ]
     assert tree(run) == before
