@@ -348,7 +348,7 @@ def particles_page(
                 active=0,
                 buttons=[
                     dict(
-                        label=f"{name} · {ends[m]} cluster{'s' if ends[m] != 1 else ''} at the end",
+                        label=f"{name} · {_clusters_text(ends[m])} at the end",
                         method="restyle",
                         args=[{"visible": [True] * fixed + [j == m for j in range(n_members)]}],
                     )
@@ -509,6 +509,10 @@ def phase_page(ts, betas, fractions: dict, *, title: str, note: str = "", log_ti
         plot_bgcolor="white",
     )
     _write(fig, path, title=_plain(title))
+
+
+def _clusters_text(count: int) -> str:
+    return "no cluster" if count == 0 else f"{count} cluster{'s' if count != 1 else ''}"
 
 
 def _plain(text: str) -> str:
