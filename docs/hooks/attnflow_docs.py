@@ -15,6 +15,10 @@ What it adds to a plain MkDocs build, so that nothing in the site is copied by h
   repository host when mkdocs.yml sets ``repo_url``, and its plain text otherwise; an image outside
   docs/ (``benchmarks/scaling.png``) is copied into the site under ``_repo/``. A link to a file that
   does not exist is left alone, so that ``mkdocs build --strict`` reports it.
+* **The gallery without its runs.** ``docs/scripts/gallery.py`` runs every experiment's quick version and
+  writes ``docs/gallery/``; until it has, the gallery's pages are served from ``gallery.stub_pages()``
+  (each experiment's description, text and commands, with a note on how to build the figures), so
+  ``mkdocs build`` and ``mkdocs serve`` work on a fresh clone.
 """
 
 from __future__ import annotations
@@ -244,6 +248,18 @@ def _expand_nav(items, pages: list[str]):
     return items
 
 
+# -- the gallery -----------------------------------------------------------------------------------
+
+
+def _gallery_stubs(config) -> dict[str, str]:
+    """The gallery's pages without its runs (``docs/scripts/gallery.py``'s ``stub_pages``)."""
+    docs, _ = _roots(config)
+    spec = importlib.util.spec_from_file_location("attnflow_docs_gallery", docs / "scripts" / "gallery.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.stub_pages()
+
+
 # -- MkDocs events ----------------------------------------------------------------------------------
 
 
@@ -257,6 +273,10 @@ def on_files(files: Files, config, **kwargs) -> Files:
     docs, repo = _roots(config)
     if files.get_file_from_path("cli.md") is None:
         files.append(File.generated(config, "cli.md", content=cli_markdown()))
+    if files.get_file_from_path("gallery/index.md") is None:
+        for name, text in _gallery_stubs(config).items():
+            if files.get_file_from_path(f"gallery/{name}") is None:
+                files.append(File.generated(config, f"gallery/{name}", content=text))
     # images outside docs/ that pages (or the files they include) show
     wanted: set[Path] = set()
     for file in files.documentation_pages():

@@ -229,7 +229,8 @@ def environment() -> str:
     )
 
 
-def write_page(out: Path, experiment, record: dict, env: str) -> Path:
+def page_markdown(experiment, record: dict | None, env: str) -> str:
+    """The Markdown of an experiment's page; ``record`` None: a page without a run (see ``stub_pages``)."""
     name = experiment.name
     lines = [
         f"{MARKER}: edit docs/gallery/text/{name}.md or the script instead -->",
@@ -242,7 +243,6 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
     text = read_text(name)
     lines += ["## What it shows", ""]
     lines += [text if text else f"!!! note\n    No description yet: add `docs/gallery/text/{name}.md`.", ""]
-    full = experiment.runtime
     lines += [
         "## Run it",
         "",
@@ -256,6 +256,21 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
         f"The experiment is defined in `{source_file(experiment)}`.",
         "",
     ]
+    full = experiment.runtime or "not measured"
+    if record is None:
+        lines += [
+            '!!! note "This site was built without the gallery\'s runs"',
+            "",
+            f"    `python docs/scripts/gallery.py` runs the quick version of every experiment (a few minutes on 2 "
+            f"CPU cores) and fills this page with that run's figures and the values of its theory checks; "
+            f"`attnflow run {name} --quick` makes them for this experiment alone.",
+            "",
+            "## Runtime",
+            "",
+            f"Full size: {full} (measured when the experiment was last tuned, not on this build).",
+            "",
+        ]
+        return "\n".join(lines)
     if record["error"]:
         lines += (
             ['!!! failure "The quick run failed when this page was built"', "", "    ```text"]
@@ -296,19 +311,40 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
     if record["run_seconds"] is not None:
         detail += f"; the run itself {seconds_text(record['run_seconds'])}"
     lines.append(f"| `--quick` | {seconds_text(record['seconds'])} | measured when this page was built ({detail}) |")
-    lines.append(f"| full size | {full or 'not stated in README.md'} | as README.md states it (not measured here) |")
+    lines.append(f"| full size | {full} | measured when the experiment was last tuned, not on this build |")
     lines += ["", f"Built on {md(env)}.", ""]
-    page = out / f"{name}.md"
-    page.write_text("\n".join(lines), encoding="utf-8")
+    return "\n".join(lines)
+
+
+def write_page(out: Path, experiment, record: dict, env: str) -> Path:
+    page = out / f"{experiment.name}.md"
+    page.write_text(page_markdown(experiment, record, env), encoding="utf-8")
     return page
 
 
-def write_index(out: Path, experiments, records: dict, env: str) -> Path:
-    lines = [
-        f"{MARKER} -->",
-        "",
-        "# Gallery",
-        "",
+def index_markdown(experiments, records: dict | None, env: str) -> str:
+    """The gallery's index; ``records`` None: every experiment listed without a run (see ``stub_pages``)."""
+    lines = [f"{MARKER} -->", "", "# Gallery", ""]
+    if records is None:
+        lines += [
+            "Every built-in experiment, with what it reproduces and how to run it. "
+            "`attnflow list` lists the experiments; `attnflow run NAME --quick` runs a shrunk version in "
+            "seconds, `attnflow run NAME` the full-size figure.",
+            "",
+            '!!! note "This site was built without the gallery\'s runs"',
+            "",
+            "    `python docs/scripts/gallery.py` runs the quick version of every experiment (a few minutes on 2 "
+            "CPU cores) and fills these pages with that run's figures and the values of its theory checks, "
+            "as the published site shows them.",
+            "",
+            "| experiment | reproduces | full size |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| [{e.name}]({e.name}.md) | {md(e.reference)} | {e.runtime or 'not measured'} |" for e in experiments
+        ]
+        return "\n".join(lines + [""])
+    lines += [
         "Every built-in experiment, run with `--quick` when this site was built: the figures and the "
         "values of the theory checks on these pages are that run's, never copied from an earlier one. "
         "`attnflow list` lists the experiments; `attnflow run NAME --quick` reproduces a page, "
@@ -337,15 +373,32 @@ def write_index(out: Path, experiments, records: dict, env: str) -> Path:
     ]
     for e in built:
         r = records[e.name]
-        full = e.runtime or "—"
+        full = e.runtime or "not measured"
         lines.append(
             f"| [{e.name}]({e.name}.md) | {md(e.reference)} | {_status(r)} | {seconds_text(r['seconds'])} | {full} |"
         )
     total = sum(records[e.name]["seconds"] for e in built)
     lines += ["", f"The {len(built)} quick runs took {seconds_text(total)} in all, on {md(env)}.", ""]
+    return "\n".join(lines)
+
+
+def write_index(out: Path, experiments, records: dict, env: str) -> Path:
     page = out / "index.md"
-    page.write_text("\n".join(lines), encoding="utf-8")
+    page.write_text(index_markdown(experiments, records, env), encoding="utf-8")
     return page
+
+
+def stub_pages() -> dict[str, str]:
+    """The gallery's pages without running anything, by file name (``index.md`` and ``NAME.md``): what each
+    experiment reproduces, its hand-written text and its commands, with a note on how to fill in the figures
+    and checks. The MkDocs hook (docs/hooks/attnflow_docs.py) serves them when the gallery was not built, so
+    ``mkdocs build`` and ``mkdocs serve`` work on a fresh clone."""
+    from attnflow.experiments import builtin
+
+    experiments = list(builtin.EXPERIMENTS.values())
+    pages = {f"{e.name}.md": page_markdown(e, None, "") for e in experiments}
+    pages["index.md"] = index_markdown(experiments, None, "")
+    return pages
 
 
 def _status(r: dict) -> str:
