@@ -41,13 +41,41 @@ _SELF = {"self", "cls"}
 
 def _escape_prose(text: str) -> str:
     """Escape what Markdown would read as markup in plain prose, outside code spans: ``*`` and ``_``
-    (emphasis: ``t*(β)``, ``r_i = ‖x_i‖``) and ``[`` (a link: ``X[ρ](θ)``)."""
+    (emphasis: ``t*(β)``, ``r_i = ‖x_i‖``) and ``[`` (a link: ``X[ρ](θ)``); and set the formulas' scripts
+    in it (``_prose_scripts``)."""
     out, last = [], 0
     for m in _CODE.finditer(text):
-        out.append(_MARKUP.sub(r"\\\g<0>", text[last : m.start()]))
+        out.append(_prose_scripts(text[last : m.start()]))
         out.append(m.group(0))
         last = m.end()
-    out.append(_MARKUP.sub(r"\\\g<0>", text[last:]))
+    out.append(_prose_scripts(text[last:]))
+    return "".join(out)
+
+
+_SHORT_SUB = re.compile(r"(?<![\w.])([^\W\d_])_([^\W_]{1,3})(?!\w)")
+
+
+def _prose_scripts(text: str) -> str:
+    """Plain prose with its formulas' scripts as <sub>/<sup>: ``^`` always (``e^{βt}``, ``x^2``), ``_`` with a
+    brace group (``S_{n ≤ 20}``) or after a one-letter symbol with at most three characters (``x_i``,
+    ``A_ij``: not ``n_modes``, a name); every other ``*``, ``_`` and ``[`` escaped."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c in "_^" and i > 0 and i + 1 < len(text) and not text[i - 1].isspace():
+            tag = "sub" if c == "_" else "sup"
+            if text[i + 1] == "{" and (end := _group(text, i + 1)) > 0:
+                out.append(f"<{tag}>{_prose_scripts(text[i + 2 : end - 1]).replace('-', '−')}</{tag}>")
+                i = end
+                continue
+            m = re.compile(_SCRIPT_RUN).match(text, i + 1) if c == "^" else _SHORT_SUB.match(text, i - 1)
+            if m is not None:
+                script = _MARKUP.sub(r"\\\g<0>", m.group(0) if c == "^" else m.group(2))
+                out.append(f"<{tag}>{script}</{tag}>")
+                i = m.end()
+                continue
+        out.append(_MARKUP.sub(r"\\\g<0>", c))
+        i += 1
     return "".join(out)
 
 
