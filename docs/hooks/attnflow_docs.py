@@ -19,6 +19,8 @@ What it adds to a plain MkDocs build, so that nothing in the site is copied by h
   writes ``docs/gallery/``; until it has, the gallery's pages are served from ``gallery.stub_pages()``
   (each experiment's description, text and commands, with a note on how to build the figures), so
   ``mkdocs build`` and ``mkdocs serve`` work on a fresh clone.
+* **Links out of notebooks.** The tutorial notebook links pages as Jupyter reads them (``model.md#...``);
+  on the site those links point to the pages.
 """
 
 from __future__ import annotations
@@ -307,3 +309,22 @@ def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
     page_dir = (docs / page.file.src_uri).parent
     markdown = _expand_includes(markdown, page_dir, config)
     return _rewrite_links(markdown, page_dir, page_dir, config)
+
+
+_HREF = re.compile(r'(href=")([^"#:]+\.md)(#[^"]*)?(")')
+
+
+def on_page_content(html: str, page, config, files, **kwargs) -> str:
+    """A notebook page (mkdocs-jupyter renders it to HTML, past MkDocs' own link handling): its links to
+    Markdown pages (``model.md#13-...``, as they work in Jupyter) become links to those pages on the site."""
+    if not page.file.src_uri.endswith(".ipynb"):
+        return html
+
+    def one(m: re.Match) -> str:
+        src = posixpath.normpath(posixpath.join(posixpath.dirname(page.file.src_uri), m.group(2)))
+        target = files.get_file_from_path(src)
+        if target is None:  # left as written: the strict build's link check reports it
+            return m.group(0)
+        return f"{m.group(1)}{target.url_relative_to(page.file)}{m.group(3) or ''}{m.group(4)}"
+
+    return _HREF.sub(one, html)
