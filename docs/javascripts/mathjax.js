@@ -10,8 +10,10 @@ window.MathJax = {
     processEnvironments: true,
   },
   options: {
-    ignoreHtmlClass: ".*|",
-    processHtmlClass: "arithmatex|jp-RenderedMarkdown|jp-MarkdownOutput",
+    // every element with a class is skipped, and an element without one inherits its parent's choice:
+    // so the paragraphs of a notebook's Markdown cell are read, and nothing outside the two classes is
+    ignoreHtmlClass: ".+",
+    processHtmlClass: "arithmatex|jp-RenderedMarkdown",
   },
   chtml: { displayOverflow: "scroll" },
 };
