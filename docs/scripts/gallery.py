@@ -162,6 +162,44 @@ def md(text: str) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
+_SUP = re.compile(r"[^\W_]+[*′]*|\*")
+_SUB = re.compile(r"[^\W_⁰¹²³⁴⁵⁶⁷⁸⁹]+|#|∞(?:,[^\W_])?")
+
+
+def prose(text: str) -> str:
+    """Plain text of the registry (descriptions, checks) for Markdown as ``md`` writes it, with its formulas'
+    scripts set as <sub>/<sup>: ``^`` always (``e^{−β/2}``, ``n^α``), ``_`` with a brace group or after a
+    one-letter symbol (``K_#``, ``γ_β``, ``σ_fold``, ``Γ_∞,δ``; not ``log_energy``, a name)."""
+    out: list[str] = []
+    plain: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        script = None
+        if c in "_^" and 0 < i < len(text) - 1 and not text[i - 1].isspace():
+            if text[i + 1] == "{" and (end := text.find("}", i + 2)) > 0 and "{" not in text[i + 2 : end]:
+                script, after = text[i + 2 : end].replace("-", "−"), end + 1
+            elif c == "^" and (m := _SUP.match(text, i + 1)):
+                script, after = m.group(0), m.end()
+            elif (
+                c == "_"
+                and text[i - 1].isalpha()
+                and (i < 2 or not (text[i - 2].isalpha() or text[i - 2] in "_."))
+                and (m := _SUB.match(text, i + 1))
+            ):
+                script, after = m.group(0), m.end()
+        if script is None:
+            plain.append(c)
+            i += 1
+            continue
+        tag = "sub" if c == "_" else "sup"
+        out += [md("".join(plain)), f"<{tag}>{md(script)}</{tag}>"]
+        plain.clear()
+        i = after
+    out.append(md("".join(plain)))
+    return "".join(out)
+
+
 def seconds_text(s: float | None) -> str:
     if s is None:
         return "—"
@@ -237,7 +275,7 @@ def page_markdown(experiment, record: dict | None, env: str) -> str:
         "",
         f"# {name}",
         "",
-        f"**Reproduces:** {md(experiment.reference)} — {md(experiment.description)}.",
+        f"**Reproduces:** {md(experiment.reference)} — {prose(experiment.description)}.",
         "",
     ]
     text = read_text(name)
@@ -299,7 +337,7 @@ def page_markdown(experiment, record: dict | None, env: str) -> str:
         ]
         for c in checks:
             mark = {True: "✅", False: "❌ FAIL", None: "n/a"}[c["passed"]]
-            lines.append(f"| {mark} | {md(c['name'])} | {md(c['expected'])} | {md(c['measured'])} |")
+            lines.append(f"| {mark} | {prose(c['name'])} | {prose(c['expected'])} | {prose(c['measured'])} |")
         lines.append("")
     else:
         lines += [
@@ -361,7 +399,7 @@ def index_markdown(experiments, records: dict | None, env: str) -> str:
         if r["figures"]:
             first = r["figures"][0]
             lines += [f"    [![{md(figure_alt(e.name, first))}](img/{e.name}/{first})]({e.name}.md)", ""]
-        lines += [f"    {md(e.description)}", ""]
+        lines += [f"    {prose(e.description)}", ""]
         lines += [f"    {_status(r)} · quick run {seconds_text(r['seconds'])}", ""]
     lines += [
         "</div>",
