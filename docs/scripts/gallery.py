@@ -198,6 +198,44 @@ def md(text: str) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
+_SUP = re.compile(r"[^\W_]+[*′]*|\*")
+_SUB = re.compile(r"[^\W_⁰¹²³⁴⁵⁶⁷⁸⁹]+|#|∞(?:,[^\W_])?")
+
+
+def prose(text: str) -> str:
+    """Plain text of the registry (descriptions, checks) for Markdown as ``md`` writes it, with its formulas'
+    scripts set as <sub>/<sup>: ``^`` always (``e^{−β/2}``, ``n^α``), ``_`` with a brace group or after a
+    one-letter symbol (``K_#``, ``γ_β``, ``σ_fold``, ``Γ_∞,δ``; not ``log_energy``, a name)."""
+    out: list[str] = []
+    plain: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        script = None
+        if c in "_^" and 0 < i < len(text) - 1 and not text[i - 1].isspace():
+            if text[i + 1] == "{" and (end := text.find("}", i + 2)) > 0 and "{" not in text[i + 2 : end]:
+                script, after = text[i + 2 : end].replace("-", "−"), end + 1
+            elif c == "^" and (m := _SUP.match(text, i + 1)):
+                script, after = m.group(0), m.end()
+            elif (
+                c == "_"
+                and text[i - 1].isalpha()
+                and (i < 2 or not (text[i - 2].isalpha() or text[i - 2] in "_."))
+                and (m := _SUB.match(text, i + 1))
+            ):
+                script, after = m.group(0), m.end()
+        if script is None:
+            plain.append(c)
+            i += 1
+            continue
+        tag = "sub" if c == "_" else "sup"
+        out += [md("".join(plain)), f"<{tag}>{md(script)}</{tag}>"]
+        plain.clear()
+        i = after
+    out.append(md("".join(plain)))
+    return "".join(out)
+
+
 def seconds_text(s: float | None) -> str:
     if s is None:
         return "—"
@@ -265,20 +303,20 @@ def environment() -> str:
     )
 
 
-def write_page(out: Path, experiment, record: dict, env: str) -> Path:
+def page_markdown(experiment, record: dict | None, env: str) -> str:
+    """The Markdown of an experiment's page; ``record`` None: a page without a run (see ``stub_pages``)."""
     name = experiment.name
     lines = [
         f"{MARKER}: edit docs/gallery/text/{name}.md or the script instead -->",
         "",
         f"# {name}",
         "",
-        f"**Reproduces:** {md(experiment.reference)} — {md(experiment.description)}.",
+        f"**Reproduces:** {md(experiment.reference)} — {prose(experiment.description)}.",
         "",
     ]
     text = read_text(name)
     lines += ["## What it shows", ""]
     lines += [text if text else f"!!! note\n    No description yet: add `docs/gallery/text/{name}.md`.", ""]
-    full = experiment.runtime
     lines += [
         "## Run it",
         "",
@@ -292,6 +330,21 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
         f"The experiment is defined in `{source_file(experiment)}`.",
         "",
     ]
+    full = experiment.runtime or "not measured"
+    if record is None:
+        lines += [
+            '!!! note "This site was built without the gallery\'s runs"',
+            "",
+            f"    `python docs/scripts/gallery.py` runs the quick version of every experiment (a few minutes on 2 "
+            f"CPU cores) and fills this page with that run's figures and the values of its theory checks; "
+            f"`attnflow run {name} --quick` makes them for this experiment alone.",
+            "",
+            "## Runtime",
+            "",
+            f"Full size: {full} (measured when the experiment was last tuned, not on this build).",
+            "",
+        ]
+        return "\n".join(lines)
     if record["error"]:
         lines += (
             ['!!! failure "The quick run failed when this page was built"', "", "    ```text"]
@@ -339,7 +392,7 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
         ]
         for c in checks:
             mark = {True: "✅", False: "❌ FAIL", None: "n/a"}[c["passed"]]
-            lines.append(f"| {mark} | {md(c['name'])} | {md(c['expected'])} | {md(c['measured'])} |")
+            lines.append(f"| {mark} | {prose(c['name'])} | {prose(c['expected'])} | {prose(c['measured'])} |")
         lines.append("")
     else:
         lines += [
@@ -351,19 +404,40 @@ def write_page(out: Path, experiment, record: dict, env: str) -> Path:
     if record["run_seconds"] is not None:
         detail += f"; the run itself {seconds_text(record['run_seconds'])}"
     lines.append(f"| `--quick` | {seconds_text(record['seconds'])} | measured when this page was built ({detail}) |")
-    lines.append(f"| full size | {full or 'not stated in README.md'} | as README.md states it (not measured here) |")
+    lines.append(f"| full size | {full} | measured when the experiment was last tuned, not on this build |")
     lines += ["", f"Built on {md(env)}.", ""]
-    page = out / f"{name}.md"
-    page.write_text("\n".join(lines), encoding="utf-8")
+    return "\n".join(lines)
+
+
+def write_page(out: Path, experiment, record: dict, env: str) -> Path:
+    page = out / f"{experiment.name}.md"
+    page.write_text(page_markdown(experiment, record, env), encoding="utf-8")
     return page
 
 
-def write_index(out: Path, experiments, records: dict, env: str) -> Path:
-    lines = [
-        f"{MARKER} -->",
-        "",
-        "# Gallery",
-        "",
+def index_markdown(experiments, records: dict | None, env: str) -> str:
+    """The gallery's index; ``records`` None: every experiment listed without a run (see ``stub_pages``)."""
+    lines = [f"{MARKER} -->", "", "# Gallery", ""]
+    if records is None:
+        lines += [
+            "Every built-in experiment, with what it reproduces and how to run it. "
+            "`attnflow list` lists the experiments; `attnflow run NAME --quick` runs a shrunk version in "
+            "seconds, `attnflow run NAME` the full-size figure.",
+            "",
+            '!!! note "This site was built without the gallery\'s runs"',
+            "",
+            "    `python docs/scripts/gallery.py` runs the quick version of every experiment (a few minutes on 2 "
+            "CPU cores) and fills these pages with that run's figures and the values of its theory checks, "
+            "as the published site shows them.",
+            "",
+            "| experiment | reproduces | full size |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| [{e.name}]({e.name}.md) | {md(e.reference)} | {e.runtime or 'not measured'} |" for e in experiments
+        ]
+        return "\n".join(lines + [""])
+    lines += [
         "Every built-in experiment, run with `--quick` when this site was built: the figures and the "
         "values of the theory checks on these pages are that run's, never copied from an earlier one. "
         "`attnflow list` lists the experiments; `attnflow run NAME --quick` reproduces a page, "
@@ -380,7 +454,7 @@ def write_index(out: Path, experiments, records: dict, env: str) -> Path:
         if r["figures"]:
             first = r["figures"][0]
             lines += [f"    [![{md(figure_alt(e.name, first))}](img/{e.name}/{first})]({e.name}.md)", ""]
-        lines += [f"    {md(e.description)}", ""]
+        lines += [f"    {prose(e.description)}", ""]
         lines += [f"    {_status(r)} · quick run {seconds_text(r['seconds'])}", ""]
     lines += [
         "</div>",
@@ -392,15 +466,32 @@ def write_index(out: Path, experiments, records: dict, env: str) -> Path:
     ]
     for e in built:
         r = records[e.name]
-        full = e.runtime or "—"
+        full = e.runtime or "not measured"
         lines.append(
             f"| [{e.name}]({e.name}.md) | {md(e.reference)} | {_status(r)} | {seconds_text(r['seconds'])} | {full} |"
         )
     total = sum(records[e.name]["seconds"] for e in built)
     lines += ["", f"The {len(built)} quick runs took {seconds_text(total)} in all, on {md(env)}.", ""]
+    return "\n".join(lines)
+
+
+def write_index(out: Path, experiments, records: dict, env: str) -> Path:
     page = out / "index.md"
-    page.write_text("\n".join(lines), encoding="utf-8")
+    page.write_text(index_markdown(experiments, records, env), encoding="utf-8")
     return page
+
+
+def stub_pages() -> dict[str, str]:
+    """The gallery's pages without running anything, by file name (``index.md`` and ``NAME.md``): what each
+    experiment reproduces, its hand-written text and its commands, with a note on how to fill in the figures
+    and checks. The MkDocs hook (docs/hooks/attnflow_docs.py) serves them when the gallery was not built, so
+    ``mkdocs build`` and ``mkdocs serve`` work on a fresh clone."""
+    from attnflow.experiments import builtin
+
+    experiments = list(builtin.EXPERIMENTS.values())
+    pages = {f"{e.name}.md": page_markdown(e, None, "") for e in experiments}
+    pages["index.md"] = index_markdown(experiments, None, "")
+    return pages
 
 
 def _status(r: dict) -> str:
