@@ -188,13 +188,14 @@ def run(config, *, progress=None) -> RunResult:
 
 
 def memory(config) -> dict:
-    """The saved states of the attention flow: β × saves × tokens × 2 float64, a few copies."""
-    n = int(config.hull_vertices) + int(config.hull_interior)
+    """The saved states of the attention flow (β × saves × tokens × 2 float64, a few copies) and the vertices'
+    attention over them (β × saves × vertices × tokens, three arrays)."""
+    k, n = int(config.hull_vertices), int(config.hull_vertices) + int(config.hull_interior)
     saves = (np.log(max(config.limit_beta)) + 3.0 + 2 * float(config.hardmax_time)) / DT + 2
+    states = 4 * 8 * len(config.limit_beta) * saves * n * 2
+    weights = 3 * 8 * len(config.limit_beta) * saves * k * n
     return {
-        "the attention flow's saved states [limit_beta, hull_interior]": int(
-            4 * 8 * len(config.limit_beta) * saves * n * n
-        )
+        "the attention flow's saved states and the vertices' weights [limit_beta, hull_interior]": int(states + weights)
     }
 
 
