@@ -19,7 +19,7 @@ jittered polygon and ``hull_interior`` tokens uniform inside it, seeded by ``see
 Statistics, on the axes (d, beta, seed) of length one: ``limit_distance`` and ``limit_distance_max``
 (limit_beta), ``self_weight``
 (limit_beta, flow_time), ``concentration_time`` and ``concentration_predicted`` (limit_beta), ``path_residual``,
-``tokens`` (token, xy) and ``cells`` (token) at t = 0, ``fw_gap`` (fw_step), ``trap_time`` (trap_beta),
+``tokens`` (token, xy) and ``cells`` (token) at t = 0, ``fw_gap`` (fw_step), ``trap_time`` and ``trap_speed`` (trap_beta),
 ``trap_exponent`` (the predicted c).
 """
 
@@ -69,6 +69,7 @@ STAT_DIMENSIONS.update(
     cells=_DIMS + ["token"],
     fw_gap=_DIMS + ["fw_step"],
     trap_time=_DIMS + ["trap_beta"],
+    trap_speed=_DIMS + ["trap_beta"],
     trap_exponent=_DIMS,
 )
 
@@ -150,6 +151,8 @@ def run(config, *, progress=None) -> RunResult:
     gaps = frank_wolfe_steps(x0, -np.eye(2), int(config.frank_wolfe_steps))
     trap_betas = np.asarray(config.trap_beta, dtype=np.float64)
     trap = _trap_times(x0[:k], trap_betas)
+    # the fastest vertex token's initial speed: a trapped token moves TRAP_DELTA at about this speed
+    speed = np.array([np.max(np.linalg.norm(np.asarray(HullAttention(b)(0.0, x0[:k])), axis=-1)) for b in trap_betas])
     c_pred = trapping_exponent(x0[:k])[0]
 
     def member(a):  # statistics carry the (d, β, seed) axes of every run, here of length one
@@ -166,6 +169,7 @@ def run(config, *, progress=None) -> RunResult:
         "cells": member(dominance_cells(x0, x0[:k])),
         "fw_gap": member(gaps),
         "trap_time": member(trap),
+        "trap_speed": member(speed),
         "trap_exponent": member(c_pred),
     }
     extra = {
@@ -233,7 +237,11 @@ def figures(result: RunResult) -> dict:
             path=p,
         ),
         "hardmax_trapping": lambda p: plots.trapping_times(
-            x["trap_beta"][0], _series(result, "trap_time"), float(_series(result, "trap_exponent")), path=p
+            x["trap_beta"][0],
+            _series(result, "trap_time"),
+            float(_series(result, "trap_exponent")),
+            predicted=TRAP_DELTA / _series(result, "trap_speed"),
+            path=p,
         ),
     }
 
@@ -338,6 +346,16 @@ def _other_checks(result: RunResult) -> list[Check]:
                 "within 5 %",
                 f"{c_fit:.4f} ± {sc:.4f}",
                 abs(c_fit - c_pred) <= 0.05 * c_pred,
+            )
+        )
+        ratio = trap[fine] * _series(result, "trap_speed")[fine] / TRAP_DELTA
+        worst = float(ratio[np.argmax(np.abs(ratio - 1.0))])
+        out.append(
+            Check(
+                f"trapped: T(β) · (initial speed) / δ, δ = {TRAP_DELTA:g} (the token keeps its speed ~ e^{{−cβ}})",
+                "1 within 10 %",
+                f"{worst:.3f} (farthest from 1)",
+                abs(worst - 1.0) <= 0.1,
             )
         )
     else:

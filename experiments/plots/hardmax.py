@@ -9,10 +9,10 @@ from matplotlib.figure import Figure
 from .style import BETA_LABEL, DATA_COLOR, LEGEND_SIZE, THEORY_COLOR, axis_values, despine, finish, new_figure
 
 
-def hardmax_cells(tokens, vertices: int, cells, *, title=None, path=None) -> Figure:
+def hardmax_cells(tokens, vertices: int, cells, *, paths: int = 48, title=None, path=None) -> Figure:
     """The convex hull of ``tokens`` (n, 2), whose first ``vertices`` rows are its vertices in angular order,
     shaded by dominance cell (argmax_v ⟨z, v⟩), and each interior token's hardmax path: the straight segment
-    to its cell's vertex (``cells`` (n,), the vertex index of each token)."""
+    to its cell's vertex (``cells`` (n,), the vertex index of each token), drawn for ``paths`` of them."""
     from matplotlib import colormaps
     from matplotlib.path import Path
 
@@ -43,7 +43,8 @@ def hardmax_cells(tokens, vertices: int, cells, *, title=None, path=None) -> Fig
         interpolation="nearest",
     )
     ax.plot(*np.vstack([v, v[:1]]).T, color="black", linewidth=1.0)
-    for i in range(vertices, x.shape[0]):
+    interior = np.arange(vertices, x.shape[0])
+    for i in interior[:: max(1, -(-interior.size // paths))]:
         end = v[cells[i]]
         ax.annotate(
             "",
@@ -51,7 +52,8 @@ def hardmax_cells(tokens, vertices: int, cells, *, title=None, path=None) -> Fig
             xytext=x[i],
             arrowprops=dict(arrowstyle="-|>", color=colors[cells[i]], linewidth=0.9, shrinkA=0, shrinkB=0),
         )
-    ax.plot(*x[vertices:].T, linestyle="none", marker="o", markersize=3.5, color="0.15", label="interior tokens")
+    dot = 3.5 if interior.size <= 100 else 2.0
+    ax.plot(*x[vertices:].T, linestyle="none", marker="o", markersize=dot, color="0.15", label="interior tokens")
     ax.plot(
         *v.T,
         linestyle="none",
@@ -110,7 +112,7 @@ def hardmax_rate(
         a1.axhline(floor, color="0.5", linewidth=0.8, linestyle=":", label="solver's resolution")
     a1.set_xlabel(BETA_LABEL)
     a1.set_ylabel(rf"distance to the hardmax flow at $t = {t:g}$")
-    a1.legend(fontsize=LEGEND_SIZE, frameon=False, loc="center right")
+    a1.legend(fontsize=LEGEND_SIZE, frameon=False, loc="lower left")
     ok = np.isfinite(t_c)
     a2.semilogx(
         betas[ok],
@@ -120,7 +122,8 @@ def hardmax_rate(
         color=DATA_COLOR,
         label=r"$t_c$: a vertex's self-attention falls below $2/3$",
     )
-    a2.semilogx(betas, t_c_predicted, color=THEORY_COLOR, label=r"$\log\beta - \log u^*$")
+    pos = t_c_predicted > 0
+    a2.semilogx(betas[pos], t_c_predicted[pos], color=THEORY_COLOR, label=r"$\log\beta - \log u^*$")
     a2.set_xlabel(BETA_LABEL)
     a2.set_ylabel(r"concentration time $t_c$")
     a2.legend(fontsize=LEGEND_SIZE, frameon=False, loc="upper left")
@@ -141,9 +144,10 @@ def hardmax_rate(
     return finish(fig, path)
 
 
-def trapping_times(betas, times, exponent: float, *, title=None, path=None) -> Figure:
+def trapping_times(betas, times, exponent: float, *, predicted=None, title=None, path=None) -> Figure:
     """The time T(β) until a vertex token leaves its vertex (log scale) against β, with the least-squares
-    line and the slope ``exponent`` = c predicted (through the last point)."""
+    line and the slope ``exponent`` = c predicted (through the last point); ``predicted`` (B,), if given, as
+    hollow markers (δ over the initial speed)."""
     betas = axis_values("betas", betas, "(B,)")
     times = np.asarray(times, dtype=float)
     if times.shape != betas.shape:
@@ -152,6 +156,17 @@ def trapping_times(betas, times, exponent: float, *, title=None, path=None) -> F
     fig = new_figure(6.4, 4.4)
     ax = fig.add_subplot()
     ax.semilogy(betas[ok], times[ok], marker="o", linestyle="none", color=DATA_COLOR, label=r"measured $T(\beta)$")
+    if predicted is not None:
+        ax.semilogy(
+            betas,
+            np.asarray(predicted, dtype=float),
+            marker="o",
+            markersize=10,
+            linestyle="none",
+            markerfacecolor="none",
+            markeredgecolor=THEORY_COLOR,
+            label=r"$\delta\,/\,$(initial speed of the fastest vertex)",
+        )
     if ok.sum() >= 2:
         slope, icpt = np.polyfit(betas[ok], np.log(times[ok]), 1)
         ax.semilogy(
