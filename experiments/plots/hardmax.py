@@ -110,6 +110,7 @@ def hardmax_rate(
     a1.loglog(fine, np.sqrt(np.log1p(fine) / fine), color=THEORY_COLOR, label=r"$\sqrt{\log(\beta+1)/\beta}$")
     if floor is not None:
         a1.axhline(floor, color="0.5", linewidth=0.8, linestyle=":", label="solver's resolution")
+        a1.set_ylim(bottom=floor / 100)
     a1.set_xlabel(BETA_LABEL)
     a1.set_ylabel(rf"distance to the hardmax flow at $t = {t:g}$")
     a1.legend(fontsize=LEGEND_SIZE, frameon=False, loc="lower left")
