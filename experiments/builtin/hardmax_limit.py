@@ -16,11 +16,10 @@ jittered polygon and ``hull_interior`` tokens uniform inside it, seeded by ``see
 * trapping: the vertex tokens alone at each β of ``trap_beta`` (kvaerno5, the time span reaching e^{cβ}): the
   time T(β) until one moves by ``TRAP_DELTA``, log T fitted against β; predicted slope c = min ⟨v, v − v'⟩.
 
-Statistics, on the axes (d, beta, seed) of length one: ``limit_distance`` and ``limit_distance_max``
-(limit_beta), ``self_weight``
-(limit_beta, flow_time), ``concentration_time`` and ``concentration_predicted`` (limit_beta), ``path_residual``,
-``tokens`` (token, xy) and ``cells`` (token) at t = 0, ``fw_gap`` (fw_step), ``trap_time`` and ``trap_speed`` (trap_beta),
-``trap_exponent`` (the predicted c).
+Statistics, on the axes (d, beta, seed) of length one: ``limit_distance``, ``limit_distance_max``,
+``concentration_time`` and ``concentration_predicted`` (limit_beta), ``self_weight`` (limit_beta, flow_time),
+``path_residual`` (flow_time), ``tokens`` (token, xy) and ``cells`` (token) at t = 0, ``fw_gap`` (fw_step),
+``trap_time`` and ``trap_speed`` (trap_beta). Figures and checks read β grids from the configuration.
 """
 
 from __future__ import annotations
@@ -64,13 +63,12 @@ STAT_DIMENSIONS.update(
     self_weight=_DIMS + ["limit_beta", "flow_time"],
     concentration_time=_DIMS + ["limit_beta"],
     concentration_predicted=_DIMS + ["limit_beta"],
-    path_residual=_DIMS,
+    path_residual=_DIMS + ["flow_time"],
     tokens=_DIMS + ["token", "xy"],
     cells=_DIMS + ["token"],
     fw_gap=_DIMS + ["fw_step"],
     trap_time=_DIMS + ["trap_beta"],
     trap_speed=_DIMS + ["trap_beta"],
-    trap_exponent=_DIMS,
 )
 
 
@@ -147,13 +145,12 @@ def run(config, *, progress=None) -> RunResult:
     # the closed-form paths x(t) = v + (x(0) − v) e^{−t} solve the hardmax field: ẋ = v − x along them
     target = x0[:k][dominance_cells(x0, x0[:k])]
     velocity = np.asarray(jax.vmap(lambda x: HullHardmax()(0.0, x))(jnp.asarray(hard)))
-    residual = float(np.max(np.abs(velocity - (target - hard))))
+    residual = np.max(np.abs(velocity - (target - hard)), axis=(1, 2))  # at each save time
     gaps = frank_wolfe_steps(x0, -np.eye(2), int(config.frank_wolfe_steps))
     trap_betas = np.asarray(config.trap_beta, dtype=np.float64)
     trap = _trap_times(x0[:k], trap_betas)
     # the fastest vertex token's initial speed: a trapped token moves TRAP_DELTA at about this speed
     speed = np.array([np.max(np.linalg.norm(np.asarray(HullAttention(b)(0.0, x0[:k])), axis=-1)) for b in trap_betas])
-    c_pred = trapping_exponent(x0[:k])[0]
 
     def member(a):  # statistics carry the (d, β, seed) axes of every run, here of length one
         return np.asarray(a, dtype=float)[None, None, None]
@@ -170,7 +167,6 @@ def run(config, *, progress=None) -> RunResult:
         "fw_gap": member(gaps),
         "trap_time": member(trap),
         "trap_speed": member(speed),
-        "trap_exponent": member(c_pred),
     }
     extra = {
         "limit_beta": (betas, ["limit_beta"]),
@@ -217,18 +213,23 @@ def _series(result, name):
     return result.stats[name][0, 0, 0]
 
 
+def _trap_exponent(result) -> float:
+    """c = min ⟨v, v − v'⟩ over the run's vertex tokens."""
+    return trapping_exponent(_series(result, "tokens")[: int(result.config.hull_vertices)])[0]
+
+
 def figures(result: RunResult) -> dict:
     """The dominance cells with the hardmax paths; D(β) against the rate with t_c(β) and the Frank–Wolfe gaps; the trapping times."""
     c = result.config
-    x = result.extra
+    betas, trap_betas = np.asarray(c.limit_beta, dtype=float), np.asarray(c.trap_beta, dtype=float)
     k = int(c.hull_vertices)
     return {
         "hardmax_cells": lambda p: plots.hardmax_cells(_series(result, "tokens"), k, _series(result, "cells"), path=p),
         "hardmax_rate": lambda p: plots.hardmax_rate(
-            x["limit_beta"][0],
+            betas,
             _series(result, "limit_distance"),
             _series(result, "limit_distance_max"),
-            limit_rate(x["limit_beta"][0]),
+            limit_rate(betas),
             _series(result, "concentration_time"),
             _series(result, "concentration_predicted"),
             _series(result, "fw_gap"),
@@ -237,9 +238,9 @@ def figures(result: RunResult) -> dict:
             path=p,
         ),
         "hardmax_trapping": lambda p: plots.trapping_times(
-            x["trap_beta"][0],
+            trap_betas,
             _series(result, "trap_time"),
-            float(_series(result, "trap_exponent")),
+            _trap_exponent(result),
             predicted=TRAP_DELTA / _series(result, "trap_speed"),
             path=p,
         ),
@@ -249,7 +250,7 @@ def figures(result: RunResult) -> dict:
 def checks(result: RunResult) -> list[Check]:
     """The limit's rate, concentration at log β, the hardmax paths, the Frank–Wolfe rate, the trapping exponent."""
     out = []
-    betas = result.extra["limit_beta"][0]
+    betas = np.asarray(result.config.limit_beta, dtype=float)
     D = _series(result, "limit_distance")
     rate = limit_rate(betas)
     ratio = float(np.max(D / rate))
@@ -284,7 +285,7 @@ def checks(result: RunResult) -> list[Check]:
 def _other_checks(result: RunResult) -> list[Check]:
     """Concentration at log β, the hardmax paths, the Frank–Wolfe rate, the trapping exponent."""
     out = []
-    betas = result.extra["limit_beta"][0]
+    betas = np.asarray(result.config.limit_beta, dtype=float)
     t_c = _series(result, "concentration_time")
     pred = _series(result, "concentration_predicted")
     ok = np.isfinite(t_c) & (pred > 1.0)
@@ -313,7 +314,7 @@ def _other_checks(result: RunResult) -> list[Check]:
                 "concentration at t_c ~ log β", "slope 1", "fewer than 3 β with log(β/u*) > 1 that concentrate"
             )
         )
-    residual = float(_series(result, "path_residual"))
+    residual = float(np.max(_series(result, "path_residual")))
     out.append(
         Check(
             "QᵀK = I hardmax: straight lines to the cell's vertex solve the flow, vertices fixed",
@@ -335,8 +336,8 @@ def _other_checks(result: RunResult) -> list[Check]:
         )
     )
     trap = _series(result, "trap_time")
-    tb = result.extra["trap_beta"][0]
-    c_pred = float(_series(result, "trap_exponent"))
+    tb = np.asarray(result.config.trap_beta, dtype=float)
+    c_pred = _trap_exponent(result)
     fine = np.isfinite(trap)
     if fine.sum() >= 3:
         c_fit, sc, *_ = fit_line(tb[fine], np.log(trap[fine]))
