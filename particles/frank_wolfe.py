@@ -29,7 +29,7 @@ import numpy as np
 from jax.nn import softmax
 from jaxtyping import Array, Float, Int
 
-from .checks import as_beta, as_matrix
+from .checks import as_beta, as_matrix, as_parameter
 from .fields import Field
 
 __all__ = [
@@ -57,17 +57,21 @@ class HullAttention(Field):
 
     Tokens in R^d (geometry "euclidean", nothing normalized), self-attention included, the logits
     β⟨B x_i, x_j⟩ with B = QᵀK (d × d, None: the identity). β of shape (m,) makes an ensemble.
-    The softmax subtracts each row's maximum, so any β ≥ 0 is finite.
+    The softmax subtracts each row's maximum, so any β ≥ 0 is finite. ``rate`` multiplies the velocity: the
+    same paths in the time rate·t (a metastable run in units of its slow time scale, e^{cβ}); one per member
+    with a leading axis, as β.
     """
 
     beta: Float[Array, ""]
     B: Float[Array, "d d"] | None = None
+    rate: Float[Array, ""] | None = None
     geometry: ClassVar[str] = "euclidean"
-    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "B": 2}
+    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "B": 2, "rate": 0}
 
-    def __init__(self, beta, B=None):
+    def __init__(self, beta, B=None, rate=None):
         self.beta = as_beta(beta, field="HullAttention")
         self.B = as_matrix("B", B)
+        self.rate = None if rate is None else as_parameter("rate", rate, "time scale")
 
     def kernel_logits(self, x):
         return self.beta * _bilinear(self.B, x) @ x.T
@@ -81,7 +85,8 @@ class HullAttention(Field):
         return softmax(self.kernel_logits(x), axis=-1)
 
     def drift(self, t, x):
-        return self.attention_matrix(t, x) @ x - x
+        v = self.attention_matrix(t, x) @ x - x
+        return v if self.rate is None else self.rate.astype(x.dtype) * v
 
     def check(self, n: int, d: int, dtype) -> None:
         if self.B is not None and self.B.shape[-2:] != (d, d):
