@@ -119,3 +119,11 @@ def test_limit_rate_and_bad_matrices():
         HullAttention(2.0, B=np.eye(3)).check(4, 2, np.float64)
     with pytest.raises(ValueError, match=r"B must be a \(d, d\)"):
         HullHardmax(B=np.eye(3)).check(4, 2, np.float64)
+
+
+def test_rate_changes_the_time_scale_only():
+    x = hull_tokens(5, 8, seed=5)
+    base = np.asarray(HullAttention(7.0)(0.0, x))
+    np.testing.assert_allclose(np.asarray(HullAttention(7.0, rate=250.0)(0.0, x)), 250.0 * base, rtol=1e-14)
+    with pytest.raises(ValueError, match="rate must be ≥ 0"):
+        HullAttention(7.0, rate=-1.0)
