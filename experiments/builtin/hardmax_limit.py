@@ -402,6 +402,6 @@ EXPERIMENT = register(
             f"hardmax at t = {c.hardmax_time:g}, trapping at β ∈ {list(c.trap_beta)}, {c.frank_wolfe_steps} "
             "Frank–Wolfe steps"
         ),
-        runtime="45 s cold on 2 shared CPU cores, 1 GB of memory",
+        runtime="35 s cold on 2 shared CPU cores (about 1 GB of memory)",
     )
 )
