@@ -113,7 +113,7 @@ def hardmax_rate(
         a1.set_ylim(bottom=floor / 100)
     a1.set_xlabel(BETA_LABEL)
     a1.set_ylabel(rf"distance to the hardmax flow at $t = {t:g}$")
-    a1.legend(fontsize=LEGEND_SIZE, frameon=False, loc="lower left")
+    a1.legend(fontsize=LEGEND_SIZE, frameon=False, loc="lower left", bbox_to_anchor=(0.0, 0.18))
     ok = np.isfinite(t_c)
     a2.semilogx(
         betas[ok],
