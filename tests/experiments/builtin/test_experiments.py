@@ -70,6 +70,7 @@ def test_list_shows_exactly_the_registry():
         "noisy-transition",
         "equilibria",
         "bifurcation",
+        "hardmax-limit",
     ]
 
 
@@ -341,3 +342,26 @@ def test_an_experiment_declares_exactly_the_keys_its_runner_reads(name, monkeypa
     # a declared key is read, unless it acts only where another key is set otherwise (log spacing)
     conditional = {"log_decades"} if config.save_spacing != "log" else set()
     assert declared - conditional <= read, f"{name} declares keys it never reads: {sorted(declared - read)}"
+
+
+@pytest.mark.slow  # alone it runs hardmax-limit --quick (about 30 s); after the theory checks' test it is instant
+def test_hardmax_limit_concentrates_at_log_beta_and_traps_at_the_closest_vertices(runs):
+    from attnflow.particles.frank_wolfe import concentration_offset, limit_rate, trapping_exponent
+
+    r = runs("hardmax-limit")
+    c, s = r.result.config, r.result.stats
+    tokens = s["tokens"][0, 0, 0]
+    k = c.hull_vertices
+    betas = np.asarray(c.limit_beta)
+    assert s["limit_distance"].shape == (1, 1, 1, betas.size)
+    # concentration: t_c = log β − log u*, u* from the tokens' distances to their vertices
+    u = concentration_offset(tokens, k)
+    np.testing.assert_allclose(s["concentration_predicted"][0, 0, 0], np.log(betas / u), rtol=1e-12)
+    assert np.max(np.abs(s["concentration_time"][0, 0, 0] - np.log(betas / u))) <= 0.1
+    # unit vertices in angular order: c = min ⟨v, v − v'⟩ = 1 − cos(the smallest angle between neighbours)
+    angle = np.arctan2(tokens[:k, 1], tokens[:k, 0])
+    gaps = np.mod(np.diff(angle, append=angle[0]), 2 * np.pi)
+    assert trapping_exponent(tokens[:k])[0] == pytest.approx(1 - np.cos(gaps.min()), rel=1e-12)
+    # the distance to the limit stays below the rate √(log(β+1)/β) and vanishes as β grows
+    D = s["limit_distance"][0, 0, 0]
+    assert np.all(D <= limit_rate(betas)) and D[-1] < 1e-6 * D[0]
