@@ -186,21 +186,25 @@ def _sums(queries, keys, count, block, top, beta):
 def _threshold(queries, keys, count, top, *, block, max_iter, rtol):
     log2 = jnp.log(2.0).astype(queries.dtype)
 
+    def nearest_count(ties, k, valid):
+        return ties + jnp.sum(valid[None, :] & (queries @ k.T >= top[:, None]), axis=1, dtype=ties.dtype)
+
+    # a query with two nearest keys at exactly the same inner product has T(∞) ≥ 2: no finite threshold
+    tied = _over_blocks(nearest_count, jnp.zeros(queries.shape[0], jnp.int32), keys, count, block) > 1
+
     def body(state):
         beta, _, it = state
         t, g_sum = _sums(queries, keys, count, block, top, beta)
         excess = jnp.log(t) - log2
-        # ties with the nearest key (T(∞) ≥ 2) have no finite threshold: their step stays infinite
-        step = jnp.where(g_sum > 0, excess * t / jnp.where(g_sum > 0, g_sum, 1.0), jnp.inf)
-        step = jnp.where(excess > 0, step, 0.0)
-        new = beta + step
-        done = jnp.all((step <= rtol * new) | ~jnp.isfinite(new))
+        step = jnp.where(excess > 0, excess * t / jnp.where(g_sum > 0, g_sum, 1.0), 0.0)
+        new = jnp.where(tied, jnp.inf, beta + step)
+        done = jnp.all(tied | (step <= rtol * new))
         return new, done, it + 1
 
     def cond(state):
         return ~state[1] & (state[2] < max_iter)
 
-    beta0 = jnp.zeros(queries.shape[0], queries.dtype)
+    beta0 = jnp.where(tied, jnp.inf, jnp.zeros(queries.shape[0], queries.dtype))
     beta, done, it = jax.lax.while_loop(cond, body, (beta0, jnp.array(False), 0))
     return beta, done, it
 
