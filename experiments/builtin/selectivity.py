@@ -153,11 +153,13 @@ def requires(config) -> None:
 
 
 def memory(config) -> dict:
-    """The keys of the longest context and the logits of one block of keys for every query."""
-    n, m, d = max(config.context_lengths), config.queries, max(config.d)
+    """The keys of the longest context, one block of logits per query, and what the run keeps per query."""
+    n, m, d, dims = max(config.context_lengths), config.queries, max(config.d), len(config.d)
+    kept = len(config.context_lengths) + len(REGIMES) * (RANKS + 3)
     return {
         "the keys of the longest context [context_lengths, d]": 8 * n * d,
         "one block of logits per query, a few copies [queries]": 4 * 8 * m * min(n, KEY_BLOCK),
+        "the thresholds, weights and outputs of every query [queries, context_lengths, d]": 8 * dims * m * kept,
     }
 
 

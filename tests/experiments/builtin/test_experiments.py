@@ -8,6 +8,7 @@ their compilations within one pytest session.
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 from types import SimpleNamespace
 
@@ -69,6 +70,7 @@ def test_list_shows_exactly_the_registry():
         "noisy-transition",
         "equilibria",
         "bifurcation",
+        "selectivity",
     ]
 
 
@@ -289,6 +291,22 @@ def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     ds = af.load(out)
     assert list(ds["weights"].values) == e.grid["weights"]
     assert ds["clustered_fraction"].dims[0] == "weights"
+
+
+def test_selectivity_writes_its_exponents_and_half_the_queries_select_at_the_median(runs):
+    r = runs("selectivity")
+    c, s = r.result.config, r.result.stats
+    summary = json.loads((r.out / "summary.json").read_text())
+    assert summary["d"] == list(c.d) and summary["exponent_theory"] == [2 / (d - 1) for d in c.d]
+    for p, se, want in zip(summary["exponent"], summary["exponent_stderr"], summary["exponent_theory"]):
+        assert abs(p / want - 1) <= 0.05 and 0 < se < 0.05 * want
+    # at β̄, the median threshold at the longest context, the weight on the nearest key is ≥ 1/2 exactly for
+    # the queries whose own threshold is ≤ β̄: half of them
+    longest = int(np.argmax(c.context_lengths))
+    for a in range(len(c.d)):
+        top, threshold = s["weights"][a, 0, 0, 1, :, 0], s["threshold"][a, 0, 0, longest]
+        beta = s["regime_beta"][a, 0, 0, 1]
+        assert np.array_equal(top >= 0.5, threshold <= beta) and np.mean(top >= 0.5) == 0.5
 
 
 CUSTOM = [n for n in NAMES if builtin.EXPERIMENTS[n].run is not None]  # experiments with runners of their own
