@@ -50,6 +50,8 @@ from .checks import check_int, check_real
 
 __all__ = [
     "critical_scale",
+    "cap_constant",
+    "limit_thresholds",
     "local_average_norm",
     "local_average_spread",
     "mean_field_output",
@@ -70,6 +72,45 @@ def critical_scale(n, d: int):
     """n^{2/(d−1)}: the order of the selectivity threshold β*_n of n uniform keys on S^{d−1}."""
     d = check_int("d", d, 2)
     return np.asarray(n, dtype=float) ** (2.0 / (d - 1))
+
+
+def cap_constant(d: int) -> float:
+    """c_d: the fraction of S^{d−1} within 1 − ⟨q, k⟩ ≤ s is c_d s^{(d−1)/2} (1 + O(s)),
+    c_d = 2^{(d−3)/2} Γ(d/2) / (√π Γ((d+1)/2)) (c_3 = 1/2 exactly)."""
+    d = check_int("d", d, 2)
+    return float(2.0 ** ((d - 3) / 2) * np.exp(special.gammaln(d / 2) - special.gammaln((d + 1) / 2)) / np.sqrt(np.pi))
+
+
+def limit_thresholds(d: int, draws: int = 4000, *, points: int = 2000, seed: int = 0) -> np.ndarray:
+    """``draws`` samples of b*, the n → ∞ law of β*_n(q) (c_d n)^{−2/(d−1)} (``cap_constant``): with S_1 < S_2 < …
+    a Poisson process of intensity d(r^{(d−1)/2}) on [0, ∞) (the scaled 1 − ⟨q, k⟩ of the nearest keys),
+    b* solves Σ_{j≥2} e^{−b*(S_j − S_1)} = 1. Each draw keeps its first ``points`` points; the terms beyond
+    are below e^{−40} of the sum's (checked)."""
+    d = check_int("d", d, 2)
+    draws, points = check_int("draws", draws, 1), check_int("points", points, 3)
+    rng = np.random.default_rng(seed)
+    s = np.cumsum(rng.exponential(size=(draws, points)), axis=1) ** (2.0 / (d - 1))
+    gaps = s[:, 1:] - s[:, :1]
+    # the root for the first 8 terms is a lower bound (fewer terms, smaller sum): Newton starts there
+    b = _newton_from_below(gaps[:, :8], np.zeros(draws))
+    b = _newton_from_below(gaps, b)
+    a = (d - 1) / 2.0
+    tail = np.exp(b * s[:, 0] + special.gammaln(a)) * a * b**-a * special.gammaincc(a, b * s[:, -1])
+    if np.max(tail) > 1e-12:
+        raise ValueError(f"limit_thresholds: {points} points per draw miss {np.max(tail):.1e} of the sum for d = {d}")
+    return b
+
+
+def _newton_from_below(gaps, b):
+    """Newton on the convex, decreasing log Σ_j e^{−b g_j} = 0 from below the root: monotone, never past it."""
+    for _ in range(200):
+        e = np.exp(-b[:, None] * gaps)
+        t, g_sum = e.sum(axis=1), (gaps * e).sum(axis=1)
+        step = np.maximum(np.log(t), 0.0) * t / g_sum
+        b = b + step
+        if np.all(step <= 1e-13 * b):
+            return b
+    raise RuntimeError("limit_thresholds: Newton's iteration did not converge")
 
 
 def local_average_norm(beta, d: int):

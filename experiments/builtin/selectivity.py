@@ -25,7 +25,9 @@ from ...particles import init
 from ...particles.selectivity import (
     KEY_BLOCK,
     attention_output,
+    cap_constant,
     critical_scale,
+    limit_thresholds,
     local_average_norm,
     nearest_keys,
     selectivity_threshold,
@@ -54,7 +56,17 @@ STAT_DIMENSIONS.update(
     output_along_query=["d", "beta", "seed", "regime", "query"],
     output_angle=["d", "beta", "seed", "regime", "query"],
     exponent_fit=["d", "beta", "seed", "fit"],
+    prefactor=["d", "beta", "seed", "estimate"],
 )
+LIMIT_DRAWS = 2000
+"""Draws of the n → ∞ law of β*_n (c_d n)^{−2/(d−1)} behind its median."""
+
+
+def _median_se(values: np.ndarray, rng: np.random.Generator) -> float:
+    """The bootstrap standard error of the median of ``values``."""
+    return float(
+        np.std([np.median(values[rng.integers(0, values.size, values.size)]) for _ in range(BOOTSTRAP)], ddof=1)
+    )
 
 
 def _fit(lengths: np.ndarray, thresholds: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
@@ -81,6 +93,7 @@ def run(config, *, progress=None) -> RunResult:
     weights = np.zeros((len(dims), len(REGIMES), m, RANKS))
     length, along, angle = (np.zeros((len(dims), len(REGIMES), m)) for _ in range(3))
     fit = np.zeros((len(dims), 3))
+    prefactor = np.zeros((len(dims), 4))
     show = progress is not False and (progress or config.progress)
     total = len(dims) * (lengths.size + 1)
     with Counter(total, label="selectivity", unit="steps") if show else contextlib.nullcontext() as meter:
@@ -94,6 +107,11 @@ def run(config, *, progress=None) -> RunResult:
                     meter.advance(1, label=f"selectivity (d = {d}, n = {n})")
             fit[a] = _fit(lengths, thresholds[a], np.random.default_rng(config.seed + a))
             median = float(np.median(thresholds[a, int(np.argmax(lengths))]))
+            # the median threshold in units of (c_d n)^{2/(d−1)} against the median of its n → ∞ law
+            rng = np.random.default_rng(config.seed + a)
+            scaled = thresholds[a, int(np.argmax(lengths))] / critical_scale(cap_constant(d) * longest, d)
+            limit = limit_thresholds(d, LIMIT_DRAWS, seed=config.seed + a)
+            prefactor[a] = np.median(scaled), _median_se(scaled, rng), np.median(limit), _median_se(limit, rng)
             regime_beta[a] = np.asarray(REGIMES) * median
             q = np.asarray(queries)
             nearest = np.asarray(keys)[np.asarray(nearest_keys(queries, keys)[1])]
@@ -117,6 +135,7 @@ def run(config, *, progress=None) -> RunResult:
         "output_along_query": member(along),
         "output_angle": member(angle),
         "exponent_fit": member(fit),
+        "prefactor": member(prefactor),
     }
     extra = {"context": (lengths, ["context"]), "regime": (np.asarray(REGIMES), ["regime"])}
     shape = (len(dims), 1, 1)
@@ -179,7 +198,12 @@ def figures(result: RunResult) -> dict:
     dims, lengths = list(c.d), np.asarray(c.context_lengths)
     return {
         "threshold_scaling": lambda p: plots.selectivity_thresholds(
-            lengths, s["threshold"][:, 0, 0], s["exponent_fit"][:, 0, 0], dims=dims, path=p
+            lengths,
+            s["threshold"][:, 0, 0],
+            s["exponent_fit"][:, 0, 0],
+            [m * cap_constant(d) ** (2 / (d - 1)) for m, d in zip(s["prefactor"][:, 0, 0, 2], dims)],
+            dims=dims,
+            path=p,
         ),
         "attention_profiles": lambda p: plots.selectivity_profiles(
             s["weights"][:, 0, 0], s["regime_beta"][:, 0, 0], dims=dims, n=int(lengths.max()), factors=REGIMES, path=p
@@ -197,8 +221,8 @@ def figures(result: RunResult) -> dict:
 
 
 def checks(result: RunResult) -> list[Check]:
-    """Per d: the exponent against 2/(d − 1); the averaging regime's bias against A_d(β); the selecting
-    regime's weight on the nearest key."""
+    """Per d: the exponent against 2/(d − 1); the median threshold's constant against the n → ∞ law's; the
+    averaging regime's bias against A_d(β); the selecting regime's weight on the nearest key."""
     c, s = result.config, result.stats
     lengths = np.asarray(c.context_lengths)
     out = []
@@ -211,6 +235,17 @@ def checks(result: RunResult) -> list[Check]:
                 f"p = 2/(d − 1) = {want:.4f} within 5 %",
                 f"p = {p:.4f} ± {se:.4f} ({100 * (p / want - 1):+.1f} %)",
                 abs(p / want - 1) <= TOLERANCE,
+            )
+        )
+    for a, d in enumerate(c.d):
+        measured, se, want, want_se = s["prefactor"][a, 0, 0]
+        error = np.hypot(se, want_se)
+        out.append(
+            Check(
+                f"d = {d}: median β*_n / (c_d n)^(2/(d−1)) at n = {lengths.max()}",
+                f"the n → ∞ (Poisson) law's median {want:.3f} ± {want_se:.3f}, within 3 standard errors + 3 %",
+                f"{measured:.3f} ± {se:.3f} ({100 * (measured / want - 1):+.1f} %)",
+                abs(measured - want) <= 3 * error + 0.03 * want,
             )
         )
     for a, d in enumerate(c.d):

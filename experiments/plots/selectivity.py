@@ -37,21 +37,27 @@ def _regime_names(factors) -> list[str]:
     return names
 
 
-def selectivity_thresholds(lengths, thresholds, fits, *, dims, title=None, path=None) -> Figure:
-    """Median β*_n(q) over queries against n, one colour per d, with the quartiles as a band and the fitted
-    power law; ``thresholds`` (D, N, queries), ``fits`` (D, 3) = (exponent, standard error, log prefactor)."""
+def selectivity_thresholds(lengths, thresholds, fits, limits, *, dims, title=None, path=None) -> Figure:
+    """Median β*_n(q) over queries against n, one colour per d, with the quartiles as a band, the fitted
+    power law and the median of the n → ∞ law, ``limits`` (D,) × n^{2/(d−1)} (dotted); ``thresholds``
+    (D, N, queries), ``fits`` (D, 3) = (exponent, standard error, log prefactor)."""
     lengths = axis_values("lengths", lengths, "(N,)")
     thresholds = np.asarray(thresholds, dtype=float)
     fits = np.asarray(fits, dtype=float)
-    if thresholds.shape[:2] != (len(dims), lengths.size) or fits.shape != (len(dims), 3):
+    limits = np.asarray(limits, dtype=float)
+    if (
+        thresholds.shape[:2] != (len(dims), lengths.size)
+        or fits.shape != (len(dims), 3)
+        or limits.shape != (len(dims),)
+    ):
         raise ValueError(
-            f"thresholds must be (D, N, queries) with (D, N) = {(len(dims), lengths.size)} and fits (D, 3); "
-            f"got {thresholds.shape} and {fits.shape}"
+            f"thresholds must be (D, N, queries) with (D, N) = {(len(dims), lengths.size)}, fits (D, 3) and limits (D,); "
+            f"got {thresholds.shape}, {fits.shape} and {limits.shape}"
         )
     fig = new_figure(6.6, 4.6)
     ax = fig.add_subplot()
     grid = np.geomspace(lengths.min(), lengths.max(), 100)
-    for d, color, beta, (p, se, c) in zip(dims, dimension_colors(dims), thresholds, fits):
+    for d, color, beta, (p, se, c), limit in zip(dims, dimension_colors(dims), thresholds, fits, limits):
         lo, med, hi = np.quantile(beta, [0.25, 0.5, 0.75], axis=1)
         ax.fill_between(lengths, lo, hi, color=color, alpha=0.15, linewidth=0)
         ax.plot(lengths, med, linestyle="none", marker="o", markersize=5, color=color)
@@ -62,7 +68,9 @@ def selectivity_thresholds(lengths, thresholds, fits, *, dims, title=None, path=
             linewidth=1.3,
             label=rf"$d = {d}$: slope ${p:.3f} \pm {se:.3f}$, theory $2/(d-1) = {2 / (d - 1):.3f}$",
         )
+        ax.plot(grid, limit * grid ** (2 / (d - 1)), color=color, linewidth=1.0, linestyle=":")
     ax.plot([], [], color="0.4", linestyle="none", marker="o", label="median over queries (band: quartiles)")
+    ax.plot([], [], color="0.4", linewidth=1.0, linestyle=":", label=r"median of the $n \to \infty$ (Poisson) law")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(r"number of keys $n$")

@@ -10,7 +10,9 @@ from scipy import integrate, optimize
 from attnflow.particles import init
 from attnflow.particles.selectivity import (
     attention_output,
+    cap_constant,
     critical_scale,
+    limit_thresholds,
     local_average_norm,
     local_average_spread,
     mean_field_output,
@@ -156,3 +158,30 @@ def test_critical_scale_is_n_to_the_two_over_d_minus_one():
     assert critical_scale(10**6, 5) == pytest.approx(1e3)
     with pytest.raises(ValueError):
         critical_scale(100, 1)
+
+
+@pytest.mark.parametrize("d", [3, 4, 5, 8])
+def test_cap_constant_is_the_fraction_of_the_sphere_in_a_small_cap(d):
+    # ⟨q, k⟩ has density ∝ (1 − u²)^{(d−3)/2} on [−1, 1]
+    def mass(lo):
+        return integrate.quad(lambda u: (1 - u * u) ** ((d - 3) / 2), lo, 1, epsabs=0, epsrel=1e-10)[0]
+
+    s = 1e-6
+    assert mass(1 - s) / mass(-1) == pytest.approx(cap_constant(d) * s ** ((d - 1) / 2), rel=1e-5)
+
+
+@pytest.mark.slow  # 20 000 keys: a few seconds on two cores
+def test_limit_law_solves_its_equation_and_is_the_large_n_law_of_the_scaled_threshold():
+    d = 4
+    b = limit_thresholds(d, 600, seed=1)
+    # each draw is the root of Σ_{j≥2} e^{−b(S_j − S_1)} = 1 for its own Poisson points (same seed, same points)
+    rng = np.random.default_rng(1)
+    s = np.cumsum(rng.exponential(size=(600, 2000)), axis=1) ** (2 / (d - 1))
+    assert np.max(np.abs(np.exp(-b[:, None] * (s[:, 1:] - s[:, :1])).sum(axis=1) - 1)) < 1e-12
+    # 400 queries among 20 000 uniform keys on S³: the scaled thresholds' quartiles are the law's, within
+    # their sampling errors (about 6 % here) and the O(n^{−2/3}) correction
+    keys, queries = init.uniform(5, 20_000, d), init.uniform(6, 400, d)
+    beta, _ = selectivity_threshold(queries, keys)
+    scaled = np.asarray(beta) / (cap_constant(d) * 20_000) ** (2 / (d - 1))
+    want = np.quantile(limit_thresholds(d, 4000, seed=2), [0.25, 0.5, 0.75])
+    assert np.allclose(np.quantile(scaled, [0.25, 0.5, 0.75]), want, rtol=0.15, atol=0)
