@@ -84,8 +84,8 @@ def cap_constant(d: int) -> float:
 def limit_thresholds(d: int, draws: int = 4000, *, points: int = 2000, seed: int = 0) -> np.ndarray:
     """``draws`` samples of b*, the n → ∞ law of β*_n(q) (c_d n)^{−2/(d−1)} (``cap_constant``): with S_1 < S_2 < …
     a Poisson process of intensity d(r^{(d−1)/2}) on [0, ∞) (the scaled 1 − ⟨q, k⟩ of the nearest keys),
-    b* solves Σ_{j≥2} e^{−b*(S_j − S_1)} = 1. Each draw keeps its first ``points`` points; the terms beyond
-    are below e^{−40} of the sum's (checked)."""
+    b* solves Σ_{j≥2} e^{−b*(S_j − S_1)} = 1. Each draw keeps its first ``points`` points; the expected sum of
+    the terms beyond must be below 1e-9 (ValueError otherwise: d ≤ 6 with the default ``points``)."""
     d = check_int("d", d, 2)
     draws, points = check_int("draws", draws, 1), check_int("points", points, 3)
     rng = np.random.default_rng(seed)
@@ -96,7 +96,7 @@ def limit_thresholds(d: int, draws: int = 4000, *, points: int = 2000, seed: int
     b = _newton_from_below(gaps, b)
     a = (d - 1) / 2.0
     tail = np.exp(b * s[:, 0] + special.gammaln(a)) * a * b**-a * special.gammaincc(a, b * s[:, -1])
-    if np.max(tail) > 1e-12:
+    if np.max(tail) > 1e-9:
         raise ValueError(f"limit_thresholds: {points} points per draw miss {np.max(tail):.1e} of the sum for d = {d}")
     return b
 

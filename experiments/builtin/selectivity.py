@@ -58,6 +58,8 @@ STAT_DIMENSIONS.update(
     exponent_fit=["d", "beta", "seed", "fit"],
     prefactor=["d", "beta", "seed", "estimate"],
 )
+MAX_D = 6
+"""The largest d whose n → ∞ law ``limit_thresholds`` samples with its default points per draw."""
 LIMIT_DRAWS = 2000
 """Draws of the n → ∞ law of β*_n (c_d n)^{−2/(d−1)} behind its median."""
 
@@ -158,10 +160,14 @@ def _angle(u: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def requires(config) -> None:
-    """At least three context lengths, each at least two keys, and enough queries for a median."""
+    """At least three context lengths, each at least two keys, d ≤ 6, and enough queries for a median."""
     if len(set(config.context_lengths)) < 3:
         raise ConfigError(
             f"selectivity fits an exponent: it needs at least three distinct context_lengths, got {list(config.context_lengths)}"
+        )
+    if max(config.d) > MAX_D:
+        raise ConfigError(
+            f"selectivity samples the threshold's n → ∞ law for d ≤ {MAX_D} only, got d = {list(config.d)}"
         )
     if config.queries < 16:
         raise ConfigError(f"selectivity needs at least 16 queries for its medians, got queries = {config.queries}")

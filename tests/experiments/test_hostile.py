@@ -761,6 +761,7 @@ CASES = {
         own("selectivity", "context_lengths=[100, 1000]"), ("needs at least three distinct context_lengths",)
     ),
     "own/selectivity-few-queries": Cli(own("selectivity", "queries=8"), ("at least 16 queries",)),
+    "own/selectivity-large-d": Cli(own("selectivity", "d=[3, 9]"), ("for d ≤ 6 only", "got d = [3, 9]")),
     "own/t1-meanfield-circle": Cli(own("meanfield-circle", "t1=1e300"), ("beyond what the adaptive steps resolve",)),
     "own/t1-meanfield-sphere": Cli(own("meanfield-sphere", "t1=1e300"), ("beyond what the adaptive steps resolve",)),
     "own/t1-lost-in-the-middle": Cli(own("lost-in-the-middle", "t1=1e300"), ("dt = 0.025 is below the resolution",)),
