@@ -10,8 +10,14 @@ threshold): the ordered attention weights and the outputs show the three regimes
 keys around q shrunk to length A_d(β) = I_{d/2}(β)/I_{d/2−1}(β), a few nearest keys sharing the mass, and the
 nearest key alone.
 
+The median threshold in units of (c_d n)^{2/(d−1)} is compared with the median of its n → ∞ law, that of
+the nearest keys as a Poisson process (``limit_thresholds``, docs/model.md §14).
+
 The paper states the scale β*_n ≍ n^{2/(d−1)} without a constant, and a threshold "at which selectivity
 emerges" without fixing a criterion: the criterion w_{k*} ≥ 1/2 is this experiment's, as is the median.
+The standard errors resample the queries with the keys fixed: the queries of one d share one stream of
+keys, so where queries outnumber the keys near each of them (n = 10², 256 queries) they understate the
+key draw's own variation.
 """
 
 from __future__ import annotations
