@@ -164,7 +164,7 @@ def selectivity_outputs(angles, lengths, shrink, *, dims, n, factors, title=None
         ax.set_xlabel(r"$\angle(y, q)\,/\,\angle(k^*, q)$")
         despine(ax)
     axes[0].set_ylabel(rf"$1 - |y|$ (below $10^{{{int(np.log10(FLOOR))}}}$: drawn on it)")
-    axes[0].legend(fontsize=LEGEND_SIZE, frameon=False, loc="center right", markerscale=2.5)
+    axes[0].legend(fontsize=LEGEND_SIZE, frameon=False, loc="lower right", markerscale=2.5)
     count = f"{n:,}".replace(",", r"{,}")
     head = rf"One layer's output $y = \sum_j w_j k_j$ ($V = I$), $n = {count}$ keys"
     fig.suptitle(title or head + r": a local average around $q$, then the nearest key $k^*$")
