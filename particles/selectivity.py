@@ -271,11 +271,27 @@ def selectivity_threshold(
 
 @functools.partial(jax.jit, static_argnames=("block", "ranks"))
 def _smallest(queries, keys, count, top, *, block, ranks):
-    def step(best, k, valid):
-        gap = jnp.where(valid[None, :], jnp.maximum(top[:, None] - queries @ k.T, 0.0), jnp.inf)
-        return -jax.lax.top_k(-jnp.concatenate([best, gap], axis=1), ranks)[0]
+    rows = jnp.arange(queries.shape[0])
 
-    return _over_blocks(step, jnp.full((queries.shape[0], ranks), jnp.inf, queries.dtype), keys, count, block)
+    def step(best, k, valid):
+        # best holds each query's ``ranks`` smallest gaps so far, unsorted: a block's gap below a row's
+        # largest replaces it, one per row and iteration, smallest first (no sort: XLA sorts whole rows)
+        gap = jnp.where(valid[None, :], jnp.maximum(top[:, None] - queries @ k.T, 0.0), jnp.inf)
+
+        def pending(state):
+            gap, best = state
+            return jnp.any(jnp.min(gap, axis=1) < jnp.max(best, axis=1))
+
+        def take(state):
+            gap, best = state
+            j, worst = jnp.argmin(gap, axis=1), jnp.argmax(best, axis=1)
+            g, w = gap[rows, j], best[rows, worst]
+            return gap.at[rows, j].set(jnp.inf), best.at[rows, worst].set(jnp.minimum(g, w))
+
+        return jax.lax.while_loop(pending, take, (gap, best))[1]
+
+    init = jnp.full((queries.shape[0], ranks), jnp.inf, queries.dtype)
+    return jnp.sort(_over_blocks(step, init, keys, count, block), axis=1)
 
 
 def smallest_gaps(queries, keys, count: int | None = None, *, ranks: int = 32, block: int = KEY_BLOCK):
