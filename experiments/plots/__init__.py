@@ -17,6 +17,7 @@ from .attention import attention_statistics
 from .centres import centre_counts, renyi_snapshots
 from .closure import closure_collapse, closure_rate, limit_rank_histograms
 from .clusters import cluster_count_vs_time, energy_and_clusters
+from .curves import sweep_curves
 from .equilibria import bifurcation_diagram, continuation_paths, extremizer_sweep, rest_point_indices, staircase_saddles
 from .fitting import fit_errors
 from .histograms import (
@@ -94,6 +95,7 @@ __all__ = [
     "plateau_lifetimes",
     "renyi_snapshots",
     "sphere_trajectories",
+    "sweep_curves",
     "synchronization_vs_beta",
     "trajectories",
     "transition_thresholds",

@@ -18,7 +18,8 @@ from cli_helpers import cli
 
 import attnflow as af
 from attnflow.experiments import builtin, plots
-from attnflow.experiments.config import load_config
+from attnflow.experiments.config import KEYS, load_config
+from attnflow.experiments.results import labels
 from attnflow.experiments.results.runs import load_result
 from attnflow.experiments.run import runner
 from attnflow.particles import observables
@@ -275,6 +276,7 @@ def test_member_labelled_seed_s_is_the_run_with_seed_s():
     np.testing.assert_array_equal(x_pair[1], x_alone[0])
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")  # laid out on the weights axis with every option of xarray named
 def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     out = tmp_path / "fig5"
     rc, stdout, stderr = cli(["run", "fig5-random-matrices", "--quick", "--quiet", "--out", out])
@@ -291,6 +293,23 @@ def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     ds = af.load(out)
     assert list(ds["weights"].values) == e.grid["weights"]
     assert ds["clustered_fraction"].dims[0] == "weights"
+    assert ds["weights"].attrs["long_name"] == KEYS["weights"].doc  # an axis named by its key's documentation
+    unlabelled = [v for v in ds.variables if v != "weights" and labels.label(str(v)) is None]
+    assert not unlabelled, f"no label in experiments/results/labels.py for {unlabelled}"
+    assert all(ds[v].attrs["long_name"] for v in ds.variables)
+    assert ds["wall_time_s"].attrs == {"long_name": "wall time", "units": "s"}
+
+
+@pytest.mark.slow  # each experiment's quick run (shared with the theory checks' when both run)
+@pytest.mark.parametrize("name", SINGLE)
+def test_every_variable_of_the_quick_run_has_its_declared_label(runs, name):
+    ds = af.load(runs(name).out)
+    for var in ds.variables:
+        declared = labels.label(str(var))
+        assert declared is not None, f"{name}: {var!r} has no label in experiments/results/labels.py"
+        assert ds[var].attrs["long_name"] == declared.long_name
+        assert ds[var].attrs.get("units") == declared.units
+    assert ds["time"].attrs["units"] == "model time units"
 
 
 def test_selectivity_writes_its_exponents_and_half_the_queries_select_at_the_median(runs):
