@@ -57,7 +57,7 @@ TOLERANCE = 0.05
 STAT_DIMENSIONS.update(
     threshold=["d", "beta", "seed", "context", "query"],
     regime_beta=["d", "beta", "seed", "regime"],
-    weights=["d", "beta", "seed", "regime", "query", "rank"],
+    ordered_weights=["d", "beta", "seed", "regime", "query", "rank"],
     output_length=["d", "beta", "seed", "regime", "query"],
     output_along_query=["d", "beta", "seed", "regime", "query"],
     output_angle=["d", "beta", "seed", "regime", "query"],
@@ -138,7 +138,7 @@ def run(config, *, progress=None) -> RunResult:
     stats = {
         "threshold": member(thresholds),
         "regime_beta": member(regime_beta),
-        "weights": member(weights),
+        "ordered_weights": member(weights),
         "output_length": member(length),
         "output_along_query": member(along),
         "output_angle": member(angle),
@@ -218,7 +218,12 @@ def figures(result: RunResult) -> dict:
             path=p,
         ),
         "attention_profiles": lambda p: plots.selectivity_profiles(
-            s["weights"][:, 0, 0], s["regime_beta"][:, 0, 0], dims=dims, n=int(lengths.max()), factors=REGIMES, path=p
+            s["ordered_weights"][:, 0, 0],
+            s["regime_beta"][:, 0, 0],
+            dims=dims,
+            n=int(lengths.max()),
+            factors=REGIMES,
+            path=p,
         ),
         "layer_output": lambda p: plots.selectivity_outputs(
             s["output_angle"][:, 0, 0],
@@ -273,7 +278,7 @@ def checks(result: RunResult) -> list[Check]:
             )
         )
     for a, d in enumerate(c.d):
-        w = s["weights"][a, 0, 0, 2, :, 0]
+        w = s["ordered_weights"][a, 0, 0, 2, :, 0]
         scale = float(s["regime_beta"][a, 0, 0, 2] / critical_scale(lengths.max(), d))
         out.append(
             Check(
