@@ -259,7 +259,7 @@ def checks(result: RunResult) -> list[Check]:
         error = np.hypot(se, want_se)
         out.append(
             Check(
-                f"d = {d}: median β*_n / (c_d n)^(2/(d−1)) at n = {lengths.max()}",
+                f"d = {d}: median β*_n / (c_d n)^{{2/(d−1)}} at n = {lengths.max()}",
                 f"the n → ∞ (Poisson) law's median {want:.3f} ± {want_se:.3f}, within 3 standard errors + 3 %",
                 f"{measured:.3f} ± {se:.3f} ({100 * (measured / want - 1):+.1f} %)",
                 abs(measured - want) <= 3 * error + 0.03 * want,
@@ -282,7 +282,7 @@ def checks(result: RunResult) -> list[Check]:
         scale = float(s["regime_beta"][a, 0, 0, 2] / critical_scale(lengths.max(), d))
         out.append(
             Check(
-                f"d = {d}: selecting at β = 100 β̄ ({scale:.3g} n^(2/(d−1))): weight on the nearest key",
+                f"d = {d}: selecting at β = 100 β̄ ({scale:.3g} n^{{2/(d−1)}}): weight on the nearest key",
                 "median ≥ 0.99",
                 f"median {np.median(w):.6f}, 10 % quantile {np.quantile(w, 0.1):.4f}",
                 float(np.median(w)) >= 0.99,
