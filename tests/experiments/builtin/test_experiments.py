@@ -27,6 +27,16 @@ from attnflow.particles import observables
 NAMES = list(builtin.EXPERIMENTS)
 SINGLE = [n for n in NAMES if not builtin.EXPERIMENTS[n].grid]  # experiments that are one run
 
+# The quick tier (the README's `pytest`) runs the quick runs of these experiments, a few seconds each: particles
+# on the circle and on spheres, the gradient flow's energy, a custom runner; the others (5–35 s of CPU each) run
+# with `pytest -m slow`, as CI does. Every experiment's checks are also unit-tested in its own test module.
+QUICK_TIER = {"fig4-circle", "orthogonal-ode", "staircase", "metastability", "negative-beta", "long-context"}
+
+
+def tiered(names):
+    """``names`` as parameters, those outside the quick tier marked slow."""
+    return [name if name in QUICK_TIER else pytest.param(name, marks=pytest.mark.slow) for name in names]
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
@@ -76,7 +86,7 @@ def test_list_shows_exactly_the_registry():
     ]
 
 
-@pytest.mark.parametrize("name", SINGLE)
+@pytest.mark.parametrize("name", tiered(SINGLE))
 def test_builtin_experiment_passes_its_theory_checks(runs, name):
     r = runs(name)
     e = builtin.EXPERIMENTS[name]
@@ -102,6 +112,7 @@ def test_builtin_experiment_passes_its_theory_checks(runs, name):
 # -- one number from the theory per experiment ------------------------------------------------------
 
 
+@pytest.mark.slow  # outside the quick tier: its experiment's quick run
 def test_fig3_overlays_the_gamma_curve(runs, monkeypatch):
     r = runs("fig3-phase-diagram")
     c = r.result.config
@@ -140,6 +151,7 @@ def test_fig4_statistics_agree_with_the_saved_states(runs):
     assert np.min(np.diff(r.result.stats["normalized_energy"], axis=-1)) >= -1e-9
 
 
+@pytest.mark.slow  # outside the quick tier: its experiment's quick run
 def test_highdim_histograms_count_every_pair_and_concentrate_on_gamma(runs):
     r = runs("highdim-histogram")
     c = r.result.config
@@ -172,6 +184,7 @@ def test_orthogonal_start_follows_the_equiangular_ode(runs):
         np.testing.assert_allclose(gram[0][off], 0.0, atol=1e-12)  # an orthonormal frame at t = 0
 
 
+@pytest.mark.slow  # outside the quick tier: its experiment's quick run
 def test_sphere_movie_gif_has_one_frame_per_save_time(runs):
     from PIL import Image, ImageSequence
 
@@ -253,6 +266,7 @@ def test_metastability_log_time_grid_and_energy(runs, tmp_path):
     assert (copy / "cluster_counts.png").read_bytes() == original
 
 
+@pytest.mark.slow  # outside the quick tier: its experiment's quick run
 def test_meanfield_density_grows_at_the_bessel_rates_and_forms_three_clusters(runs):
     from scipy import special
 
@@ -313,6 +327,7 @@ def test_every_variable_of_the_quick_run_has_its_declared_label(runs, name):
     assert ds["time"].attrs["units"] == "model time units"
 
 
+@pytest.mark.slow  # outside the quick tier: its experiment's quick run
 def test_selectivity_writes_its_exponents_and_half_the_queries_select_at_the_median(runs):
     r = runs("selectivity")
     c, s = r.result.config, r.result.stats
