@@ -14,7 +14,7 @@ sphere, the tangent projection P_x that keeps particles there ([GLPR] (2.3)). Fi
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 import equinox as eqx
 import jax
@@ -52,7 +52,8 @@ def _circle_velocity(beta: Float[Array, ""], x: Float[Array, "n 2"]) -> Float[Ar
     m = logits[0]
     for lj in logits[1:]:
         m = jnp.maximum(m, lj)
-    total = pull = 0.0
+    total: Array | float = 0.0
+    pull: Array | float = 0.0
     for j, lj in enumerate(logits):
         w_j = jnp.exp(lj - m)
         total, pull = total + w_j, pull + w_j * (a * b[j] - b * a[j])
@@ -132,8 +133,10 @@ class Field(eqx.Module):
                 return beta
         return None
 
-    stochastic: ClassVar[bool] = True
-    """Whether ``attention_matrix`` is row-stochastic, a random walk on the tokens (not where weights take both signs)."""
+    @property
+    def stochastic(self) -> bool:
+        """Whether ``attention_matrix`` is row-stochastic, a random walk on the tokens (not where weights take both signs)."""
+        return True
 
     @property
     def has_attention(self) -> bool:
@@ -265,9 +268,11 @@ def ensemble_axes(field: Field) -> tuple[Field, int | None]:
     says one member needs. All ensemble axes must have the same length.
     """
     paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(field)
-    axes, sizes = [], {}
+    axes: list[int | None] = []
+    sizes: dict[str, int] = {}
     for path, leaf in paths_leaves:
-        owner, name = field, None
+        owner: Any = field  # the module or container that holds the leaf, walked down its path
+        name = None
         for key in path:
             if name is not None:
                 owner = getattr(owner, name) if isinstance(name, str) else owner[name]
@@ -381,6 +386,7 @@ class Attention(Field):
         """
         if self.positional == "none":
             return None
+        assert self.alibi_slope is not None, "__init__ sets alibi_slope with every positional bias"
         i = jnp.arange(n, dtype=dtype)
         m = self.alibi_slope.astype(dtype)
         gap = i[:, None] - i[None, :]
@@ -476,7 +482,7 @@ class Attention(Field):
     def check(self, n: int, d: int, dtype) -> None:
         check_weights(self.Q, self.K, self.V, d)
 
-    def in_span(self, U) -> Attention | None:
+    def in_span(self, U) -> Self | None:
         """With V = λI (or None): the same attention on y = x U, with K' = UᵀQᵀK U (r × r), Q' = I, V' = λI_r.
 
         Every velocity Σ_j A_ij λ x_j, projected or not, is a combination of the tokens, whatever Q, K
@@ -490,9 +496,10 @@ class Attention(Field):
 
     def kernel_norm(self) -> float:
         """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities; max over members)."""
-        if self.Q is None and self.K is None:
+        given = self.Q if self.Q is not None else self.K
+        if given is None:
             return 1.0
-        d = (self.Q if self.Q is not None else self.K).shape[-1]
+        d = given.shape[-1]
         q = np.eye(d) if self.Q is None else np.asarray(self.Q)
         k = np.eye(d) if self.K is None else np.asarray(self.K)
         qk = np.swapaxes(q, -1, -2) @ k
@@ -511,6 +518,25 @@ class SA(Attention):
 
     signed_beta: ClassVar[bool] = True
     positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi")
+
+    # Attention's constructor, spelled out: equinox inherits it, but type checkers read a Module subclass
+    # without an __init__ of its own as a dataclass whose constructor takes its fields
+    def __init__(
+        self,
+        beta=1.0,
+        Q=None,
+        K=None,
+        V=None,
+        *,
+        mask: str = "none",
+        block="auto",
+        kernel: str = "auto",
+        positional: str = "none",
+        alibi_slope=1.0,
+    ):
+        super().__init__(
+            beta, Q, K, V, mask=mask, block=block, kernel=kernel, positional=positional, alibi_slope=alibi_slope
+        )
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The row-stochastic attention matrix A."""

@@ -390,7 +390,7 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
     # reductions written without selects (the diagonal gaps are exactly 0): XLA fuses them
     # into one vectorized pass over the pairs
     adj = _close(gaps, delta)
-    out = {}
+    out: dict[str, Array] = {}
     if clusters:
         labels = _components(adj)
         sizes = jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1, dtype=jnp.int32)
@@ -537,7 +537,7 @@ class Clusters(NamedTuple):
     """Clusters of a configuration at threshold δ: per-particle labels, their count, and sizes."""
 
     labels: Int[Array, "... n"]
-    count: Int[Array, ...]
+    count: Int[Array, ...]  # type: ignore[assignment]  # the number of clusters, shadowing tuple.count by design
     sizes: Int[Array, "... n"]
 
 

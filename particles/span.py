@@ -163,7 +163,7 @@ def identity_scale(V) -> Array | None:
 
 def span_rank(U) -> int:
     """r, the dimension of the span a frame U (..., d, r) stands for; an int U is r itself."""
-    return U if isinstance(U, (int, np.integer)) else int(np.shape(U)[-1])
+    return int(U) if isinstance(U, (int, np.integer)) else int(np.shape(U)[-1])
 
 
 def span_kernel(Q, K, U, inner_axes: int = 0) -> Array | None:
