@@ -311,6 +311,10 @@ def bifurcation_diagram(panels: list[dict], *, model: str, path=None) -> Figure:
                 )
         ax.set_xscale("log")
         ax.set_xlim(panel["xlim"])
+        # plain numbers on the log axis (0.6, 1, 2 rather than 6×10⁻¹), minor ticks labelled where few majors show
+        plain = mpl.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(plain if panel["xlim"][1] / panel["xlim"][0] < 20 else mpl.ticker.NullFormatter())
         ax.set_ylim(-0.03, 1.02)
         ax.set_xlabel(r"coupling $K/K_\#$  ($K = 1/\sigma^2$, log scale)")
         kind = "supercritical" if panel["beta"] <= panel["beta_star"] else "subcritical"

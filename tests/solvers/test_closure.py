@@ -145,7 +145,7 @@ def test_the_experiment_counts_failed_solves_apart(monkeypatch):
     from attnflow.experiments.config import load_config
 
     solve = closure.solve_covariance
-    monkeypatch.setattr(gc, "solve_covariance", lambda *a, **k: solve(*a, **k, max_steps=2))
+    monkeypatch.setattr(experiment, "solve_covariance", lambda *a, **k: solve(*a, **k, max_steps=2))
     e = experiment.EXPERIMENT
     config = load_config({**e.defaults, **e.quick, "rank_dims": [3], "rank_draws": 4})
     counts, failed, bound, _ = experiment._rank_part(config)
