@@ -215,7 +215,7 @@ class Sum(Field):
         self.terms = tuple(terms)
 
     @property
-    def geometry(self) -> str:  # type: ignore[override]
+    def geometry(self) -> str:  # type: ignore[override]  # the wrapped fields'; a class constant elsewhere
         return self.terms[0].geometry
 
     @property

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float, Int
 
 from .checks import check_int, check_real
@@ -443,7 +444,7 @@ def _histogram(x, bins: int):
     return jnp.bincount(flat, length=size).reshape(batch + (bins,))
 
 
-def inner_product_histogram(x: Float[Array, "... n d"], bins: int = 64) -> Int[Array, "... bins"]:
+def inner_product_histogram(x: Float[ArrayLike, "... n d"], bins: int = 64) -> Int[Array, "... bins"]:
     """Counts of ⟨x_i, x_j⟩ over unordered pairs i < j in ``bins`` equal bins over [−1, 1].
 
     The histogram of [GLPR] Fig. 1 (and the object that concentrates on γ_β(t) in Thm 6.9).
