@@ -298,18 +298,24 @@ def ensemble_axes(field: Field) -> tuple[Field, int | None]:
 class Attention(Field):
     """Shared structure of the attention fields: ẋ_i = P_{x_i}(Σ_j A_ij V x_j).
 
-    Subclasses say how the weights A_ij are normalized. Q and K may be rectangular (k×d);
-    ``None`` stands for the identity (and costs nothing). ``mask="causal"`` lets token i attend
-    to tokens j ≤ i only (arXiv 2411.04990).
+    Subclasses say how the weights A_ij are normalized.
 
-    How SA and USA evaluate the sum over j (static options; the result is the same to rounding):
-    block   "auto" (default): the dense n×n logits while they take at most
-            ``blocked.dense_limit_bytes()`` per member (16 MiB on CPU, 1 GiB on GPUs), else
-            the blocked evaluation of ``particles/blocked.py`` (memory O(n d), online softmax);
-            an int forces blocked tiles of that side; None forces the dense path.
-    kernel  "auto" (default): ``jax.nn.dot_product_attention`` for SA in float32 on GPU backends,
-            attnflow's own dense/blocked evaluation otherwise; "fused" forces the former (SA,
-            float32 only), "xla" the latter.
+    beta         the inverse temperature β; an array of shape (B,) makes B ensemble members.
+    Q, K         query and key matrices, k×d (rectangular allowed); ``None`` stands for the
+                 identity (and costs nothing).
+    V            the value matrix, d×d; ``None`` for the identity.
+    mask         "none" or "causal": token i attends to tokens j ≤ i only (arXiv 2411.04990).
+    block        how SA and USA evaluate the sum over j (static; the result is the same to
+                 rounding): "auto" (default): the dense n×n logits while they take at most
+                 ``blocked.dense_limit_bytes()`` per member (16 MiB on CPU, 1 GiB on GPUs), else
+                 the blocked evaluation of ``particles/blocked.py`` (memory O(n d), online softmax);
+                 an int forces blocked tiles of that side; None forces the dense path.
+    kernel       "auto" (default): ``jax.nn.dot_product_attention`` for SA in float32 on GPU
+                 backends, attnflow's own dense/blocked evaluation otherwise; "fused" forces the
+                 former (SA, float32 only), "xla" the latter.
+    positional   "none", "alibi" (SA, USA) or "decay" (USA), with ``mask="causal"``: a bias by the
+                 distance in the sequence, described in ``Attention``.
+    alibi_slope  the slope m ≥ 0 of the positional bias; one per member allowed.
 
     ``positional="alibi"`` (SA and USA, with ``mask="causal"``) adds the bias −m (i − j) of ALiBi
     (Press, Smith, Lewis 2022) to the logit of token i attending to an earlier token j, m =

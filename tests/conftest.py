@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+
+import jax
 import pytest
 from cli_helpers import SMALL
 
@@ -12,3 +15,12 @@ def small_workdir(tmp_path, monkeypatch):
     (tmp_path / "small.toml").write_text(SMALL, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """After each test module, let JAX drop the programs it traced and compiled for it: a worker that runs
+    hundreds of modules otherwise keeps every one of them and grows to gigabytes."""
+    yield
+    jax.clear_caches()
+    gc.collect()

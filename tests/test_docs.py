@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import html
 import html.parser
 import importlib
 import importlib.util
@@ -199,15 +200,15 @@ class _Links(html.parser.HTMLParser):
                 self.links.append((tag, value))
 
 
-def test_site_builds_strict_and_every_internal_link_resolves(tmp_path):
-    """``mkdocs build --strict`` (about 10 s on 2 cores; not marked slow), then every internal href and src of
-    the built HTML names a file of the site."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as ``mkdocs build --strict`` writes it (about 10 s on 2 cores), built once for this module.
+    Without docs/scripts/gallery.py's runs the gallery's pages are the hook's stubs; the tutorial notebook
+    is rendered without executing it (``ATTNFLOW_DOCS_EXECUTE=false``: CI's build executes it)."""
     if shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None:
         pytest.skip('mkdocs is not installed (pip install -e ".[docs]")')
-    if not (ROOT / "docs" / "gallery" / "index.md").is_file():
-        pytest.skip("the gallery is generated: run python docs/scripts/gallery.py before building the site")
-    site = tmp_path / "site"
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    site = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", ATTNFLOW_DOCS_EXECUTE="false")
     build = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
         cwd=ROOT,
@@ -217,6 +218,11 @@ def test_site_builds_strict_and_every_internal_link_resolves(tmp_path):
         timeout=600,
     )
     assert build.returncode == 0, build.stderr[-4000:]
+    return site
+
+
+def test_site_builds_strict_and_every_internal_link_resolves(site):
+    """Every internal href and src of the built HTML names a file of the site."""
     broken = []
     for page in site.rglob("*.html"):
         parser = _Links()
@@ -232,3 +238,137 @@ def test_site_builds_strict_and_every_internal_link_resolves(tmp_path):
             if not target.is_file():
                 broken.append(f"{page.relative_to(site)}: <{tag}> {link}")
     assert not broken, "broken internal links:\n" + "\n".join(sorted(set(broken))[:50])
+
+
+def _without_code(html_text: str) -> str:
+    """``html_text`` without its code blocks and inline code, where a dollar sign is meant literally."""
+    html_text = re.sub(r"<pre\b.*?</pre>", "", html_text, flags=re.S)
+    return re.sub(r"<code\b.*?</code>", "", html_text, flags=re.S)
+
+
+def test_model_page_is_typeset_math(site):
+    """docs/model.md's formulas reach the browser as arithmatex's markup for MathJax, displayed (``\\[...\\]``
+    in a div) and inline (``\\(...\\)`` in a span), and no ``$`` of the Markdown is left in the text."""
+    page = (site / "model" / "index.html").read_text(encoding="utf-8")
+    displayed = re.findall(r'<div class="arithmatex">\\\[(.*?)\\\]</div>', page, flags=re.S)
+    inline = re.findall(r'<span class="arithmatex">\\\((.*?)\\\)</span>', page, flags=re.S)
+    assert len(displayed) >= 20 and len(inline) >= 200, (len(displayed), len(inline))
+    # the equation of motion, §1.1
+    assert any(r"\dot x_i" in d and "P_{x_i}" in d for d in displayed)
+    assert sum("S^{d-1}" in formula for formula in inline) >= 5  # the sphere, as LaTeX
+    text = _without_code(page)
+    assert "$$" not in text
+    assert not re.search(r"\$[^$<>]*\\[a-zA-Z]+[^$<>]*\$", text), "raw $...$ LaTeX left on the Model page"
+    assert "mathjax" in page.lower()
+
+
+def test_class_page_shows_the_constructor_and_its_parameters(site):
+    """The API page of ``af.SA``: its constructor's signature, formatted (one parameter a line when long), and a
+    parameter table with each parameter's type and default; a field's protocol (``kernel_logits``,
+    ``uses_blocked``, ``jump_times``) is not on the user's page but on the page about writing a field."""
+    page = (site / "api" / "fields" / "index.html").read_text(encoding="utf-8")
+    start = page.index('id="attnflow.particles.SA"')
+    end = page.index('id="attnflow.particles.USA"')
+    sa = page[start:end]
+    signature = re.search(r'<div class="doc-signature highlight">(.*?)</div>', sa, flags=re.S)
+    assert signature, "no signature on SA's page"
+    signature_text = html.unescape(re.sub(r"<[^>]+>", "", signature.group(1)))
+    parameters = inspect.signature(af.SA).parameters
+    assert len(parameters) >= 8
+    # formatted by ruff: one parameter a line, each with its default as the constructor has it
+    lines = [line.strip().rstrip(",") for line in signature_text.splitlines()]
+    for name, parameter in parameters.items():
+        default = repr(parameter.default).replace("'", '"')
+        assert any(re.fullmatch(rf"{name}(: .+)? ?= ?{re.escape(default)}", line) for line in lines), (name, lines)
+    table = re.search(r"<table>.*?</table>", sa, flags=re.S)
+    assert table, "no parameter table on SA's page"
+    rows = {}
+    for row in re.findall(r"<tr\b.*?</tr>", table.group(0), flags=re.S):
+        cells = [
+            html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", cell))).strip()
+            for cell in re.findall(r"<td\b.*?</td>", row, flags=re.S)
+        ]
+        if cells:
+            rows[cells[0]] = cells
+    assert list(rows) == list(parameters), list(rows)
+    for name, parameter in parameters.items():
+        assert rows[name][-1] == repr(parameter.default), (name, rows[name])
+        assert rows[name][2], f"{name} has no description"
+    assert rows["mask"][1] == "str" and rows["positional"][1] == "str"
+    for internal in ("kernel_logits", "uses_blocked", "jump_times"):
+        assert f'id="attnflow.particles.SA.{internal}"' not in sa, internal
+    new_field = (site / "howto" / "new-field" / "index.html").read_text(encoding="utf-8")
+    assert all(name in new_field for name in ("kernel_logits", "uses_blocked", "jump_times"))
+
+
+def _title(path: Path) -> str:
+    if path.suffix == ".ipynb":
+        import json
+
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        text = "".join(next(c for c in cells if c["cell_type"] == "markdown")["source"])
+    else:
+        text = path.read_text(encoding="utf-8")
+    return re.search(r"^# (.+)$", text, flags=re.M).group(1).strip()
+
+
+def test_nav_labels_are_the_pages_titles():
+    """Every page named in mkdocs.yml's nav with a label of its own is listed under its title (the home page's
+    label is "Home"; the generated command line page's title is the hook's)."""
+    yaml = pytest.importorskip("yaml")
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!ENV", lambda loader, node: None)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
+    labelled = []
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, dict):
+                for label, value in item.items():
+                    if isinstance(value, list):
+                        walk(value)
+                    elif isinstance(value, str) and not value.endswith("/"):
+                        labelled.append((label, value))
+
+    walk(config["nav"])
+    assert len(labelled) >= 10
+    wrong = []
+    for label, page in labelled:
+        if page == "index.md":
+            continue
+        title = "Command line" if page == "cli.md" else _title(DOCS / page)
+        if label != title:
+            wrong.append(f"{page}: nav says {label!r}, the page {title!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_docstring_prose_sets_scripts_and_leaves_names_alone():
+    """The API pages' docstrings are plain Unicode (docs/design.md §2.3): in their prose, a ``^`` and a braced or
+    one-symbol ``_`` are set as super- and subscripts, a name such as ``n_modes`` and code spans stay as
+    written."""
+    pytest.importorskip("griffe", reason='the griffe extension runs under mkdocstrings (pip install -e ".[docs]")')
+    sys.path.insert(0, str(DOCS / "hooks"))
+    try:
+        import griffe_prose
+    finally:
+        sys.path.remove(str(DOCS / "hooks"))
+    md = griffe_prose.prose_to_markdown
+    assert md("on (S^{d-1})^n from x0") == "on (S<sup>d−1</sup>)<sup>n</sup> from x0"
+    assert (
+        md("A_ij V x_j and e^{β⟨x_i, x_j⟩}")
+        == "A<sub>ij</sub> V x<sub>j</sub> and e<sup>β⟨x<sub>i</sub>, x<sub>j</sub>⟩</sup>"
+    )
+    assert md("n_modes of `x_i^2`, t*(β)") == "n\\_modes of `x_i^2`, t\\*(β)"
+
+
+def test_gallery_pages_are_titled_by_their_heading(site):
+    """A gallery page opens with a "generated by" comment, then its heading, the experiment's name: the page's
+    title, and so its label in the nav, is that heading (the hook moves the comment below it)."""
+    from attnflow.experiments import builtin
+
+    for name in builtin.EXPERIMENTS:
+        page = (site / "gallery" / name / "index.html").read_text(encoding="utf-8")
+        assert f"<title>{name} - attnflow</title>" in page, name

@@ -70,3 +70,17 @@ def test_page_of_one_experiment_lists_its_checks_and_figures(tmp_path):
     for rel in images:
         assert (out / rel).is_file(), rel
     assert f"]({CHEAP}.md)" in index
+
+    # its interactive view (the clustered fraction over its β grid), copied beside the figures and embedded: the
+    # iframe's address is relative to the page's own address gallery/NAME/, the link to docs/gallery/
+    frames = re.findall(r'<iframe src="\.\./(img/[^"]+)" title="([^"]+)"', text)
+    assert frames == [
+        (
+            f"img/{CHEAP}/view_phase_diagram.html",
+            "the clustered fraction over (t, β), values on hover (view_phase_diagram.html)",
+        )
+    ]
+    assert f"[open it on a page of its own](img/{CHEAP}/view_phase_diagram.html)" in text
+    view = (out / frames[0][0]).read_text(encoding="utf-8")
+    assert "Plotly.newPlot" in view and not re.search(r"<script[^>]*\bsrc\s*=", view, re.I)  # self-contained
+    assert view == (runs / CHEAP / "view_phase_diagram.html").read_text(encoding="utf-8")

@@ -98,6 +98,7 @@ def run(config, *, progress=None) -> RunResult:
 
     stats = {k: shaped(np.asarray(v)) for k, v in stats.items()}
     steps = shaped(np.asarray(sol.steps))
+    grid = harmonics.sphere_grid(L)  # the density's grid: coordinates of its last two dimensions
     return RunResult(
         config=config,
         ts=ts,
@@ -106,6 +107,7 @@ def run(config, *, progress=None) -> RunResult:
         steps=steps,
         t_event=np.full(steps.shape, np.inf),
         wall_time_s=time.perf_counter() - start,
+        extra={"colatitude": (grid.theta, ["colatitude"]), "longitude": (grid.phi, ["longitude"])},
     )
 
 

@@ -235,9 +235,13 @@ _non_negative_int = _integer_from(0, "an integer ≥ 0")
 
 
 def cmd_plot(args) -> int:
+    from ..plots.interactive import MissingPlotly
     from . import plot
 
-    written = plot.replot(Path(args.dir), kinds=args.kind)
+    try:
+        written = plot.replot(Path(args.dir), kinds=args.kind, interactive=args.interactive, x=args.x, y=args.y)
+    except MissingPlotly as err:
+        raise UsageError(str(err)) from None
     for path in written:
         print(path)
     return 0
@@ -371,9 +375,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("plot", help="redraw the figures of a run (or of every run of a sweep)")
+    p = sub.add_parser("plot", help="redraw the figures of a run (or of every run of a sweep), or a sweep's curve")
     p.add_argument("dir", metavar="DIR", help="a run directory (attnflow run) or a sweep directory (attnflow sweep)")
     p.add_argument("--kind", action="append", metavar="NAME", help="only this figure (repeatable)")
+    p.add_argument(
+        "--interactive",
+        action="store_true",
+        help="write interactive HTML pages instead: the particles on the sphere or circle, the mean-field "
+        'globe, the phase diagram (needs plotly: pip install -e ".[views]")',
+    )
+    p.add_argument("--x", metavar="AXIS", help="with --y: a sweep's curve against this grid axis (e.g. beta)")
+    p.add_argument(
+        "--y", metavar="STATISTIC", help="with --x: the summary statistic drawn, one curve per value of the other axes"
+    )
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("hist", help="inner-product histograms per layer of a model's token states ([GLPR] Fig. 1)")

@@ -17,8 +17,10 @@ from .attention import attention_statistics
 from .centres import centre_counts, renyi_snapshots
 from .closure import closure_collapse, closure_rate, limit_rank_histograms
 from .clusters import cluster_count_vs_time, energy_and_clusters
+from .curves import sweep_curves
 from .equilibria import bifurcation_diagram, continuation_paths, extremizer_sweep, rest_point_indices, staircase_saddles
 from .fitting import fit_errors
+from .hardmax import hardmax_cells, hardmax_rate, trapping_times
 from .histograms import (
     histogram_over_time,
     histogram_ridges,
@@ -75,6 +77,9 @@ __all__ = [
     "rest_point_indices",
     "staircase_saddles",
     "fit_errors",
+    "hardmax_cells",
+    "hardmax_rate",
+    "trapping_times",
     "histogram_over_time",
     "histogram_ridges",
     "inner_product_vs_ode",
@@ -93,6 +98,7 @@ __all__ = [
     "plateau_lifetimes",
     "renyi_snapshots",
     "sphere_trajectories",
+    "sweep_curves",
     "synchronization_vs_beta",
     "trajectories",
     "transition_thresholds",

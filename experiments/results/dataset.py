@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from . import labels
 from .rundir import MANIFEST_FILE, RUN_FILES, SUMMARY_FILE, StoreError, is_complete, read_manifest, read_run
 
-__all__ = ["load"]
+__all__ = ["load", "SUMMARY_SERIES"]
 
 # How the per-time and per-member series of the summary contract map onto dimensions, for loading
 # them as variables when results.npz does not hold them already.
-_SUMMARY_SERIES = {
+SUMMARY_SERIES = {
     "mean_inner_product": ("time",),
     "min_inner_product": ("time",),
     "clustered_fraction": ("time",),
@@ -101,7 +102,7 @@ def _load_run(run_dir: Path):
         series = _series(value) if isinstance(value, list) else None
         if series is None:
             continue
-        names = list(_SUMMARY_SERIES.get(key, ()))
+        names = list(SUMMARY_SERIES.get(key, ()))
         if not names and series.ndim == 1 and "time" in sizes and len(series) == sizes["time"]:
             names = ["time"]
         if len(names) != series.ndim or any(sizes.get(d, s) != s for d, s in zip(names, series.shape)):
@@ -113,9 +114,10 @@ def _load_run(run_dir: Path):
     coords: dict[str, tuple[str | list[str], np.ndarray]] = {}
     if time_coord is not None:
         coords["time"] = ("time", time_coord)
-    # a 1-D array named after its own dimension (d, beta, ...) labels that dimension
+    # a 1-D array named after its own dimension (d, beta, ...) labels that dimension (the archive's own
+    # times, where a run stores them, over the summary's)
     for name, (names, _) in list(variables.items()):
-        if names == [name] and name not in coords:
+        if names == [name]:
             coords[name] = variables.pop(name)
     attrs = _flatten(config)
     scalars = []
@@ -180,6 +182,20 @@ def _load_sweep(sweep_dir: Path):
         coords["run_name"] = ("run", [r["name"] for r in runs])
         ds = ds.assign_coords(coords)
     ds.attrs["sweep_axes"] = names
+    return _labelled(ds, names)
+
+
+def _labelled(ds, axes: Sequence[str] = ()):
+    """``ds`` with every variable and coordinate's ``long_name`` (and ``units``) from ``labels``; a sweep axis
+    attnflow declares no label for is a configuration key, named by its documentation."""
+    for name, var in ds.variables.items():
+        found = labels.attrs(str(name))
+        if not found and name in axes:
+            from ..config import KEYS  # only a sweep over a key without a label of its own needs them
+
+            key = KEYS.get(str(name))
+            found = {"long_name": key.doc if key is not None else str(name)}
+        var.attrs.update(found)
     return ds
 
 
@@ -214,7 +230,10 @@ def _combine_on_grid(datasets, runs, axes):
             ds[key] = ds[key].expand_dims(run_axes)  # a per-run number belongs to each of its grid values
         laid.append(ds.expand_dims(new_axes) if new_axes else ds)
         added = list(new_axes)
-    combined = xr.combine_by_coords(laid, data_vars="all", join="outer", combine_attrs="drop_conflicts")
+    # every option named: xarray's defaults for combining are changing (coords, compat, join)
+    combined = xr.combine_by_coords(
+        laid, data_vars="all", coords="different", compat="no_conflicts", join="outer", combine_attrs="drop_conflicts"
+    )
     order = [ax for ax in names if ax in combined.dims]
     front = [ax for ax in added if ax in combined.dims]
     # combining sorts coordinates; put each axis back in the order the sweep was given
@@ -267,4 +286,4 @@ def load(path: str | os.PathLike):
     missing = [f for f in RUN_FILES if not (p / f).is_file()]
     if missing:
         raise StoreError(f"{p} is not a complete run (missing {', '.join(missing)}) and has no {MANIFEST_FILE}")
-    return _load_run(p)[0]
+    return _labelled(_load_run(p)[0])

@@ -14,11 +14,15 @@ from pathlib import Path
 from .. import builtin
 from . import store
 
-__all__ = ["writers", "select", "write"]
+__all__ = ["writers", "select", "write", "SUFFIXES"]
+
+
+SUFFIXES = (".png", ".gif", ".html")
+"""What attnflow draws: figures, animations and interactive views (``results/views.py``)."""
 
 
 def _stem(name: str) -> str:
-    return name.removesuffix(".png").removesuffix(".gif")
+    return name.removesuffix(".png").removesuffix(".gif").removesuffix(".html")
 
 
 def writers(result, experiment) -> dict:
@@ -28,7 +32,7 @@ def writers(result, experiment) -> dict:
 
 
 def select(figures: dict, kinds=None) -> dict:
-    """The writers named in ``kinds`` (with or without ".png"/".gif"; all when None or empty), refusing a name
+    """The writers named in ``kinds`` (with or without ".png"/".gif"/".html"; all when None or empty), refusing a name
     the run does not have (``attnflow plot DIR --kind NAME``)."""
     if not kinds:
         return figures
@@ -47,7 +51,7 @@ def write(directory: Path, drawers: dict) -> list[Path]:
     place, so a failure (a full disk: a StoreError naming the file and the OS error) leaves the
     directory as it was, temporaries removed. A file of the same name that attnflow did not write is
     never replaced: it is an error, before anything is drawn."""
-    targets = {name: directory / (name if name.endswith((".png", ".gif")) else f"{name}.png") for name in drawers}
+    targets = {name: directory / (name if name.endswith(SUFFIXES) else f"{name}.png") for name in drawers}
     owned = store.owned_files(directory)
     for target in targets.values():
         if os.path.lexists(target) and target.name not in owned:

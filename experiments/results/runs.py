@@ -170,6 +170,12 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, Experiment]:
     stats = {
         k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs") and arrs[k].ndim >= 4
     }
+    # the coordinates of a statistic's own dimensions (a 1-D array named after its dimension), as the run had them
+    extra = {
+        k: (arrs[k], [k])
+        for k in arrs
+        if k not in stats and k not in ("d", "beta", "seed") and files.dims.get(k) == [k] and arrs[k].ndim == 1
+    }
     result = runner.RunResult(
         config=config,
         ts=np.asarray(summary["times"], dtype=float),
@@ -178,5 +184,6 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, Experiment]:
         steps=arrs["steps"],
         t_event=np.where(np.isnan(arrs["t_clustered"]), np.inf, arrs["t_clustered"]),
         wall_time_s=float(summary.get("wall_time_s", 0.0)),
+        extra=extra,
     )
     return result, builtin.resolve(config.experiment)

@@ -17,7 +17,8 @@ from cli_helpers import cli
 
 import attnflow as af
 from attnflow.experiments import builtin, plots
-from attnflow.experiments.config import load_config
+from attnflow.experiments.config import KEYS, load_config
+from attnflow.experiments.results import labels
 from attnflow.experiments.results.runs import load_result
 from attnflow.experiments.run import runner
 from attnflow.particles import observables
@@ -69,6 +70,7 @@ def test_list_shows_exactly_the_registry():
         "noisy-transition",
         "equilibria",
         "bifurcation",
+        "hardmax-limit",
     ]
 
 
@@ -273,6 +275,7 @@ def test_member_labelled_seed_s_is_the_run_with_seed_s():
     np.testing.assert_array_equal(x_pair[1], x_alone[0])
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")  # laid out on the weights axis with every option of xarray named
 def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     out = tmp_path / "fig5"
     rc, stdout, stderr = cli(["run", "fig5-random-matrices", "--quick", "--quiet", "--out", out])
@@ -289,6 +292,23 @@ def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     ds = af.load(out)
     assert list(ds["weights"].values) == e.grid["weights"]
     assert ds["clustered_fraction"].dims[0] == "weights"
+    assert ds["weights"].attrs["long_name"] == KEYS["weights"].doc  # an axis named by its key's documentation
+    unlabelled = [v for v in ds.variables if v != "weights" and labels.label(str(v)) is None]
+    assert not unlabelled, f"no label in experiments/results/labels.py for {unlabelled}"
+    assert all(ds[v].attrs["long_name"] for v in ds.variables)
+    assert ds["wall_time_s"].attrs == {"long_name": "wall time", "units": "s"}
+
+
+@pytest.mark.slow  # each experiment's quick run (shared with the theory checks' when both run)
+@pytest.mark.parametrize("name", SINGLE)
+def test_every_variable_of_the_quick_run_has_its_declared_label(runs, name):
+    ds = af.load(runs(name).out)
+    for var in ds.variables:
+        declared = labels.label(str(var))
+        assert declared is not None, f"{name}: {var!r} has no label in experiments/results/labels.py"
+        assert ds[var].attrs["long_name"] == declared.long_name
+        assert ds[var].attrs.get("units") == declared.units
+    assert ds["time"].attrs["units"] == "model time units"
 
 
 CUSTOM = [n for n in NAMES if builtin.EXPERIMENTS[n].run is not None]  # experiments with runners of their own
@@ -322,3 +342,26 @@ def test_an_experiment_declares_exactly_the_keys_its_runner_reads(name, monkeypa
     # a declared key is read, unless it acts only where another key is set otherwise (log spacing)
     conditional = {"log_decades"} if config.save_spacing != "log" else set()
     assert declared - conditional <= read, f"{name} declares keys it never reads: {sorted(declared - read)}"
+
+
+@pytest.mark.slow  # alone it runs hardmax-limit --quick (about 30 s); after the theory checks' test it is instant
+def test_hardmax_limit_concentrates_at_log_beta_and_traps_at_the_closest_vertices(runs):
+    from attnflow.particles.frank_wolfe import concentration_offset, limit_rate, trapping_exponent
+
+    r = runs("hardmax-limit")
+    c, s = r.result.config, r.result.stats
+    tokens = s["tokens"][0, 0, 0]
+    k = c.hull_vertices
+    betas = np.asarray(c.limit_beta)
+    assert s["limit_distance"].shape == (1, 1, 1, betas.size)
+    # concentration: t_c = log β − log u*, u* from the tokens' distances to their vertices
+    u = concentration_offset(tokens, k)
+    np.testing.assert_allclose(s["concentration_predicted"][0, 0, 0], np.log(betas / u), rtol=1e-12)
+    assert np.max(np.abs(s["concentration_time"][0, 0, 0] - np.log(betas / u))) <= 0.1
+    # unit vertices in angular order: c = min ⟨v, v − v'⟩ = 1 − cos(the smallest angle between neighbours)
+    angle = np.arctan2(tokens[:k, 1], tokens[:k, 0])
+    gaps = np.mod(np.diff(angle, append=angle[0]), 2 * np.pi)
+    assert trapping_exponent(tokens[:k])[0] == pytest.approx(1 - np.cos(gaps.min()), rel=1e-12)
+    # the distance to the limit stays below the rate √(log(β+1)/β) and vanishes as β grows
+    D = s["limit_distance"][0, 0, 0]
+    assert np.all(D <= limit_rate(betas)) and D[-1] < 1e-6 * D[0]

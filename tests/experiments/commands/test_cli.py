@@ -22,7 +22,7 @@ import pytest
 from cli_helpers import SMALL, cli, tree
 
 import attnflow as af
-from attnflow.experiments import builtin
+from attnflow.experiments import builtin, plots
 from attnflow.experiments.builtin import Check
 from attnflow.experiments.commands import validate
 from attnflow.experiments.commands.cli import main
@@ -299,6 +299,20 @@ def test_af_load_gives_named_dimensions(json_run):
     mean = ds["mean_inner_product"].mean(dim=("d", "beta", "seed")).values
     np.testing.assert_allclose(mean, json_run["summary"]["mean_inner_product"], rtol=1e-12, atol=1e-15)
     assert ds.attrs["n"] == N and ds.attrs["solver"] == "rk4"
+
+
+def test_af_load_labels_every_variable_and_xarray_plots_with_them(json_run):
+    ds = af.load(json_run["out"])
+    assert all("long_name" in ds[name].attrs for name in ds.variables)
+    assert ds["time"].attrs == {"long_name": "time t", "units": "model time units"}
+    assert ds["beta"].attrs == {"long_name": "inverse temperature β"}  # no units
+    assert ds["t_clustered"].attrs == {"long_name": "first time every pair is within δ", "units": "model time units"}
+    import matplotlib.pyplot as plt
+
+    line = ds["mean_inner_product"].sel(d=D, beta=BETAS[0], seed=0).plot.line()[0]
+    plt.close(line.figure)
+    assert line.axes.get_xlabel() == "time t [model time units]"
+    assert " ".join(line.axes.get_ylabel().split()) == "mean ⟨x_i, x_j⟩ over pairs i ≠ j"  # xarray wraps long labels
 
 
 def test_json_stdout_stays_parseable_with_progress_on(json_run, tmp_path):
@@ -641,6 +655,7 @@ def test_sweep_resume_with_another_configuration_is_refused_and_overwrite_replac
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("error::FutureWarning")
 def test_af_load_of_a_beta_by_n_sweep_has_the_grid_axes_as_dimensions(grid_sweep):
     ds = af.load(grid_sweep["out"])
     assert "beta" in ds.dims and "n" in ds.dims
@@ -652,6 +667,7 @@ def test_af_load_of_a_beta_by_n_sweep_has_the_grid_axes_as_dimensions(grid_sweep
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("error::FutureWarning")
 def test_af_load_of_an_n_sweep_with_states(grid_sweep, tmp_path):
     out = tmp_path / "nsweep"
     rc, _, err = cli(["sweep", grid_sweep["cfg"], "--grid", "n=4,6", "--no-plot", "--quiet", "--out", out])
@@ -663,6 +679,7 @@ def test_af_load_of_an_n_sweep_with_states(grid_sweep, tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("error::FutureWarning")
 def test_af_load_of_a_beta_by_dt_sweep(grid_sweep, tmp_path):
     out = tmp_path / "bdt"
     rc, _, err = cli(
@@ -684,6 +701,70 @@ def test_af_load_of_a_beta_by_dt_sweep(grid_sweep, tmp_path):
     assert ds["beta"].values.tolist() == [0.5, 2.0] and ds["dt"].values.tolist() == [0.05, 0.1]
     steps = ds["steps"].sel(beta=2.0).values
     assert np.nanmax(steps.reshape(2, -1), axis=1).tolist() == [40, 20]
+
+
+def _number(v):
+    return np.nan if v is None else float(v)
+
+
+@pytest.mark.filterwarnings("error::FutureWarning")
+def test_plot_x_y_draws_a_statistic_of_the_sweep_against_an_axis(grid_sweep, tmp_path, monkeypatch):
+    out = tmp_path / "grid"
+    shutil.copytree(grid_sweep["out"], out)
+    drawn = {}
+
+    def capture(x_values, curves, **kw):
+        drawn.update(x=x_values, curves=curves, **kw)
+        real(x_values, curves, **kw)
+
+    real = plots.sweep_curves
+    monkeypatch.setattr(plots, "sweep_curves", capture)
+    rc, stdout, err = cli(["plot", out, "--x", "beta", "--y", "t_clustered"])
+    assert rc == 0, err
+    assert stdout.splitlines() == [str(out / "t_clustered_vs_beta.png")]
+    assert (out / "t_clustered_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
+    assert "t_clustered_vs_beta.png" in store.owned_files(out)  # attnflow's: the next plot replaces it
+    # one curve per value of the other axis, one point per β: the summaries' values
+    assert drawn["x"] == [0.5, 2.0] and list(drawn["curves"]) == ["n = 4", "n = 6"]
+    for n in (4, 6):
+        for b, y in zip((0.5, 2.0), drawn["curves"][f"n = {n}"]):
+            summary = json.loads((out / store.run_name({"beta": b, "n": n}) / store.SUMMARY_FILE).read_text())
+            reached = [v for v in summary["t_clustered"] if v is not None]  # the members that clustered
+            assert y == (np.mean(reached) if reached else pytest.approx(np.nan, nan_ok=True))
+    assert drawn["xlabel"] == "inverse temperature β"
+    assert drawn["ylabel"].startswith("first time every pair is within δ [model time units]")
+    # a per-time statistic at the last save time, against n: one curve per β
+    rc, _, err = cli(["plot", out, "--x", "n", "--y", "clustered_fraction"])
+    assert rc == 0, err
+    assert drawn["x"] == [4, 6] and list(drawn["curves"]) == ["beta = 0.5", "beta = 2"]
+    assert drawn["xlabel"] == "n: number of particles (tokens)"
+    for b in (0.5, 2.0):
+        for n, y in zip((4, 6), drawn["curves"][f"beta = {b:g}"]):
+            summary = json.loads((out / store.run_name({"beta": b, "n": n}) / store.SUMMARY_FILE).read_text())
+            assert y == _number(summary["clustered_fraction"][-1])
+
+
+def test_plot_x_y_refuses_a_name_the_sweep_does_not_have_in_one_line(grid_sweep, json_run, tmp_path):
+    out = tmp_path / "grid"
+    shutil.copytree(grid_sweep["out"], out)
+    before = tree(out)
+    cases = [
+        (["--x", "gamma", "--y", "t_clustered"], "--x 'gamma' is not an axis of this sweep; its axes: beta, n"),
+        (
+            ["--x", "beta", "--y", "t_cluster"],
+            "--y 't_cluster' is not a summary statistic of this sweep; choose one of: mean_inner_product, "
+            "min_inner_product, clustered_fraction, n_clusters, energy, t_clustered, steps, wall_time_s",
+        ),
+        (["--x", "beta"], "--x and --y go together"),
+        (["--x", "beta", "--y", "steps", "--interactive"], "--x/--y draw a sweep's curve alone"),
+    ]
+    for flags, message in cases:
+        rc, stdout, err = cli(["plot", out, *flags])
+        assert rc == 2 and stdout == "" and len(err.splitlines()) == 1, (flags, err)
+        assert err.startswith(f"attnflow: error: {message}"), err
+    assert tree(out) == before
+    rc, _, err = cli(["plot", json_run["out"], "--x", "beta", "--y", "steps"])
+    assert rc == 2 and "--x and --y draw a sweep's curves" in err and "has no manifest.json" in err
 
 
 @pytest.fixture(scope="module")
@@ -722,6 +803,7 @@ def test_beta_only_sweep_is_one_ensemble_equal_to_separate_runs(beta_sweep):
             )
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")
 def test_af_load_of_a_beta_sweep(beta_sweep):
     ds = af.load(beta_sweep["out"])
     assert ds["beta"].values.tolist() == [0.5, 2.0]
@@ -744,6 +826,7 @@ def solver_sweep(tmp_path_factory):
     return out
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")
 def test_af_load_of_a_product_sweep_has_one_dimension_per_axis(solver_sweep):
     ds = af.load(solver_sweep)
     assert ds["mean_inner_product"].dims == ("dt", "delta", "d", "beta", "seed", "time")
@@ -827,6 +910,7 @@ def test_af_load_gives_each_d_on_its_own_sphere(several_d):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("error::FutureWarning")
 def test_a_sweep_over_beta_keeps_every_d(several_d):
     whole, _ = results.load_result(several_d["both"])
     ds = af.load(several_d["sweep"])
