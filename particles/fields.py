@@ -1,10 +1,9 @@
 """Vector fields: the base class, self-attention (SA, USA), and sums of terms.
 
-A field is an immutable PyTree (``equinox.Module``) with ``__call__(t, x) -> dx`` acting on a
-configuration ``x`` of shape (n, d). Its array leaves (β, Q, K, V, ...) are traced, so changing
-them never recompiles. A leaf with one more leading axis than one member needs (``event_ndim``)
-is an ensemble axis: ``simulate`` vmaps over it, so β of shape (B,) or Q of shape (B, k, d) runs
-B members in one compiled call.
+A field is an immutable PyTree (``equinox.Module``) with ``__call__(t, x) -> dx`` acting on a configuration ``x`` of
+shape (n, d). Its array leaves (β, Q, K, V, ...) are traced, so changing them never recompiles. A leaf with one more
+leading axis than one member needs (``event_ndim``) is an ensemble axis: ``simulate`` vmaps over it, so β of shape
+(B,) or Q of shape (B, k, d) runs B members in one compiled call.
 
 Every field splits into ``drift(t, x)``, the ambient velocity before layer norm, and, on the
 sphere, the tangent projection P_x that keeps particles there ([GLPR] (2.3)). Fields add up:
@@ -41,10 +40,9 @@ runs once, when the function is traced, and yields n elementwise terms vectorize
 def _circle_velocity(beta: Float[Array, ""], x: Float[Array, "n 2"]) -> Float[Array, "n 2"]:
     """P_{x_i}(Σ_j softmax_j(β⟨x_i,x_j⟩) x_j) for points of the plane, as ω_i x_i^⊥.
 
-    In d = 2 the projection of v onto the tangent of x is ⟨v, x^⊥⟩ x^⊥ / ‖x‖² with
-    x^⊥ = (−x₂, x₁), so each token's velocity is one number ω_i times x_i^⊥. Written as n
-    elementwise terms (row maximum, weights, ω's numerator and the normalizer), the whole
-    evaluation is one loop over the ensemble that XLA vectorizes, where the batched n × n
+    In d = 2 the projection of v onto the tangent of x is ⟨v, x^⊥⟩ x^⊥ / ‖x‖² with x^⊥ = (−x₂, x₁), so each token's
+    velocity is one number ω_i times x_i^⊥. Written as n elementwise terms (row maximum, weights, ω's numerator and
+    the normalizer), the whole evaluation is one loop over the ensemble that XLA vectorizes, where the batched n × n
     products cost about twice as much at n = 32. The same numbers to rounding.
     """
     a, b = x[:, 0], x[:, 1]
@@ -52,8 +50,7 @@ def _circle_velocity(beta: Float[Array, ""], x: Float[Array, "n 2"]) -> Float[Ar
     m = logits[0]
     for lj in logits[1:]:
         m = jnp.maximum(m, lj)
-    total: Array | float = 0.0
-    pull: Array | float = 0.0
+    total = pull = jnp.zeros_like(m)
     for j, lj in enumerate(logits):
         w_j = jnp.exp(lj - m)
         total, pull = total + w_j, pull + w_j * (a * b[j] - b * a[j])
@@ -103,12 +100,11 @@ class Field(eqx.Module):
     def in_span(self, U) -> Field | None:
         """This field acting on the coordinates y ∈ R^r of the span of U's columns, or None.
 
-        U is an orthonormal frame (d, r), or one per ensemble member (B, d, r), whose span holds the
-        tokens; or the int r, a frame left unspecified (only fields that are the same in every frame
-        reduce then). The result g satisfies field(t, y Uᵀ) = g(t, y) Uᵀ, so the particles never leave
-        the span and g moves their coordinates exactly; inner products, hence every statistic, are
-        those of y. None (this default) wherever the span is not invariant or that cannot be proven:
-        general V, noise, feed-forward terms, angles on the circle.
+        U is an orthonormal frame (d, r), or one per ensemble member (B, d, r), whose span holds the tokens; or the
+        int r, a frame left unspecified (only fields that are the same in every frame reduce then). The result g
+        satisfies field(t, y Uᵀ) = g(t, y) Uᵀ, so the particles never leave the span and g moves their coordinates
+        exactly; inner products, hence every statistic, are those of y. None (this default) wherever the span is not
+        invariant or that cannot be proven: general V, noise, feed-forward terms, angles on the circle.
         """
         return None
 
@@ -502,8 +498,7 @@ class Attention(Field):
 
     def kernel_norm(self) -> float:
         """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities; max over members)."""
-        given = self.Q if self.Q is not None else self.K
-        if given is None:
+        if (given := self.Q if self.Q is not None else self.K) is None:
             return 1.0
         d = given.shape[-1]
         q = np.eye(d) if self.Q is None else np.asarray(self.Q)
@@ -517,32 +512,13 @@ class SA(Attention):
 
         ẋ_i = P_{x_i}( Σ_j A_ij V x_j ),   A_ij = e^{β⟨Qx_i,Kx_j⟩} / Σ_k e^{β⟨Qx_i,Kx_k⟩}.
 
-    The softmax subtracts each row's maximum before exponentiating, so any β (10⁴ included)
-    is free of overflow in float32 and float64; β < 0 too (weights that favour distant tokens,
-    arXiv 2507.22857).
+    The softmax subtracts each row's maximum before exponentiating, so any β (10⁴ included) is free of overflow in
+    float32 and float64; β < 0 too (weights that favour distant tokens, arXiv 2507.22857).
     """
 
     signed_beta: ClassVar[bool] = True
     positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi")
-
-    # Attention's constructor, spelled out: equinox inherits it, but type checkers read a Module subclass
-    # without an __init__ of its own as a dataclass whose constructor takes its fields
-    def __init__(
-        self,
-        beta=1.0,
-        Q=None,
-        K=None,
-        V=None,
-        *,
-        mask: str = "none",
-        block="auto",
-        kernel: str = "auto",
-        positional: str = "none",
-        alibi_slope=1.0,
-    ):
-        super().__init__(
-            beta, Q, K, V, mask=mask, block=block, kernel=kernel, positional=positional, alibi_slope=alibi_slope
-        )
+    __init__ = Attention.__init__  # for type checkers, which read a Module without one as a dataclass of its fields
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The row-stochastic attention matrix A."""
@@ -587,12 +563,11 @@ class USA(Attention):
         time="glpr":      ẋ_i = P_{x_i}( (1/n) Σ_j e^{β⟨Qx_i,Kx_j⟩} V x_j )            [GLPR]
         time="rescaled":  ẋ_i = P_{x_i}( (1/n) Σ_j e^{β(⟨Qx_i,Kx_j⟩ − 1)} V x_j )     [arXiv 2410.06833]
 
-    The second is the first after the time change t → e^{−β} t. The weights are computed as
-    e^{β⟨⟩ − m_i} with m_i the row maximum and the factor e^{m_i} (or e^{m_i − β}) restored
-    afterwards, so nothing overflows unless the velocity itself does: in the "glpr"
-    convention velocities grow like e^β, which float32 cannot represent beyond β ≈ 88 and
-    float64 beyond β ≈ 709; ``check`` refuses such runs and names the "rescaled" convention,
-    whose velocities stay O(1) for every β.
+    The second is the first after the time change t → e^{−β} t. The weights are computed as e^{β⟨⟩ − m_i} with m_i the
+    row maximum and the factor e^{m_i} (or e^{m_i − β}) restored afterwards, so nothing overflows unless the velocity
+    itself does: in the "glpr" convention velocities grow like e^β, which float32 cannot represent beyond β ≈ 88 and
+    float64 beyond β ≈ 709; ``check`` refuses such runs and names the "rescaled" convention, whose velocities stay
+    O(1) for every β.
     """
 
     time: str = eqx.field(static=True, default="glpr")
@@ -659,9 +634,8 @@ class USA(Attention):
 
 KERNEL_MODELS = ("sa", "usa", "usa-rescaled")
 """The models of the kernel e^{β⟨Qx, Ky⟩}: SA (normalized by its row sums), USA in [GLPR]'s time, and USA
-in the time of arXiv 2410.06833 (times e^{−β}). Every function that takes one of them by name (``make``,
-``Circle``, ``MultiHead``, the equiangular ODE, the mode growth rates, the mean field) checks against
-this tuple."""
+in the time of arXiv 2410.06833 (times e^{−β}). Every function that takes one of them by name (``make``, ``Circle``,
+``MultiHead``, the equiangular ODE, the mode growth rates, the mean field) checks against this tuple."""
 
 
 def make(model: str, beta=1.0, **kwargs) -> Attention:
