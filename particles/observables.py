@@ -542,7 +542,7 @@ class Clusters(NamedTuple):
     sizes: Int[Array, "... n"]
 
 
-def clusters(x: Float[Array, "... n d"], delta=1e-3) -> Clusters:
+def clusters(x: Float[ArrayLike, "... n d"], delta=1e-3) -> Clusters:
     """Connected components of {i ~ j : ⟨x_i,x_j⟩ ≥ 1 − δ}: labels (smallest index), count, each particle's cluster size.
 
     A configuration with a NaN or inf entry has count −1 and every label and size −1 (a
