@@ -13,7 +13,7 @@ sphere, the tangent projection P_x that keeps particles there ([GLPR] (2.3)). Fi
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import equinox as eqx
 import jax
@@ -318,12 +318,11 @@ class Attention(Field):
     ``alibi_slope`` ≥ 0: attention decays with the distance in the sequence (arXiv 2605.09213).
     The dense and the blocked evaluations both add it; the fused kernel is not used.
 
-    ``positional="decay"`` (USA, ``mask="causal"``) is the position-normalized form of arXiv
-    2605.09213 (1.3): token i weighs the strictly earlier tokens j < i by
-    w_ij = e^{−m (i − j)} / Σ_{k<i} e^{−m (i − k)}, normalized over positions, not by the content
-    kernel, which multiplies them unnormalized: ẋ_i = P_{x_i}(Σ_{j<i} w_ij e^{β⟨Qx_i, Kx_j⟩} V x_j).
-    The first token never moves. With V = βI, m = λ/n and d = 2 it is the paper's
-    θ̇_i = −β Σ_{j<i} w_ij sin(θ_i − θ_j) e^{β cos(θ_i − θ_j)}. Evaluated densely (n × n).
+    ``positional="decay"`` (USA, ``mask="causal"``) is the position-normalized form of arXiv 2605.09213 (1.3): token i
+    weighs the strictly earlier tokens j < i by w_ij = e^{−m (i − j)} / Σ_{k<i} e^{−m (i − k)}, normalized over
+    positions, not by the content kernel, which multiplies them unnormalized:
+    ẋ_i = P_{x_i}(Σ_{j<i} w_ij e^{β⟨Qx_i, Kx_j⟩} V x_j). The first token never moves. With V = βI, m = λ/n and d = 2
+    it is the paper's θ̇_i = −β Σ_{j<i} w_ij sin(θ_i − θ_j) e^{β cos(θ_i − θ_j)}. Evaluated densely (n × n).
     """
 
     beta: Float[Array, ""]
@@ -518,7 +517,9 @@ class SA(Attention):
 
     signed_beta: ClassVar[bool] = True
     positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi")
-    __init__ = Attention.__init__  # for type checkers, which read a Module without one as a dataclass of its fields
+    if TYPE_CHECKING:  # Attention's __init__, for type checkers: they read a Module without one as a dataclass
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The row-stochastic attention matrix A."""
