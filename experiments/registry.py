@@ -86,6 +86,8 @@ class Experiment:
     requires: Callable[[Config], None] | None = None
     # the full-size run's time as measured, for the gallery and the docs (None: not measured)
     runtime: str | None = None
+    # what a run adds to summary.json beyond docs/design.md §5 (fitted exponents, say): result -> {key: value}
+    summary: Callable[[RunResult], dict] | None = None
 
     def __post_init__(self) -> None:
         if self.run is not None and (self.keys is None or self.memory is None):

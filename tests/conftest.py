@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import signal
 
 import jax
 import pytest
@@ -24,3 +26,15 @@ def _release_compiled_programs():
     yield
     jax.clear_caches()
     gc.collect()
+
+
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker that has run its tests ignores Ctrl-C from then on. When the run ends, xdist closes
+    each worker's connection, and one still busy 5 s later (collecting a heap of compiled programs) is sent SIGINT
+    by execnet; that interrupt lands in whatever runs, often hypothesis's or JAX's garbage-collection callback,
+    and was printed as an unraisable KeyboardInterrupt after the summary."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: nothing to protect
+            pass

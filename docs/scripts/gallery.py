@@ -59,6 +59,7 @@ LEAD_FIGURES: dict[str, list[str]] = {
     "metastable-count": ["cluster_count_vs_beta"],
     "renyi-centres": ["renyi_centres"],
     "equilibria": ["indices", "continuation", "staircase_saddles", "extremizers"],
+    "selectivity": ["threshold_scaling", "attention_profiles", "layer_output"],
 }
 
 _CHECK = re.compile(r"^\s*\[(ok  |FAIL|n/a )\] (.*)$")

@@ -33,6 +33,7 @@ from . import noisy_transition
 from . import equilibria
 from . import bifurcation
 from . import hardmax_limit
+from . import selectivity
 
 # isort: on
 from .analysis import statistics_figures

@@ -268,9 +268,17 @@ _CORE_KEYS = (
         "context_lengths",
         "int_list",
         (),
-        "long-context: the context lengths n of one attention layer",
+        "long-context, selectivity: the context lengths n of one attention layer (selectivity: n keys per query)",
         minimum=2,
         allow_empty=True,
+        experiment_key=True,
+    ),
+    Key(
+        "queries",
+        "int",
+        256,
+        "selectivity: uniform queries per dimension, each meeting every context length's keys",
+        minimum=1,
         experiment_key=True,
     ),
     Key(

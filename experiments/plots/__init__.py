@@ -31,6 +31,7 @@ from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
 from .phase import phase_diagram, phase_diagram_grid
 from .retrieval import decay_snapshots, retrieval_profiles
+from .selectivity import selectivity_outputs, selectivity_profiles, selectivity_thresholds
 from .sphere_density import sphere_density_maps, sphere_rates_and_convergence
 from .style import (
     BAND_COLOR,

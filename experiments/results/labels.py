@@ -147,6 +147,16 @@ LABELS: dict[str, Label] = {
     "extremizer_index": Label("Morse index of the four-token candidate"),
     "extremizer_ratio": Label("side ratio of the rectangle extremizer"),
     "pair_energy": Label("energy of the two-token state"),
+    # -- selectivity
+    "threshold": Label("selectivity threshold β*_n(q): weight 1/2 on the nearest key"),
+    "regime": Label("β of the regime in units of the median threshold β̄"),
+    "regime_beta": Label("inverse temperature β of the regime"),
+    "ordered_weights": Label("attention weight of the key of each rank"),
+    "output_length": Label("length |y| of the layer's output"),
+    "output_along_query": Label("⟨y, q⟩ of the layer's output"),
+    "output_angle": Label("angle(y, q) / angle(k*, q) of the layer's output"),
+    "exponent_fit": Label("log median β*_n against log n: exponent, its standard error, intercept"),
+    "prefactor": Label("median β*_n (c_d n)^(−2/(d−1)) and the n → ∞ law's, each with its standard error"),
     # -- attnflow hist and attnflow fit
     "layer": Label("layer ℓ"),
     "edges": Label("bin edges of ⟨x_i, x_j⟩"),

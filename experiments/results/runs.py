@@ -114,6 +114,8 @@ def save(
     early, e.g. on non-finite values) is recorded in the summary as ``"error"``; ``overwrite``
     replaces an existing run's files (``store.write_run``)."""
     summary = summarize(result)
+    if experiment.summary is not None and error is None:
+        summary.update(experiment.summary(result))
     if error is not None:
         summary["error"] = error
     data, dims = arrays(result)

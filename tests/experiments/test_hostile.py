@@ -713,6 +713,9 @@ CASES = {
         own("long-context", "particle_max=10000000", "context_lengths=[10, 10000000]"),
         ("experiment 'long-context' needs about", "particle_max"),
     ),
+    "own/memory-selectivity": Cli(
+        own("selectivity", "queries=10000000000"), ("experiment 'selectivity' needs about", "queries")
+    ),
     "own/memory-noisy-transition": Cli(
         own("noisy-transition", "modes=1000000000", "meanfield_time=1"),
         ("experiment 'noisy-transition' needs about", "modes"),
@@ -736,6 +739,7 @@ CASES = {
     "own/unread-long-context": Cli(
         own("long-context", "n=5"), ("experiment 'long-context' does not read n", "context_lengths")
     ),
+    "own/unread-selectivity": Cli(own("selectivity", "beta=[2.0]"), ("experiment 'selectivity' does not read beta",)),
     "own/unread-noisy-transition": Cli(
         own("noisy-transition", "noise=0.1"), ("experiment 'noisy-transition' does not read noise", "noise_ratios")
     ),
@@ -753,6 +757,11 @@ CASES = {
     "own/context-beyond-float": Cli(
         own("long-context", "context_lengths=[10, 100000000000000000000]"), ("context_lengths must be ≤ 1e15",)
     ),
+    "own/selectivity-two-lengths": Cli(
+        own("selectivity", "context_lengths=[100, 1000]"), ("needs at least three distinct context_lengths",)
+    ),
+    "own/selectivity-few-queries": Cli(own("selectivity", "queries=8"), ("at least 16 queries",)),
+    "own/selectivity-large-d": Cli(own("selectivity", "d=[3, 9]"), ("for d ≤ 6 only", "got d = [3, 9]")),
     "own/t1-meanfield-circle": Cli(own("meanfield-circle", "t1=1e300"), ("beyond what the adaptive steps resolve",)),
     "own/t1-meanfield-sphere": Cli(own("meanfield-sphere", "t1=1e300"), ("beyond what the adaptive steps resolve",)),
     "own/t1-lost-in-the-middle": Cli(own("lost-in-the-middle", "t1=1e300"), ("dt = 0.025 is below the resolution",)),

@@ -8,6 +8,7 @@ their compilations within one pytest session.
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 from types import SimpleNamespace
 
@@ -71,6 +72,7 @@ def test_list_shows_exactly_the_registry():
         "equilibria",
         "bifurcation",
         "hardmax-limit",
+        "selectivity",
     ]
 
 
@@ -290,9 +292,9 @@ def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     assert np.min(np.diff(log_e, axis=-1)) >= -1e-9 and np.max(log_e[..., -1] - log_e[..., 0]) > 1e-3
     assert (out / "phase_diagrams.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ds = af.load(out)
-    assert list(ds["weights"].values) == e.grid["weights"]
+    assert list(ds["ordered_weights"].values) == e.grid["weights"]
     assert ds["clustered_fraction"].dims[0] == "weights"
-    assert ds["weights"].attrs["long_name"] == KEYS["weights"].doc  # an axis named by its key's documentation
+    assert ds["ordered_weights"].attrs["long_name"] == KEYS["weights"].doc  # an axis named by its key's documentation
     unlabelled = [v for v in ds.variables if v != "weights" and labels.label(str(v)) is None]
     assert not unlabelled, f"no label in experiments/results/labels.py for {unlabelled}"
     assert all(ds[v].attrs["long_name"] for v in ds.variables)
@@ -309,6 +311,22 @@ def test_every_variable_of_the_quick_run_has_its_declared_label(runs, name):
         assert ds[var].attrs["long_name"] == declared.long_name
         assert ds[var].attrs.get("units") == declared.units
     assert ds["time"].attrs["units"] == "model time units"
+
+
+def test_selectivity_writes_its_exponents_and_half_the_queries_select_at_the_median(runs):
+    r = runs("selectivity")
+    c, s = r.result.config, r.result.stats
+    summary = json.loads((r.out / "summary.json").read_text())
+    assert summary["d"] == list(c.d) and summary["exponent_theory"] == [2 / (d - 1) for d in c.d]
+    for p, se, want in zip(summary["exponent"], summary["exponent_stderr"], summary["exponent_theory"]):
+        assert abs(p / want - 1) <= 0.05 and 0 < se < 0.05 * want
+    # at β̄, the median threshold at the longest context, the weight on the nearest key is ≥ 1/2 exactly for
+    # the queries whose own threshold is ≤ β̄: half of them
+    longest = int(np.argmax(c.context_lengths))
+    for a in range(len(c.d)):
+        top, threshold = s["ordered_weights"][a, 0, 0, 1, :, 0], s["threshold"][a, 0, 0, longest]
+        beta = s["regime_beta"][a, 0, 0, 1]
+        assert np.array_equal(top >= 0.5, threshold <= beta) and np.mean(top >= 0.5) == 0.5
 
 
 CUSTOM = [n for n in NAMES if builtin.EXPERIMENTS[n].run is not None]  # experiments with runners of their own
