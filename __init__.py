@@ -14,6 +14,7 @@ checks, ``solvers/compilation_cache.py``) before the numerical libraries are imp
 """
 
 import importlib as _importlib
+import typing as _typing
 
 import jax as _jax
 
@@ -102,22 +103,139 @@ _EXPORTS = {
         "simplex_threshold",
     ),
 }
+# What type checkers and IDEs read: every name of _EXPORTS imported from its module, re-exported by the
+# ``X as X`` form (tests/test_exports.py keeps the two lists equal). Nothing here runs: ``import attnflow``
+# stays lazy. Grouped by module in _EXPORTS' order, past the import sorter (it writes one statement per name).
+if _typing.TYPE_CHECKING:
+    # isort: off
+    from .particles import (
+        ENSEMBLES as ENSEMBLES,
+        NGPT as NGPT,
+        SA as SA,
+        USA as USA,
+        Attention as Attention,
+        Circle as Circle,
+        Clusters as Clusters,
+        FeedForward as FeedForward,
+        Field as Field,
+        Hardmax as Hardmax,
+        LayerWise as LayerWise,
+        LeastSquaresAttention as LeastSquaresAttention,
+        LinearAttention as LinearAttention,
+        MultiHead as MultiHead,
+        NoLN as NoLN,
+        Noisy as Noisy,
+        Coalesced as Coalesced,
+        PeriLN as PeriLN,
+        PostLN as PostLN,
+        PreLN as PreLN,
+        RescaledNoLN as RescaledNoLN,
+        Sinkhorn as Sinkhorn,
+        Sum as Sum,
+        attention_matrix as attention_matrix,
+        attention_spectrum as attention_spectrum,
+        cluster_labels as cluster_labels,
+        clustered_fraction as clustered_fraction,
+        clustered_fraction_of_angles as clustered_fraction_of_angles,
+        clusters as clusters,
+        effective_tokens as effective_tokens,
+        energy as energy,
+        equiangular as equiangular,
+        fastest_mode as fastest_mode,
+        from_angles as from_angles,
+        gamma_curve as gamma_curve,
+        hitting_time as hitting_time,
+        inner_product_histogram as inner_product_histogram,
+        init as init,
+        log_energy as log_energy,
+        mode_growth_rates as mode_growth_rates,
+        n_clusters as n_clusters,
+        normalized_energy as normalized_energy,
+        pair_statistics as pair_statistics,
+        row_entropy as row_entropy,
+        sample_weights as sample_weights,
+        second_eigenvalue as second_eigenvalue,
+        span as span,
+        stationary_distribution as stationary_distribution,
+        to_angles as to_angles,
+        wendel_probability as wendel_probability,
+    )
+    from .solvers import (
+        SOLVERS as SOLVERS,
+        NonFiniteError as NonFiniteError,
+        Solution as Solution,
+        enable_compilation_cache as enable_compilation_cache,
+        simulate as simulate,
+    )
+    from .solvers.meanfield import (
+        MeanFieldError as MeanFieldError,
+        MeanFieldSolution as MeanFieldSolution,
+        meanfield_circle as meanfield_circle,
+        w1_circle as w1_circle,
+    )
+    from .solvers.fitting import (
+        FitResult as FitResult,
+        fit as fit,
+    )
+    from .solvers.meanfield_sphere import (
+        SphereMeanField as SphereMeanField,
+        SphereMeanFieldError as SphereMeanFieldError,
+        meanfield_sphere as meanfield_sphere,
+        perturbed_uniform_sphere as perturbed_uniform_sphere,
+    )
+    from .solvers.equilibrium import (
+        Equilibrium as Equilibrium,
+        EquilibriumError as EquilibriumError,
+        equilibrium as equilibrium,
+    )
+    from .solvers.continuation import (
+        Branch as Branch,
+        ContinuationError as ContinuationError,
+        SpecialPoint as SpecialPoint,
+        continuation as continuation,
+    )
+    from .solvers.rest_points import (
+        RestPoints as RestPoints,
+    )
+    from .solvers.stationary import (
+        StationaryCircle as StationaryCircle,
+        StationaryDensity as StationaryDensity,
+        branch_threshold as branch_threshold,
+        pitchfork_coefficient as pitchfork_coefficient,
+        stationary_circle as stationary_circle,
+    )
+    from .particles.polytopes import (
+        cross_polytope as cross_polytope,
+        hypercube as hypercube,
+        regular_polygon as regular_polygon,
+        simplex as simplex,
+        simplex_spectrum as simplex_spectrum,
+        simplex_threshold as simplex_threshold,
+    )
+
+    # isort: on
+    from . import experiments as experiments
+    from . import particles as particles
+    from . import solvers as solvers
+
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBPACKAGES = ("particles", "solvers", "experiments")
 
 __all__ = sorted(_HOME) + ["__version__", "load"]
 
 
-def __getattr__(name):
-    """The public names, imported from their modules when first used."""
-    if name in _SUBPACKAGES:
-        return _importlib.import_module(f".{name}", __name__)
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'attnflow' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+if not _typing.TYPE_CHECKING:  # type checkers see the imports above, and a misspelt af.NAME as an error
+
+    def __getattr__(name):
+        """The public names, imported from their modules when first used."""
+        if name in _SUBPACKAGES:
+            return _importlib.import_module(f".{name}", __name__)
+        module = _HOME.get(name)
+        if module is None:
+            raise AttributeError(f"module 'attnflow' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__():

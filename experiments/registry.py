@@ -14,11 +14,15 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .config import ConfigError
+from .config import Config, ConfigError
 from .run import plan, preflight, runner
 from .run.runner import RunResult
 
 __all__ = ["Check", "Experiment", "EXPERIMENTS", "MODEL_KEYS", "register", "get", "changed_model_keys"]
+
+Figures = dict[str, Callable[..., object]]
+"""An experiment's figures: name → a function that draws it into the path it is given (its other parameters,
+bound in loops as ``lambda p, j=j: ...``, keep their defaults)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Experiment:
     reference: str
     defaults: dict
     quick: dict
-    figures: Callable[[RunResult], dict]
+    figures: Callable[[RunResult], Figures]
     checks: Callable[[RunResult], list[Check]] = field(default=lambda result: [])
     # experiments made of several runs: the grid they sweep, and the figures and checks of the whole
     grid: dict | None = None
@@ -67,19 +71,19 @@ class Experiment:
     grid_checks: Callable[[dict], list[Check]] | None = None
     # the statistics groups (plan.GROUPS) its figures and checks read, given the configuration;
     # a run computes these whatever its ``statistics`` key says
-    needs: Callable[[object], tuple[str, ...]] = field(default=lambda config: ("pairs", "clusters", "energy"))
+    needs: Callable[[Config], tuple[str, ...]] = field(default=lambda config: ("pairs", "clusters", "energy"))
     # experiments that are not a particle ensemble: their own runner, config -> RunResult
     run: Callable | None = None
     # whether its figures and checks hold for β < 0 (most compare with a theory of β > 0)
     negative_beta: bool = False
     # what a run computes, in the report's first line, for experiments that are not a particle ensemble
-    headline: Callable[[object], str] | None = None
+    headline: Callable[[Config], str] | None = None
     # experiments with their own runner declare the keys it reads (any other key set is refused, never
     # ignored: preflight.check_keys_read) and the memory a run holds, {"what [keys that size it]": bytes}
     keys: tuple[str, ...] | None = None
-    memory: Callable[[object], dict] | None = None
+    memory: Callable[[Config], dict] | None = None
     # its own refusals (ConfigError), before anything runs: sizes and values its runner or theory cannot take
-    requires: Callable[[object], None] | None = None
+    requires: Callable[[Config], None] | None = None
     # the full-size run's time as measured, for the gallery and the docs (None: not measured)
     runtime: str | None = None
     # what a run adds to summary.json beyond docs/design.md §5 (fitted exponents, say): result -> {key: value}

@@ -73,9 +73,13 @@ def _range(minimum, maximum) -> str:
 
 
 def as_matrix(name: str, value, ndim: int = 2) -> Array | None:
-    """A weight matrix (or a stack of them, one per ensemble member), validated and as a JAX array."""
-    if value is None:
-        return None
+    """A weight matrix (or a stack of them, one per ensemble member), validated and as a JAX array; None stays None
+    (the identity)."""
+    return None if value is None else required_matrix(name, value, ndim)
+
+
+def required_matrix(name: str, value, ndim: int = 2) -> Array:
+    """``as_matrix`` for a weight without a default: the caller has refused None, naming what it needs."""
     if isinstance(value, jax.core.Tracer):
         return value
     arr = np.asarray(value)

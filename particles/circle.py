@@ -9,6 +9,7 @@ tight clusters.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import ClassVar
 
 import equinox as eqx
@@ -189,6 +190,9 @@ class Circle(Field):
     def drift(self, t, theta: Float[Array, "n 1"]) -> Float[Array, "n 1"]:
         th = theta[..., 0]
         beta = self.beta.astype(theta.dtype)
+        total: Array | float  # the unrolled sum over j starts from 0
+        ws: Array | float
+        wc: Array | float
         if self.exact:
             delta = th[:, None] - th[None, :]
             w = jnp.exp(-2.0 * beta * jnp.sin(0.5 * delta) ** 2)
@@ -196,6 +200,7 @@ class Circle(Field):
             total = jnp.sum(w, axis=-1)
         elif th.shape[0] <= UNROLLED_N:
             s, c = sincos(th)
+            exp: Callable[[Array], Array]
             if theta.dtype == jnp.float32:
                 # e^{β(cos Δ − 1)} = 2^{β log₂e (cos Δ − 1)} by ``exp2``: an evaluation 12% cheaper
                 b, exp = beta * np.float32(1.0 / math.log(2.0)), exp2

@@ -91,7 +91,7 @@ class Coalesced(Field):
         return self.inner.beta
 
     @property
-    def geometry(self) -> str:  # type: ignore[override]
+    def geometry(self) -> str:  # type: ignore[override]  # the wrapped fields'; a class constant elsewhere
         """The inner field's: "sphere", or "euclidean" for ``Circle``'s angles."""
         return self.inner.geometry
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .checks import as_matrix, check_choice
+from .checks import check_choice, required_matrix
 from .fields import Field
 
 ACTIVATIONS = {
@@ -45,9 +45,9 @@ class FeedForward(Field):
         for name, value in (("a", a), ("w", w)):
             if value is None:
                 raise ValueError(f"FeedForward needs {name}: a of shape (m, d) and w of shape (d, m)")
-        self.a = as_matrix("a", a)
-        self.w = as_matrix("w", w)
-        self.b = jnp.zeros(self.a.shape[-2], self.a.dtype) if b is None else as_matrix("b", b, ndim=1)
+        self.a = required_matrix("a", a)
+        self.w = required_matrix("w", w)
+        self.b = jnp.zeros(self.a.shape[-2], self.a.dtype) if b is None else required_matrix("b", b, ndim=1)
         self.activation = check_choice("activation", activation, tuple(ACTIVATIONS))
         m, d = self.a.shape[-2:]
         if self.b.shape[-1] != m:

@@ -1,10 +1,9 @@
 """Vector fields: the base class, self-attention (SA, USA), and sums of terms.
 
-A field is an immutable PyTree (``equinox.Module``) with ``__call__(t, x) -> dx`` acting on a
-configuration ``x`` of shape (n, d). Its array leaves (β, Q, K, V, ...) are traced, so changing
-them never recompiles. A leaf with one more leading axis than one member needs (``event_ndim``)
-is an ensemble axis: ``simulate`` vmaps over it, so β of shape (B,) or Q of shape (B, k, d) runs
-B members in one compiled call.
+A field is an immutable PyTree (``equinox.Module``) with ``__call__(t, x) -> dx`` acting on a configuration ``x`` of
+shape (n, d). Its array leaves (β, Q, K, V, ...) are traced, so changing them never recompiles. A leaf with one more
+leading axis than one member needs (``event_ndim``) is an ensemble axis: ``simulate`` vmaps over it, so β of shape
+(B,) or Q of shape (B, k, d) runs B members in one compiled call.
 
 Every field splits into ``drift(t, x)``, the ambient velocity before layer norm, and, on the
 sphere, the tangent projection P_x that keeps particles there ([GLPR] (2.3)). Fields add up:
@@ -14,7 +13,7 @@ sphere, the tangent projection P_x that keeps particles there ([GLPR] (2.3)). Fi
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import equinox as eqx
 import jax
@@ -41,10 +40,9 @@ runs once, when the function is traced, and yields n elementwise terms vectorize
 def _circle_velocity(beta: Float[Array, ""], x: Float[Array, "n 2"]) -> Float[Array, "n 2"]:
     """P_{x_i}(Σ_j softmax_j(β⟨x_i,x_j⟩) x_j) for points of the plane, as ω_i x_i^⊥.
 
-    In d = 2 the projection of v onto the tangent of x is ⟨v, x^⊥⟩ x^⊥ / ‖x‖² with
-    x^⊥ = (−x₂, x₁), so each token's velocity is one number ω_i times x_i^⊥. Written as n
-    elementwise terms (row maximum, weights, ω's numerator and the normalizer), the whole
-    evaluation is one loop over the ensemble that XLA vectorizes, where the batched n × n
+    In d = 2 the projection of v onto the tangent of x is ⟨v, x^⊥⟩ x^⊥ / ‖x‖² with x^⊥ = (−x₂, x₁), so each token's
+    velocity is one number ω_i times x_i^⊥. Written as n elementwise terms (row maximum, weights, ω's numerator and
+    the normalizer), the whole evaluation is one loop over the ensemble that XLA vectorizes, where the batched n × n
     products cost about twice as much at n = 32. The same numbers to rounding.
     """
     a, b = x[:, 0], x[:, 1]
@@ -52,7 +50,7 @@ def _circle_velocity(beta: Float[Array, ""], x: Float[Array, "n 2"]) -> Float[Ar
     m = logits[0]
     for lj in logits[1:]:
         m = jnp.maximum(m, lj)
-    total = pull = 0.0
+    total = pull = jnp.zeros_like(m)
     for j, lj in enumerate(logits):
         w_j = jnp.exp(lj - m)
         total, pull = total + w_j, pull + w_j * (a * b[j] - b * a[j])
@@ -102,12 +100,11 @@ class Field(eqx.Module):
     def in_span(self, U) -> Field | None:
         """This field acting on the coordinates y ∈ R^r of the span of U's columns, or None.
 
-        U is an orthonormal frame (d, r), or one per ensemble member (B, d, r), whose span holds the
-        tokens; or the int r, a frame left unspecified (only fields that are the same in every frame
-        reduce then). The result g satisfies field(t, y Uᵀ) = g(t, y) Uᵀ, so the particles never leave
-        the span and g moves their coordinates exactly; inner products, hence every statistic, are
-        those of y. None (this default) wherever the span is not invariant or that cannot be proven:
-        general V, noise, feed-forward terms, angles on the circle.
+        U is an orthonormal frame (d, r), or one per ensemble member (B, d, r), whose span holds the tokens; or the
+        int r, a frame left unspecified (only fields that are the same in every frame reduce then). The result g
+        satisfies field(t, y Uᵀ) = g(t, y) Uᵀ, so the particles never leave the span and g moves their coordinates
+        exactly; inner products, hence every statistic, are those of y. None (this default) wherever the span is not
+        invariant or that cannot be proven: general V, noise, feed-forward terms, angles on the circle.
         """
         return None
 
@@ -132,8 +129,10 @@ class Field(eqx.Module):
                 return beta
         return None
 
-    stochastic: ClassVar[bool] = True
-    """Whether ``attention_matrix`` is row-stochastic, a random walk on the tokens (not where weights take both signs)."""
+    @property
+    def stochastic(self) -> bool:
+        """Whether ``attention_matrix`` is row-stochastic, a random walk on the tokens (not where weights take both signs)."""
+        return True
 
     @property
     def has_attention(self) -> bool:
@@ -212,7 +211,7 @@ class Sum(Field):
         self.terms = tuple(terms)
 
     @property
-    def geometry(self) -> str:  # type: ignore[override]
+    def geometry(self) -> str:  # type: ignore[override]  # the wrapped fields'; a class constant elsewhere
         return self.terms[0].geometry
 
     @property
@@ -265,9 +264,11 @@ def ensemble_axes(field: Field) -> tuple[Field, int | None]:
     says one member needs. All ensemble axes must have the same length.
     """
     paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(field)
-    axes, sizes = [], {}
+    axes: list[int | None] = []
+    sizes: dict[str, int] = {}
     for path, leaf in paths_leaves:
-        owner, name = field, None
+        owner: Any = field  # the module or container that holds the leaf, walked down its path
+        name = None
         for key in path:
             if name is not None:
                 owner = getattr(owner, name) if isinstance(name, str) else owner[name]
@@ -317,12 +318,11 @@ class Attention(Field):
     ``alibi_slope`` ≥ 0: attention decays with the distance in the sequence (arXiv 2605.09213).
     The dense and the blocked evaluations both add it; the fused kernel is not used.
 
-    ``positional="decay"`` (USA, ``mask="causal"``) is the position-normalized form of arXiv
-    2605.09213 (1.3): token i weighs the strictly earlier tokens j < i by
-    w_ij = e^{−m (i − j)} / Σ_{k<i} e^{−m (i − k)}, normalized over positions, not by the content
-    kernel, which multiplies them unnormalized: ẋ_i = P_{x_i}(Σ_{j<i} w_ij e^{β⟨Qx_i, Kx_j⟩} V x_j).
-    The first token never moves. With V = βI, m = λ/n and d = 2 it is the paper's
-    θ̇_i = −β Σ_{j<i} w_ij sin(θ_i − θ_j) e^{β cos(θ_i − θ_j)}. Evaluated densely (n × n).
+    ``positional="decay"`` (USA, ``mask="causal"``) is the position-normalized form of arXiv 2605.09213 (1.3): token i
+    weighs the strictly earlier tokens j < i by w_ij = e^{−m (i − j)} / Σ_{k<i} e^{−m (i − k)}, normalized over
+    positions, not by the content kernel, which multiplies them unnormalized:
+    ẋ_i = P_{x_i}(Σ_{j<i} w_ij e^{β⟨Qx_i, Kx_j⟩} V x_j). The first token never moves. With V = βI, m = λ/n and d = 2
+    it is the paper's θ̇_i = −β Σ_{j<i} w_ij sin(θ_i − θ_j) e^{β cos(θ_i − θ_j)}. Evaluated densely (n × n).
     """
 
     beta: Float[Array, ""]
@@ -387,6 +387,7 @@ class Attention(Field):
         """
         if self.positional == "none":
             return None
+        assert self.alibi_slope is not None, "__init__ sets alibi_slope with every positional bias"
         i = jnp.arange(n, dtype=dtype)
         m = self.alibi_slope.astype(dtype)
         gap = i[:, None] - i[None, :]
@@ -482,7 +483,7 @@ class Attention(Field):
     def check(self, n: int, d: int, dtype) -> None:
         check_weights(self.Q, self.K, self.V, d)
 
-    def in_span(self, U) -> Attention | None:
+    def in_span(self, U) -> Self | None:
         """With V = λI (or None): the same attention on y = x U, with K' = UᵀQᵀK U (r × r), Q' = I, V' = λI_r.
 
         Every velocity Σ_j A_ij λ x_j, projected or not, is a combination of the tokens, whatever Q, K
@@ -496,9 +497,9 @@ class Attention(Field):
 
     def kernel_norm(self) -> float:
         """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities; max over members)."""
-        if self.Q is None and self.K is None:
+        if (given := self.Q if self.Q is not None else self.K) is None:
             return 1.0
-        d = (self.Q if self.Q is not None else self.K).shape[-1]
+        d = given.shape[-1]
         q = np.eye(d) if self.Q is None else np.asarray(self.Q)
         k = np.eye(d) if self.K is None else np.asarray(self.K)
         qk = np.swapaxes(q, -1, -2) @ k
@@ -510,13 +511,15 @@ class SA(Attention):
 
         ẋ_i = P_{x_i}( Σ_j A_ij V x_j ),   A_ij = e^{β⟨Qx_i,Kx_j⟩} / Σ_k e^{β⟨Qx_i,Kx_k⟩}.
 
-    The softmax subtracts each row's maximum before exponentiating, so any β (10⁴ included)
-    is free of overflow in float32 and float64; β < 0 too (weights that favour distant tokens,
-    arXiv 2507.22857).
+    The softmax subtracts each row's maximum before exponentiating, so any β (10⁴ included) is free of overflow in
+    float32 and float64; β < 0 too (weights that favour distant tokens, arXiv 2507.22857).
     """
 
     signed_beta: ClassVar[bool] = True
     positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi")
+    if TYPE_CHECKING:  # Attention's __init__, for type checkers: they read a Module without one as a dataclass
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The row-stochastic attention matrix A."""
@@ -561,12 +564,11 @@ class USA(Attention):
         time="glpr":      ẋ_i = P_{x_i}( (1/n) Σ_j e^{β⟨Qx_i,Kx_j⟩} V x_j )            [GLPR]
         time="rescaled":  ẋ_i = P_{x_i}( (1/n) Σ_j e^{β(⟨Qx_i,Kx_j⟩ − 1)} V x_j )     [arXiv 2410.06833]
 
-    The second is the first after the time change t → e^{−β} t. The weights are computed as
-    e^{β⟨⟩ − m_i} with m_i the row maximum and the factor e^{m_i} (or e^{m_i − β}) restored
-    afterwards, so nothing overflows unless the velocity itself does: in the "glpr"
-    convention velocities grow like e^β, which float32 cannot represent beyond β ≈ 88 and
-    float64 beyond β ≈ 709; ``check`` refuses such runs and names the "rescaled" convention,
-    whose velocities stay O(1) for every β.
+    The second is the first after the time change t → e^{−β} t. The weights are computed as e^{β⟨⟩ − m_i} with m_i the
+    row maximum and the factor e^{m_i} (or e^{m_i − β}) restored afterwards, so nothing overflows unless the velocity
+    itself does: in the "glpr" convention velocities grow like e^β, which float32 cannot represent beyond β ≈ 88 and
+    float64 beyond β ≈ 709; ``check`` refuses such runs and names the "rescaled" convention, whose velocities stay
+    O(1) for every β.
     """
 
     time: str = eqx.field(static=True, default="glpr")
@@ -633,9 +635,8 @@ class USA(Attention):
 
 KERNEL_MODELS = ("sa", "usa", "usa-rescaled")
 """The models of the kernel e^{β⟨Qx, Ky⟩}: SA (normalized by its row sums), USA in [GLPR]'s time, and USA
-in the time of arXiv 2410.06833 (times e^{−β}). Every function that takes one of them by name (``make``,
-``Circle``, ``MultiHead``, the equiangular ODE, the mode growth rates, the mean field) checks against
-this tuple."""
+in the time of arXiv 2410.06833 (times e^{−β}). Every function that takes one of them by name (``make``, ``Circle``,
+``MultiHead``, the equiangular ODE, the mode growth rates, the mean field) checks against this tuple."""
 
 
 def make(model: str, beta=1.0, **kwargs) -> Attention:

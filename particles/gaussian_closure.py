@@ -128,9 +128,10 @@ def attention_kernels(beta: float, Q=None, K=None, d: int | None = None) -> np.n
     """A_h = β K_hᵀQ_h (H, d, d), the kernel of ⟨A_h x, y⟩ = β⟨Q_h x, K_h y⟩; None stands for the identity."""
     Qs, Ks = _stack("Q", Q, d), _stack("K", K, d)
     if d is None:
-        if Qs is None and Ks is None:
+        given = Qs if Qs is not None else Ks
+        if given is None:
             raise ValueError("d is needed when Q and K are both the identity")
-        d = (Qs if Qs is not None else Ks).shape[-1]
+        d = given.shape[-1]
     eye = np.eye(d)[None]
     Qs = eye if Qs is None else Qs
     Ks = eye if Ks is None else Ks

@@ -203,6 +203,7 @@ class RescaledNoLN(_Wrapper):
     ``inner`` must be a single attention field (``SA`` or ``USA``): its V defines the rescaling.
     """
 
+    inner: Attention
     geometry: ClassVar[str] = "euclidean"
 
     def __init__(self, inner: Field):

@@ -78,7 +78,7 @@ class LayerWise(Field):
     n_layers: int = eqx.field(static=True)
     event_ndim: ClassVar[dict[str, int]] = {"Qs": 3, "Ks": 3, "Vs": 3}
 
-    def __init__(self, inner: Attention, Qs=None, Ks=None, Vs=None, tau: float = 1.0):
+    def __init__(self, inner: Field, Qs=None, Ks=None, Vs=None, tau: float = 1.0):
         if not isinstance(inner, Attention):
             raise ValueError(
                 f"LayerWise wraps an attention field such as SA(beta) or USA(beta), got {type(inner).__name__}"
@@ -105,7 +105,7 @@ class LayerWise(Field):
 
     # -- what a Field needs --------------------------------------------------------------------
     @property
-    def geometry(self) -> str:  # type: ignore[override]
+    def geometry(self) -> str:  # type: ignore[override]  # the wrapped fields'; a class constant elsewhere
         return self.inner.geometry
 
     @property
@@ -207,7 +207,7 @@ class LayerWise(Field):
     @classmethod
     def redrawn(
         cls,
-        inner: Attention,
+        inner: Field,
         key,
         ensemble: str,
         d: int,
@@ -243,7 +243,7 @@ class LayerWise(Field):
         return cls(inner, Qs=w["Q"], Ks=w["K"], Vs=w["V"], tau=tau)
 
     @classmethod
-    def from_npz(cls, inner: Attention, path, tau: float = 1.0) -> LayerWise:
+    def from_npz(cls, inner: Field, path, tau: float = 1.0) -> LayerWise:
         """Layer-wise weights from a user's ``.npz`` archive holding Q, K and/or V of shape (L, ·, ·).
 
         Write it with ``np.savez(path, Q=Qs, K=Ks, V=Vs)``: Q and K of shape (L, k, d), V of

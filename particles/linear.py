@@ -61,9 +61,9 @@ def _as_alpha(value) -> Array:
 class _KeyValue(Field):
     """Q, K (k×d) and V (d×d), each optional (None: the identity), with a leading member axis allowed."""
 
-    Q: Float[Array, "k d"] | None = None
-    K: Float[Array, "k d"] | None = None
-    V: Float[Array, "d d"] | None = None
+    Q: Float[Array, "k d"] | None
+    K: Float[Array, "k d"] | None
+    V: Float[Array, "d d"] | None
     event_ndim: ClassVar[dict[str, int]] = {"Q": 2, "K": 2, "V": 2}
 
     def values(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
@@ -72,6 +72,10 @@ class _KeyValue(Field):
 
     def check(self, n: int, d: int, dtype) -> None:
         check_weights(self.Q, self.K, self.V, d)
+
+    def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """The n×n weights W with output_i = Σ_j W_ij V x_j (each form says how it computes them)."""
+        raise NotImplementedError
 
     @property
     def has_attention(self) -> bool:
@@ -162,13 +166,17 @@ class LeastSquaresAttention(_KeyValue):
 
     alpha: Float[Array, ""]
     event_ndim: ClassVar[dict[str, int]] = {"alpha": 0, "Q": 2, "K": 2, "V": 2}
-    stochastic: ClassVar[bool] = False  # its weights take both signs: no random walk on the tokens
 
     def __init__(self, alpha=1.0, Q=None, K=None, V=None):
         self.alpha = _as_alpha(alpha)
         self.Q, self.K, self.V = as_weights(Q, K, V)
 
-    def _solve(self, x: Float[Array, "n d"]) -> tuple[Array, Array, Array]:
+    @property
+    def stochastic(self) -> bool:
+        """False: its weights take both signs, no random walk on the tokens."""
+        return False
+
+    def _solve(self, x: Float[Array, "n d"]) -> tuple[Array, Array, tuple[Array, bool]]:
         """Queries Q_X, keys K_X, and the Cholesky factor of K_XᵀK_X + αI."""
         q, k = query_key(self.Q, self.K, x)
         gram = k.T @ k + self.alpha.astype(x.dtype) * jnp.eye(k.shape[-1], dtype=x.dtype)

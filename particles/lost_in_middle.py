@@ -35,7 +35,8 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jax.typing import ArrayLike
+from jaxtyping import Float
 
 from .checks import check_int
 from .modes import mode_growth_rates
@@ -96,9 +97,8 @@ def psi(c, y) -> np.ndarray:
     c, y = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(y, dtype=float))
     z = 2.0 * np.sqrt(c * y)
     safe = np.where(z > 0, z, 1.0)
-    bessel = np.asarray(
-        jax.scipy.special.i1e(jnp.asarray(safe, dtype=jnp.float64) if jax.config.jax_enable_x64 else safe), dtype=float
-    )
+    x64 = jnp.result_type(float) == jnp.float64  # JAX's float64 is on (attnflow turns it on)
+    bessel = np.asarray(jax.scipy.special.i1e(jnp.asarray(safe, dtype=jnp.float64) if x64 else safe), dtype=float)
     closed = np.sqrt(np.where(y > 0, c / np.where(y > 0, y, 1.0), 0.0)) * bessel * np.exp(safe)
     # small arguments: the series to second order (relative error ≤ (cy)²/144)
     series = c * (1.0 + c * y / 2.0 + (c * y) ** 2 / 12.0)
@@ -151,7 +151,10 @@ def discrete_profile(
 
 
 def soft_accuracy(
-    theta_t: Float[Array, "... r n"], theta_0: Float[Array, "... r n"], classes: float = 8.0, n_modes: int = N_MODES
+    theta_t: Float[ArrayLike, "... r n"],
+    theta_0: Float[ArrayLike, "... r n"],
+    classes: float = 8.0,
+    n_modes: int = N_MODES,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The particle estimate of the profile and its standard error, for the sources j = 1 … N − 1.
 

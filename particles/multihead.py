@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .checks import as_beta, as_matrix, check_choice, check_int
+from .checks import as_beta, check_choice, check_int, required_matrix
 from .fields import KERNEL_MODELS, MASKS, Field
 from .span import identity_scale, span_kernel
 
@@ -65,9 +65,9 @@ class MultiHead(Field):
                     f"MultiHead needs {name} of shape (heads, ...); "
                     "use MultiHead.identity(beta, heads, d) for coordinate-block heads"
                 )
-        self.Q = as_matrix("Q", Q, ndim=3)
-        self.K = as_matrix("K", K, ndim=3)
-        self.V = as_matrix("V", V, ndim=3)
+        self.Q = required_matrix("Q", Q, ndim=3)
+        self.K = required_matrix("K", K, ndim=3)
+        self.V = required_matrix("V", V, ndim=3)
         self.mask = check_choice("mask", mask, MASKS)
         self.model = check_choice("model", model, KERNEL_MODELS)
         if self.Q.shape[-3:] != self.K.shape[-3:]:
@@ -135,6 +135,7 @@ class MultiHead(Field):
         k = jnp.einsum("hkd,nd->hnk", self.K.astype(x.dtype), x)
         logits = self.beta.astype(x.dtype) * jnp.einsum("hik,hjk->hij", q, k)
         if self.positional == "alibi":
+            assert self.alibi_slope is not None, "__init__ sets alibi_slope with positional='alibi'"
             i = jnp.arange(x.shape[0], dtype=x.dtype)
             logits = logits - self.alibi_slope.astype(x.dtype)[:, None, None] * (i[:, None] - i[None, :])
         if self.mask == "causal":
@@ -191,6 +192,7 @@ class MultiHead(Field):
         if np.shape(U)[-2] != self.Q.shape[-1]:
             raise ValueError(f"the frame U has shape {np.shape(U)} but the heads act on d = {self.Q.shape[-1]}")
         K = span_kernel(self.Q, self.K, U, inner_axes=1)
+        assert K is not None, "the heads' Q and K are matrices, never the identity None"
         r = K.shape[-1]
         eye = jnp.eye(r, dtype=K.dtype)
         Q = jnp.broadcast_to(eye, (self.heads, r, r))

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float, Int
 
 from .checks import check_int, check_real
@@ -390,7 +391,7 @@ def pair_summary(x: Float[Array, "... n d"], delta, *, clusters: bool = True) ->
     # reductions written without selects (the diagonal gaps are exactly 0): XLA fuses them
     # into one vectorized pass over the pairs
     adj = _close(gaps, delta)
-    out = {}
+    out: dict[str, Array] = {}
     if clusters:
         labels = _components(adj)
         sizes = jnp.sum(labels[..., :, None] == labels[..., None, :], axis=-1, dtype=jnp.int32)
@@ -443,7 +444,7 @@ def _histogram(x, bins: int):
     return jnp.bincount(flat, length=size).reshape(batch + (bins,))
 
 
-def inner_product_histogram(x: Float[Array, "... n d"], bins: int = 64) -> Int[Array, "... bins"]:
+def inner_product_histogram(x: Float[ArrayLike, "... n d"], bins: int = 64) -> Int[Array, "... bins"]:
     """Counts of ⟨x_i, x_j⟩ over unordered pairs i < j in ``bins`` equal bins over [−1, 1].
 
     The histogram of [GLPR] Fig. 1 (and the object that concentrates on γ_β(t) in Thm 6.9).
@@ -537,11 +538,11 @@ class Clusters(NamedTuple):
     """Clusters of a configuration at threshold δ: per-particle labels, their count, and sizes."""
 
     labels: Int[Array, "... n"]
-    count: Int[Array, ...]
+    count: Int[Array, ...]  # type: ignore[assignment]  # the number of clusters, shadowing tuple.count by design
     sizes: Int[Array, "... n"]
 
 
-def clusters(x: Float[Array, "... n d"], delta=1e-3) -> Clusters:
+def clusters(x: Float[ArrayLike, "... n d"], delta=1e-3) -> Clusters:
     """Connected components of {i ~ j : ⟨x_i,x_j⟩ ≥ 1 − δ}: labels (smallest index), count, each particle's cluster size.
 
     A configuration with a NaN or inf entry has count −1 and every label and size −1 (a

@@ -37,6 +37,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 from jaxtyping import Array, Float
 
 from .checks import check_int
@@ -124,7 +125,7 @@ def span_basis(x: Float[Array, "... n d"]) -> tuple[Float[Array, "... d r"], Flo
     return U, x @ U
 
 
-def to_ambient(y: Float[Array, "... n r"], U: Float[Array, "... d r"]) -> Float[Array, "... n d"]:
+def to_ambient(y: Float[ArrayLike, "... n r"], U: Float[ArrayLike, "... d r"]) -> Float[Array, "... n d"]:
     """x = y Uᵀ: coordinates back in R^d.
 
     U's leading (member) axes are those of y; axes of y between them and (n, r), such as the save
@@ -163,7 +164,7 @@ def identity_scale(V) -> Array | None:
 
 def span_rank(U) -> int:
     """r, the dimension of the span a frame U (..., d, r) stands for; an int U is r itself."""
-    return U if isinstance(U, (int, np.integer)) else int(np.shape(U)[-1])
+    return int(U) if isinstance(U, (int, np.integer)) else int(np.shape(U)[-1])
 
 
 def span_kernel(Q, K, U, inner_axes: int = 0) -> Array | None:

@@ -102,12 +102,12 @@ def small_d_gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
     difference that XLA vectorizes along j, instead of an (n, n, d) array reduced over its last axis."""
     if x.shape[-1] > SMALL_D:
         return pairwise_gaps(x)
-    acc = 0.0
+    acc: Array | float = 0.0
     for k in range(x.shape[-1]):
         c = x[..., k]
         diff = c[..., :, None] - c[..., None, :]
         acc = acc + diff * diff
-    return 0.5 * acc
+    return 0.5 * jnp.asarray(acc)
 
 
 def within(x: Float[Array, "n d"], delta) -> Array:

@@ -24,7 +24,8 @@ class OnSphere(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
     which are neither normalized nor compared as vectors (their points are).
     """
 
-    solver: diffrax.AbstractAdaptiveSolver
+    # diffrax declares ``solver`` an eqx.AbstractVar, which it spells ClassVar for type checkers; a field implements it
+    solver: diffrax.AbstractAdaptiveSolver  # type: ignore[misc]
     coalesce: float | None = eqx.field(static=True, default=None)
     sphere: bool = eqx.field(static=True, default=True)
 
@@ -121,9 +122,11 @@ class FiniteSteps(diffrax.AbstractStepSizeController):
         return keep, next_t0, next_t1, made_jump, (state, bad_run), result
 
 
-def make_method(cls: type[diffrax.AbstractAdaptiveSolver], rtol: float, atol: float):
+def make_method(cls: type[diffrax.AbstractAdaptiveSolver], rtol: float | None, atol: float | None):
     """An instance of the diffrax solver ``cls``; implicit ones get their Newton tolerances from rtol/atol."""
     if issubclass(cls, diffrax.AbstractImplicitSolver):
+        if rtol is None or atol is None:
+            raise ValueError(f"the implicit solver {cls.__name__} needs rtol and atol for its Newton iterations")
         # full Newton (a fresh Jacobian every iteration), solved 100× tighter than the step tolerance:
         # through the stiff contraction of tight clusters (rates ~ e^β under USA) a chord iteration
         # with a frozen Jacobian fails to converge, and each failure halves the step; with Newton,

@@ -175,7 +175,9 @@ def run_adaptive(
     size, taken in ``order`` (``in_groups``); progress then advances per group.
     """
     grouped = group_size is not None
-    controller = diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
+    controller: diffrax.AbstractStepSizeController = (
+        diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
+    )
     if jumps is not None:
         # step exactly to each layer switch and restart there, instead of smearing it over a step
         controller = diffrax.ClipStepSizeController(controller, jump_ts=jumps)
@@ -272,8 +274,8 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
             f"solver {p.solver!r} (adaptive=False)",
             p.t0,
             p.t1,
-            p.dt,
-            steps_to_cover(p.t1 - p.t0, p.dt) + len(p.jumps),
+            p.fixed_dt,
+            steps_to_cover(p.t1 - p.t0, p.fixed_dt) + len(p.jumps),
             p.max_steps,
             p.dtype,
         )

@@ -62,7 +62,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
     except OSError as err:
         _warn_once(f"attnflow: compilation cache off: cannot use {str(target)!r} ({err.strerror or err})")
         return None
-    current = jax.config.jax_compilation_cache_dir
+    current = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]  # options are set at run time
     if current is not None and current != str(target):
         from jax.experimental.compilation_cache import compilation_cache
 

@@ -12,6 +12,7 @@ so those programs keep XLA's defaults. Other backends keep theirs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import equinox as eqx
@@ -46,8 +47,11 @@ def jit_with_options(fn: Callable) -> Callable:
     def call(*args, compiler_options: dict[str, str] | None = None, **kwargs):
         key = tuple(sorted((compiler_options or {}).items()))
         if key not in compiled:
-            compiled[key] = eqx.filter_jit(fn, compiler_options=dict(key)) if key else eqx.filter_jit(fn)
+            if key:
+                # filter_jit hands keywords beyond its own to jax.jit; its overloads leave them out
+                compiled[key] = eqx.filter_jit(fn, compiler_options=dict(key))  # type: ignore[call-overload]
+            else:
+                compiled[key] = eqx.filter_jit(fn)
         return compiled[key](*args, **kwargs)
 
-    call.__doc__, call.__name__, call.__wrapped__ = fn.__doc__, fn.__name__, fn
-    return call
+    return functools.update_wrapper(call, fn, assigned=("__doc__", "__name__"), updated=())

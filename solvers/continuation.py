@@ -38,6 +38,7 @@ At a simple branch point the null space of [F_u F_p] is two-dimensional: ``conti
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import equinox as eqx
 import jax
@@ -45,6 +46,17 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["SpecialPoint", "Branch", "continuation", "ContinuationError"]
+
+
+class System(Protocol):
+    """What ``continuation`` asks of a system: the methods of the module docstring, u the unknowns, p the parameter."""
+
+    def residual(self, u, p, /) -> Any: ...
+    def start(self, guess, p: float, /) -> np.ndarray: ...
+    def stability(self, u, p: float, /) -> tuple[Any, int, int]: ...
+    def state(self, u, p: float, /) -> Any: ...
+    def measure(self, u, p: float, /) -> float: ...
+    def valid(self, u, p: float, /) -> bool: ...
 
 
 class ContinuationError(RuntimeError):
@@ -72,7 +84,7 @@ class Branch:
     (``unstable`` (M,) counts, ``eigenvalues``: a list of arrays, largest real part first), the special points
     (``folds``, ``branch_points``, ``stability_changes``), and why it ``ended``."""
 
-    system: object
+    system: System
     p: np.ndarray
     u: np.ndarray
     measure: np.ndarray

@@ -82,7 +82,7 @@ def grid(t0: float, t1: float, dt: float, ts: np.ndarray) -> tuple[int, float, n
     ``simulate`` refuses grids beyond ``max_steps`` before it gets here; N beyond int64 is refused too.
     """
     n_steps = grid_steps(t0, t1, dt)
-    if not n_steps <= np.iinfo(np.int64).max:
+    if not (isinstance(n_steps, int) and n_steps <= np.iinfo(np.int64).max):  # inf: span/dt overflowed
         raise ValueError(
             f"dt = {dt:g} over [{t0:g}, {t1:g}] needs {float(n_steps):.3g} steps, more than a grid can count"
         )
@@ -97,7 +97,7 @@ def prepare(p: Problem, plan=None):
     """(the loop, its arguments) for ``p`` (one layout for every ``plan``); refuses a grid of more than ``max_steps`` steps first, and
     what it cannot interpolate."""
     label = f"solver {p.solver!r}" + (" (dense)" if p.solver not in GRID_ONLY else "")
-    check_steps(label, p.t0, p.t1, p.dt, grid_steps(p.t0, p.t1, p.dt), p.max_steps, p.dtype)
+    check_steps(label, p.t0, p.t1, p.fixed_dt, grid_steps(p.t0, p.t1, p.fixed_dt), p.max_steps, p.dtype)
     if p.solver not in GRID_METHODS:
         raise ValueError(
             f"dense=True interpolates {spoken([m.upper() for m in GRID_METHODS], quote='')} steps: use "
@@ -109,7 +109,7 @@ def prepare(p: Problem, plan=None):
             f"not apply to noisy fields or to layer-wise weights that switch during the run "
             f"(solver={p.solver!r})"
         )
-    n_steps, h, index, theta = grid(p.t0, p.t1, p.dt, p.ts)
+    n_steps, h, index, theta = grid(p.t0, p.t1, p.fixed_dt, p.ts)
     return run_dense, dict(
         method=p.solver,
         t0=jnp.asarray(p.t0, p.dtype),

@@ -36,8 +36,8 @@ Sylvester's law it equals ``unstable``, since J = W⁻¹ Hess E_β with W the me
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -166,7 +166,7 @@ def _batch(n: int, d: int, N: int) -> int:
     return int(max(1, min(N, JACOBIAN_BYTES // per_direction)))
 
 
-@functools.partial(eqx.filter_jit)
+@eqx.filter_jit
 def _linearize(field, t, x, frames, sphere: bool, batch: int):
     """F(0) and J = ∂F/∂u at u = 0, J formed column by column in batches of tangent directions."""
     N = x.shape[0] * (x.shape[1] - 1 if sphere else x.shape[1])
@@ -179,12 +179,12 @@ def _linearize(field, t, x, frames, sphere: bool, batch: int):
     return f0, cols.T
 
 
-@functools.partial(eqx.filter_jit)
+@eqx.filter_jit
 def _velocity(field, t, x):
     return field(t, x)
 
 
-@functools.partial(eqx.filter_jit)
+@eqx.filter_jit
 def _drift(field, t, x):
     return field.drift(t, x)
 
@@ -306,11 +306,14 @@ def energy_parts(field: Field, x):
     """(E(x), Z(x)): E = (1/(2βn²)) Σ_ij e^{ℓ_ij(x)} from the field's ``kernel_logits`` ℓ (summed over heads) and
     its row sums Z_i = Σ_j e^{ℓ_ij}."""
     n = x.shape[0]
-    w = jnp.exp(field.kernel_logits(x).reshape(-1, n, n))
-    return jnp.sum(w) / (2.0 * field.temperature * n * n), jnp.sum(w, axis=(0, 2))
+    logits, beta = field.kernel_logits(x), field.temperature
+    if logits is None or beta is None:
+        raise ValueError(f"{type(field).__name__} has no kernel e^ℓ with a temperature β: E_β cannot be formed")
+    w = jnp.exp(logits.reshape(-1, n, n))
+    return jnp.sum(w) / (2.0 * beta * n * n), jnp.sum(w, axis=(0, 2))
 
 
-@functools.partial(eqx.filter_jit)
+@eqx.filter_jit
 def _energy_terms(field, t, y, frames, batch: int):
     """At y: the velocity, the Riemannian gradient of E_β, the kernel's row sums Z, E_β, and the Hessian of
     E_β∘retraction at u = 0 (the Riemannian Hessian where y is a critical point), by columns in batches. One
@@ -376,6 +379,8 @@ def rest_point_spectrum(
     """
     m = G.shape[1]
     if hessian is not None:
+        if metric is None:
+            raise ValueError("rest_point_spectrum: a hessian needs its metric (the diagonal of W)")
         root = np.sqrt(metric)
         S = (hessian / root[:, None]) / root[None, :]
         S = 0.5 * (S + S.T) * (1.0 if climbs else -1.0)
@@ -530,7 +535,7 @@ def _scale(J: np.ndarray, G: np.ndarray, rate: float) -> float:
 def analyze(lin: Linearization, x: np.ndarray, frames, J: np.ndarray, symmetries: np.ndarray, seed: int = 0) -> dict:
     """The stability of a rest point x (``Equilibrium``'s fields from ``eigenvalues`` on)."""
     G = generator_vectors(x, symmetries, frames, lin.sphere, lin.field.in_angles)
-    out = dict(generators=G, gradient=None, climbs=None, hessian=None, morse_index=None, energy=None)
+    out: dict[str, Any] = dict(generators=G, gradient=None, climbs=None, hessian=None, morse_index=None, energy=None)
     structure = _gradient_structure(lin, seed)
     if structure is not None:
         name, c = structure

@@ -122,7 +122,9 @@ def _unpack(theta, d: int, heads: int, qk: str, v: str, transitions: int):
 def _flow(model, causal, beta, tau, M, V, x, substeps: int):
     """Φ_{τ_m}(x_m) for every member m (x (members, n, d), tau (members,)): one unit of time with V scaled by τ."""
     field = fit_field(model, beta, M, tau[:, None, None, None] * V[None], causal)
-    return simulate(field, x, 1.0, solver="rk4", dt=1.0 / substeps, ts=np.array([1.0])).xs[:, -1]
+    xs = simulate(field, x, 1.0, solver="rk4", dt=1.0 / substeps, ts=np.array([1.0])).xs
+    assert xs is not None, "simulate saves the states when no save function is given"
+    return xs[:, -1]
 
 
 def _optimize(theta, loss, value_and_grad, adam_steps, lbfgs_steps, learning_rate, history, meter):
@@ -270,7 +272,7 @@ def fit(
     theta["log_tau"] = jnp.asarray(np.log(np.mean(scale)) if shared_tau else np.log(scale))
 
     value_and_grad = jax.jit(jax.value_and_grad(loss))
-    history = []
+    history: list[float] = []
     meter = Counter(adam_steps + lbfgs_steps, label="fit", unit="steps") if progress else contextlib.nullcontext()
     with meter:
         theta = _optimize(

@@ -42,8 +42,8 @@ def knots(t0: float, t1: float, ts: np.ndarray, jumps: np.ndarray, dt: float):
 
 def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
     """(the loop, its arguments) for ``p`` (one layout for every ``plan``); refuses a run of more than ``max_steps`` steps first."""
-    points, keep, substeps = knots(p.t0, p.t1, p.ts, p.jumps, p.dt)
-    check_steps(f"solver {p.solver!r}", p.t0, p.t1, p.dt, float(np.sum(substeps)), p.max_steps, p.dtype)
+    points, keep, substeps = knots(p.t0, p.t1, p.ts, p.jumps, p.fixed_dt)
+    check_steps(f"solver {p.solver!r}", p.t0, p.t1, p.fixed_dt, float(np.sum(substeps)), p.max_steps, p.dtype)
     method = METHODS[p.solver].make()
     args = dict(
         method=method,

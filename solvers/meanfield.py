@@ -114,8 +114,8 @@ def growth_rates(k, beta, model: str = "sa", noise=0.0) -> np.ndarray:
     k, beta, noise = np.broadcast_arrays(
         np.asarray(k, dtype=int), np.asarray(beta, dtype=float), np.asarray(noise, dtype=float)
     )
-    _, rates = mode_growth_rates(beta.ravel(), 2, model=model, kmax=max(int(k.max()), 1))
-    rates = np.concatenate([np.zeros((k.size, 1)), np.asarray(rates)], axis=1)  # the mass (k = 0) does not grow
+    _, positive = mode_growth_rates(beta.ravel(), 2, model=model, kmax=max(int(k.max()), 1))
+    rates = np.concatenate([np.zeros((k.size, 1)), np.asarray(positive)], axis=1)  # the mass (k = 0) does not grow
     return rates[np.arange(k.size), k.ravel()].reshape(k.shape) - 0.5 * noise**2 * k**2
 
 

@@ -86,8 +86,8 @@ def sphere_growth_rates(ell, beta, model: str = "sa", noise: float = 0.0) -> np.
     """Growth rates of degree ℓ at the uniform density: ``mode_growth_rates(β, d=3)`` − (σ²/2) ℓ(ℓ+1)."""
     _check_model(model)
     ell, beta = np.broadcast_arrays(np.asarray(ell, dtype=int), np.asarray(beta, dtype=float))
-    _, rates = mode_growth_rates(beta.ravel(), 3, model=model, kmax=max(int(ell.max()), 1))
-    rates = np.concatenate([np.zeros((ell.size, 1)), np.asarray(rates)], axis=1)
+    _, positive = mode_growth_rates(beta.ravel(), 3, model=model, kmax=max(int(ell.max()), 1))
+    rates = np.concatenate([np.zeros((ell.size, 1)), np.asarray(positive)], axis=1)
     out = rates[np.arange(ell.size), ell.ravel()].reshape(ell.shape)
     return out - 0.5 * noise**2 * ell * (ell + 1.0)
 

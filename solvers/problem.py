@@ -81,6 +81,13 @@ class Problem:
         return METHODS[self.solver].kind == "fixed"
 
     @property
+    def fixed_dt(self) -> float:
+        """dt, which every run of constant steps has: ``describe`` refuses one without it."""
+        if self.dt is None:
+            raise ValueError(f"dt is required to run {self.solver!r} with constant steps (e.g. dt=0.01)")
+        return self.dt
+
+    @property
     def noisy(self) -> bool:
         return self.field.noise_sigma is not None
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from ..particles import coalesce as _coalesce
 from ..particles.circle import spread
+from ..particles.fields import Field
 from ..particles.sphere import normalize, small_d_gaps
 from . import loop
 from .methods import METHODS
@@ -146,7 +147,7 @@ class _Queue:
     directions: Callable
     saves: Callable
     after_loop: bool
-    field: object
+    field: Field
     eps_merge: float | None
 
 

@@ -16,6 +16,8 @@ velocity has no component along the generators' directions there). Stability at 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -35,14 +37,14 @@ class RestPoints(eqx.Module):
     x0: jax.Array
     frames: jax.Array
     G: jax.Array
-    symmetries: np.ndarray = eqx.field(static=True, converter=lambda a: _Frozen(a))
-    family: object = eqx.field(static=True)
+    symmetries: _Frozen = eqx.field(static=True)
+    family: Callable[[float], Field] = eqx.field(static=True)
     t: float = eqx.field(static=True)
     sphere: bool = eqx.field(static=True)
     n: int = eqx.field(static=True)
     d: int = eqx.field(static=True)
     seed: int = eqx.field(static=True)
-    measure_of: object = eqx.field(static=True)
+    measure_of: Callable[[np.ndarray], float] | None = eqx.field(static=True)
 
     def __init__(self, family, x, p: float, *, t: float = 0.0, measure=None, seed: int = 0):
         if not callable(family):
@@ -57,7 +59,7 @@ class RestPoints(eqx.Module):
         frames = Linearization(field, t, self.n, self.d, sphere).frames(x)
         self.frames = jnp.asarray(frames)
         symmetries = symmetry_algebra(field, self.n, self.d, self.t, seed=seed)
-        self.symmetries = symmetries
+        self.symmetries = _Frozen(symmetries)
         self.G = jnp.asarray(generator_vectors(x, symmetries, np.asarray(frames), sphere, field.in_angles))
         self.seed = seed
         self.measure_of = measure

@@ -106,7 +106,7 @@ def place(p: Plan, x0, field, axes):
     """
     replicated = NamedSharding(p.mesh, P())
     leaves, treedef = jax.tree_util.tree_flatten(field)
-    batched = treedef.flatten_up_to(axes)
+    batched = treedef.flatten_up_to(axes)  # type: ignore[attr-defined]  # jaxlib has no stubs for PyTreeDef
     if p.axis == MEMBERS:
         split = NamedSharding(p.mesh, P(MEMBERS))
         x0 = jax.device_put(_pad(x0, p.members), split)

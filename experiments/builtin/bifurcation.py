@@ -36,7 +36,7 @@ from scipy.optimize import brentq
 
 from ...particles.noisy_transition import bessel_ratio, critical_beta, critical_noise
 from ...solvers import meanfield as mf
-from ...solvers.continuation import SpecialPoint, continuation
+from ...solvers.continuation import Branch, SpecialPoint, continuation
 from ...solvers.stationary import StationaryCircle, branch_threshold, pitchfork_coefficient
 from ..config import ConfigError
 from ..registry import Check, Experiment, register
@@ -84,11 +84,12 @@ def branches_at(beta: float, config) -> dict:
         ds=0.02 * sigmas[ks[0]],
         ds_max=0.04 * sigmas[ks[0]],
     )
-    out = {"uniform": uniform, "sigmas": sigmas, "modes": {}}
+    modes: dict[int, tuple[SpecialPoint | None, Branch | None]] = {}
+    out = {"uniform": uniform, "sigmas": sigmas, "modes": modes}
     for k in ks:
         near = [bp for bp in uniform.branch_points if abs(bp.p - sigmas[k]) <= 1e-6 * sigmas[k]]
         if not near:
-            out["modes"][k] = (None, None)
+            modes[k] = (None, None)
             continue
         system = StationaryCircle(beta, config.model, modes=config.modes, symmetry=k)
         # down to the noise where the figure's couplings end (1.4 K_k of the last mode), the amplitude ≤ 1
@@ -102,7 +103,7 @@ def branches_at(beta: float, config) -> dict:
             ds_max=max(0.04 * sigmas[k], 0.05),
             max_points=250,
         )
-        out["modes"][k] = (near[0], branch)
+        modes[k] = (near[0], branch)
     return out
 
 
@@ -240,13 +241,13 @@ def requires(config) -> None:
         raise ConfigError(
             f"modes must be ≥ 16 and ≥ 4 × the largest branch mode ({max(config.branches)}), got {config.modes}"
         )
-    nt.EXPERIMENT.requires(config)
+    nt.requires(config)
 
 
 def memory(config) -> dict:
     """The branches' Jacobians (2·modes)² per point, and the sweeps' (noisy-transition's estimate)."""
     out = {"the linearized equation per branch point [modes]": 8 * 6 * (2 * config.modes) ** 2}
-    out.update(nt.EXPERIMENT.memory(config))
+    out.update(nt.memory(config))
     return out
 
 

@@ -60,7 +60,7 @@ from ...particles.polytopes import (
 )
 from ...particles.synchronization import NO_SYNC_BETA, triangle_rate
 from ...solvers import simulate
-from ...solvers.continuation import continuation
+from ...solvers.continuation import Branch, continuation
 from ...solvers.equilibrium import equilibrium
 from ...solvers.rest_points import RestPoints
 from ..config import ConfigError
@@ -183,7 +183,7 @@ def _polytopes(config) -> dict:
 def _paths(config) -> dict:
     betas = np.asarray(config.beta, dtype=float)
     lo, hi = float(betas.min()), float(betas.max())
-    results = []
+    results: list[Branch | None] = []
     for _, n, d in PATHS:
         x = simplex(n, d)
         if hi <= lo:
@@ -469,7 +469,7 @@ def _extremizer_checks(c, s) -> list[Check]:
     pos, neg = taus > 0, taus < 0
     if pos.any():
         lowest = np.array([np.nanmin(np.where(index[i] == 0, energy[i], np.nan)) for i in np.nonzero(pos)[0]])
-        ok = (
+        ok = bool(
             np.all(index[pos, rect] == 0)
             and np.allclose(energy[pos, rect], lowest, rtol=1e-12, atol=0)
             and np.all(np.abs(ratio[pos] / taus[pos] - 1) <= 1e-9)
@@ -507,7 +507,7 @@ def _extremizer_checks(c, s) -> list[Check]:
                 )
             )
     if neg.any():
-        ok = (
+        ok = bool(
             np.all(index[neg, rect] > 0)
             and np.all(index[neg, e2] == 0)
             and np.allclose(energy[neg, e2], np.exp(taus[neg]), rtol=1e-12, atol=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import Check, Experiment, register
+from ..registry import Check, Experiment, Figures, register
 from ..run.runner import RunResult
 from .analysis import dimensions, plots, tag
 
@@ -12,7 +12,7 @@ from .analysis import dimensions, plots, tag
 def figures(result: RunResult) -> dict:
     """The first member's trajectories per β (when the states were kept) and the cluster counts over time."""
     c = result.config
-    out = {}
+    out: Figures = {}
     xs = result.states(c.d[0]) if result.has_states else None
     for j, beta in enumerate(c.beta):
         if xs is not None:

@@ -153,7 +153,9 @@ def run(config, *, progress=None) -> RunResult:
     trap_betas = np.asarray(config.trap_beta, dtype=np.float64)
     trap = _trap_times(x0[:k], trap_betas)
     # the fastest vertex token's initial speed: a trapped token moves TRAP_DELTA at about this speed
-    speed = np.array([np.max(np.linalg.norm(np.asarray(HullAttention(b)(0.0, x0[:k])), axis=-1)) for b in trap_betas])
+    speed = np.array(
+        [np.max(np.linalg.norm(np.asarray(HullAttention(b)(0.0, jnp.asarray(x0[:k]))), axis=-1)) for b in trap_betas]
+    )
 
     def member(a):  # statistics carry the (d, β, seed) axes of every run, here of length one
         return np.asarray(a, dtype=float)[None, None, None]

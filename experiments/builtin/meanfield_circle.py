@@ -33,7 +33,7 @@ from ...solvers import meanfield as mf
 from ...solvers import simulate
 from ...solvers.spectral_steps import check_horizon
 from ..config import ConfigError
-from ..registry import Check, Experiment, register
+from ..registry import Check, Experiment, Figures, register
 from ..run.fields import simulate_arguments
 from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
 from .analysis import particle_convergence_check
@@ -164,7 +164,7 @@ def _particle_w1(config, sol, beta_m, seed_m) -> np.ndarray:
 def figures(result: RunResult) -> dict:
     """The density over time per β, the growth rates against the theory, and W1 against the number of particles."""
     c = result.config
-    out = {}
+    out: Figures = {}
     for j, beta in enumerate(c.beta):
         tag = f"{beta:g}".replace(".", "p")
         out[f"density_beta{tag}"] = lambda p, j=j, beta=beta: density_heatmap(

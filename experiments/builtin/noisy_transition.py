@@ -63,7 +63,8 @@ _DIMS = ["d", "beta", "seed", "sweep", "level"]
 STAT_DIMENSIONS.update(order=_DIMS, order_sq=_DIMS, meanfield_order=_DIMS)
 
 
-def _check(config) -> np.ndarray:
+def requires(config) -> None:
+    """The run's refusals: USA, a fixed-step solver, β > 0, at least three increasing noise levels, dt ≤ t1."""
     if config.model not in ("usa", "usa-rescaled"):
         raise ConfigError(
             f"noisy-transition compares with the theory of USA: model must be 'usa' or 'usa-rescaled', "
@@ -81,10 +82,9 @@ def _check(config) -> np.ndarray:
         raise ConfigError("noise_ratios must be at least 3 increasing values > 0 (σ/σ_#)")
     if not config.t1 / config.dt >= 1:
         raise ConfigError(f"noisy-transition steps dt ≤ t1 per level, got dt = {config.dt:g}, t1 = {config.t1:g}")
-    return ratios
 
 
-def _memory(config) -> dict:
+def memory(config) -> dict:
     """The particles of one (d, β) at a time: 2·seeds members (both sweeps), their states, the Euler stages and
     the blocked attention's tiles; the mean field's 2·β members on 2·modes points at n_save times."""
     size = 4 if config.dtype == "float32" else 8
@@ -202,7 +202,8 @@ def _meanfield_sweeps(config, betas: np.ndarray, ratios: np.ndarray) -> np.ndarr
 def run(config, *, progress=None) -> RunResult:
     """Both noise sweeps for every d and β (see the module docstring)."""
     start = time.perf_counter()
-    ratios = _check(config)
+    requires(config)
+    ratios = np.asarray(config.noise_ratios, dtype=float)
     ds, betas = [int(d) for d in config.d], np.asarray(config.beta, dtype=float)
     shape = (len(ds), betas.size, config.seeds, 2, ratios.size)
     order, order_sq = np.empty(shape), np.empty(shape)
@@ -270,13 +271,13 @@ def susceptibility_fit(ratios: np.ndarray, order: np.ndarray, order_sq: np.ndarr
     and its slope fitted by least squares. Returns (K_c/K_#, the levels' K/K_#, their 1/(n⟨r²⟩)); theory:
     K_c = K_#. NaN when no level qualifies."""
     level = half_level(order)
-    xs, ys = [], []
+    levels, inverse = [], []
     for j in np.nonzero(ratios >= SUSCEPTIBILITY_MARGIN)[0]:
         disordered = order[:, :, j] < level
         if disordered.any():
-            xs.append(1.0 / ratios[j] ** 2)
-            ys.append(1.0 / (n * float(order_sq[:, :, j][disordered].mean())))
-    xs, ys = np.asarray(xs), np.asarray(ys)
+            levels.append(1.0 / ratios[j] ** 2)
+            inverse.append(1.0 / (n * float(order_sq[:, :, j][disordered].mean())))
+    xs, ys = np.asarray(levels), np.asarray(inverse)
     if xs.size == 0:
         return float("nan"), xs, ys
     slope = -float(np.sum(xs * (ys - 1.0)) / np.sum(xs * xs))  # 1/K_c in units of 1/K_#
@@ -452,8 +453,8 @@ EXPERIMENT = register(
             "modes",
             "meanfield_time",
         ),
-        memory=_memory,
-        requires=_check,
+        memory=memory,
+        requires=requires,
         headline=lambda c: (
             f"{c.model.upper()} + noise, n = {c.n}, d = {list(c.d)}, β = {list(c.beta)}, {c.seeds} seeds, "
             f"σ/σ_# ∈ {list(c.noise_ratios)} swept down and up, t1 = {c.t1:g} τ_# per level, "

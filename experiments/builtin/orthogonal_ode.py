@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import Check, Experiment, register
+from ..registry import Check, Experiment, Figures, register
 from ..run.runner import RunResult
 from .analysis import gamma_of_t, plots, tag
 
@@ -12,7 +12,7 @@ from .analysis import gamma_of_t, plots, tag
 def figures(result: RunResult) -> dict:
     """Every pair's inner product over time against the ODE's solution, one figure per β."""
     c = result.config
-    out = {}
+    out: Figures = {}
     if not result.has_states:
         return out
     xs = result.states(c.d[0])

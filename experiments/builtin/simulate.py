@@ -7,7 +7,7 @@ Not in the registry of built-in experiments: ``builtin.resolve`` returns it for 
 
 from __future__ import annotations
 
-from ..registry import Experiment
+from ..registry import Experiment, Figures
 from ..run.runner import RunResult
 from .analysis import plots
 
@@ -16,7 +16,7 @@ def figures(result: RunResult) -> dict:
     """The first member's trajectories for each d (when the states were kept: ``trajectories``, or
     ``trajectories_d{d}`` for several d) and the cluster counts (when computed)."""
     c = result.config
-    out = {}
+    out: Figures = {}
     # a run of one's own computes only its ``statistics``: draw what it has
     clustered = "n_clusters" in result.stats
     if result.has_states:

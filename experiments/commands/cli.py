@@ -497,10 +497,11 @@ def _configure_process(args) -> None:
 
 def _errno_of(err: BaseException) -> int | None:
     """The OS error number behind ``err`` (a StoreError keeps the OSError it was raised from)."""
-    while err is not None:
-        if isinstance(err, OSError) and err.errno is not None:
-            return err.errno
-        err = err.__cause__
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return cause.errno
+        cause = cause.__cause__
     return None
 
 

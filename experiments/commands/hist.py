@@ -233,7 +233,7 @@ def compute(
             ts = np.concatenate([[0.0], ts])  # simulate() saves from t0; the start is dropped below
         xs, steps = simulate_layers(x[simulate_from], config, ts, progress=progress)
         xs = xs[:, :, -len(sim_layers) :]  # (nβ, B, K, n, d)
-        xs = normalize_states(xs.reshape((-1,) + xs.shape[2:]), "the simulation").reshape(xs.shape)
+        xs = normalize_states(xs.reshape((-1,) + xs.shape[2:]), "the simulation").reshape(*xs.shape)
         sim_counts = np.stack([_histograms(np.moveaxis(xs[i], 1, 0), bins) for i in range(xs.shape[0])])
         model_pairs = [p for p, keep in zip(pairs, later) if keep]
         w1 = np.array(

@@ -26,7 +26,7 @@ def replot(
     path = Path(path)
     if (x is None) != (y is None):
         raise ValueError("--x and --y go together: a sweep's statistic (--y) against one of its axes (--x)")
-    if x is not None:
+    if x is not None and y is not None:
         if kinds or interactive:
             raise ValueError("--x/--y draw a sweep's curve alone: leave out --kind and --interactive")
         return curves.write(path, x, y)

@@ -204,7 +204,7 @@ def parse_layers(spec: str | None, n_layers: int) -> np.ndarray:
     """``--layers``: a comma list of layer indices and inclusive ranges ("0,3,6", "0-12"); None: all."""
     if spec is None:
         return np.arange(n_layers)
-    chosen = []
+    chosen: list[int] = []
     for part in spec.split(","):
         part = part.strip()
         lo, sep, hi = part.partition("-")

@@ -11,6 +11,7 @@ import itertools
 import math
 import sys
 import time
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -22,7 +23,7 @@ from .. import builtin
 from ..config import load_config
 from ..registry import Check
 
-TIGHT = dict(solver="dopri8", rtol=1e-11, atol=1e-13)
+TIGHT: dict[str, Any] = dict(solver="dopri8", rtol=1e-11, atol=1e-13)
 
 
 def check_tanh(quick: bool) -> list[Check]:
@@ -31,8 +32,9 @@ def check_tanh(quick: bool) -> list[Check]:
     worst = 0.0
     for rho0 in (-0.6, 0.0, 0.45):
         x0 = particles.init.equiangular(0, 2, 3, rho0)
-        sol = simulate(particles.SA(0.0), x0, 6.0, ts=ts, **TIGHT)
-        g = np.asarray(jnp.sum(sol.xs[:, 0] * sol.xs[:, 1], axis=-1))
+        xs = simulate(particles.SA(0.0), x0, 6.0, ts=ts, **TIGHT).xs
+        assert xs is not None, "simulate saves the states when no save function is given"
+        g = np.asarray(jnp.sum(xs[:, 0] * xs[:, 1], axis=-1))
         worst = max(worst, float(np.max(np.abs(g - np.tanh(ts + np.arctanh(rho0))))))
     return [Check("n = 2, β = 0: ⟨x1,x2⟩ = tanh(t + artanh ρ0)", "max error ≤ 1e-8", f"{worst:.1e}", worst <= 1e-8)]
 

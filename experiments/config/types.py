@@ -232,7 +232,7 @@ def _coerce_scalar(key: Key, element: str, label: str, value: Any) -> Any:
     if element == "int":
         if not isinstance(value, numbers.Integral):
             if math.isfinite(value) and float(value).is_integer():
-                value = int(value)
+                value = int(float(value))  # a float (or NumPy float) with an integer value
             else:
                 raise ConfigError(f"{label} must be {allowed}, got {show_value(float(value))}")
         value = int(value)

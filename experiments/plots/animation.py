@@ -145,11 +145,17 @@ def animate_sphere(
 
     fig = new_figure(4.6, 4.6, layout=None)  # fixed layout: no jitter between frames
     if three_d:
+        from mpl_toolkits.mplot3d import Axes3D
+        from mpl_toolkits.mplot3d.art3d import Line3DCollection
+
         elev, azim = auto_view(xs[-1], elev, azim)
         view = view_vector(elev, azim)
         ax = fig.add_axes((0.0, 0.0, 1.0, 0.9), projection="3d")
+        assert isinstance(ax, Axes3D), "projection='3d' makes an Axes3D"
         ax.view_init(elev=elev, azim=azim)
         draw_sphere(ax, elev, azim, resolution=36)
+        trail_lines = Line3DCollection(np.zeros((1, 2, 3)), linewidths=1.2, zorder=3)
+        ax.add_collection3d(trail_lines, autolim=False)
     else:
         ax = fig.add_axes((0.08, 0.06, 0.84, 0.82))
         s = np.linspace(0, 2 * np.pi, 400)
@@ -158,16 +164,10 @@ def animate_sphere(
         ax.set_ylim(-1.15, 1.15)
         ax.set_aspect("equal")
         ax.set_axis_off()
+        trail_lines = LineCollection([np.zeros((2, 2))], linewidths=2.0, zorder=2)
+        ax.add_collection(trail_lines, autolim=False)
     head = title_text("Particles on the sphere" if three_d else "Particles on the circle", None, n=n, beta=beta)
     title = fig.text(0.5, 0.97, "", ha="center", va="top", fontsize=TITLE_SIZE)
-    if three_d:
-        from mpl_toolkits.mplot3d.art3d import Line3DCollection
-
-        trail_lines = Line3DCollection(np.zeros((1, 2, 3)), linewidths=1.2, zorder=3)
-        ax.add_collection3d(trail_lines, autolim=False)
-    else:
-        trail_lines = LineCollection(np.zeros((1, 2, 2)), linewidths=2.0, zorder=2)
-        ax.add_collection(trail_lines, autolim=False)
     state = {"points": None}
 
     def draw(frame_number):

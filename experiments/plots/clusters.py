@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -93,7 +94,7 @@ def energy_and_clusters(
         ax_e, ax_c = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     else:
         ax_e, ax_c = fig.add_subplot(), None
-    handles = []
+    handles: list[Artist] = []
     for t0, t1, value in plateaus:
         for ax in (ax_e, ax_c):
             if ax is not None:

@@ -33,11 +33,11 @@ def sweep_curves(
     cmap = mpl.colormaps[SEQUENTIAL_CMAP]
     many = len(curves) > 1
     for k, (label, ys) in enumerate(curves.items()):
-        ys = np.asarray(ys, dtype=float)
-        if ys.shape != positions.shape:
-            raise ValueError(f"curve {label!r} has {ys.size} values for {positions.size} x values")
+        values = np.asarray(ys, dtype=float)
+        if values.shape != positions.shape:
+            raise ValueError(f"curve {label!r} has {values.size} values for {positions.size} x values")
         color = cmap(0.1 + 0.75 * k / max(1, len(curves) - 1)) if many else DATA_COLOR
-        ax.plot(positions[order], ys[order], "o-", color=color, lw=1.6, ms=4.5, label=label or None)
+        ax.plot(positions[order], values[order], "o-", color=color, lw=1.6, ms=4.5, label=label or None)
     if not numeric:
         ax.set_xticks(positions, [str(v) for v in x_values])
     elif all(float(v).is_integer() for v in x_values):  # d, n, seeds: whole numbers on the axis

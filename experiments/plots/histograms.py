@@ -8,6 +8,7 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib import colors as mcolors
 from matplotlib import ticker
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -83,6 +84,7 @@ def histogram_over_time(
     cmap = mpl.colormaps[HISTOGRAM_CMAP]
     cmap = cmap.with_extremes(bad=cmap(0.0), under=cmap(0.0))
     vmax = float(values.max()) if values.max() > 0 else 1.0
+    norm: mcolors.Normalize
     if log:
         positive = values[values > 0]
         vmin = max(float(positive.min()), vmax * 1e-5) if positive.size else vmax * 1e-5
@@ -199,7 +201,7 @@ def _sqrt_scale(y):
 def _sqrt_ticks(top: float) -> list:
     """Ticks 1, 2, 5 × 10^k up to ``top`` on a square-root axis, at least a fifth of the axis apart."""
     gap = 0.2 * math.sqrt(top)
-    ticks = []
+    ticks: list[float] = []
     for t in sorted((m * 10.0**e for e in range(-6, 1) for m in (1, 2, 5)), reverse=True):
         if t <= top * (1 + 1e-9) and math.sqrt(t) >= gap and (not ticks or math.sqrt(ticks[-1]) - math.sqrt(t) >= gap):
             ticks.append(t)
@@ -292,7 +294,7 @@ def layer_histograms(
     head = "Pairwise inner products of the normalized tokens, per layer"
     fig.suptitle(title if title is not None else head + (f"\n{source}" if source else ""), fontsize=TITLE_SIZE)
     if sim:
-        handles = [Patch(color=DATA_COLOR, alpha=0.8, label="model")]
+        handles: list[Artist] = [Patch(color=DATA_COLOR, alpha=0.8, label="model")]
         handles += [
             Line2D(
                 [],
@@ -348,7 +350,9 @@ def layer_distances(
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     if start is not None:
         tau = float(layer_time)
-        top = ax.secondary_xaxis("top", functions=(lambda l: (l - start) * tau, lambda t: start + t / tau))
+        top = ax.secondary_xaxis(
+            "top", functions=(lambda l: (np.asarray(l) - start) * tau, lambda t: start + np.asarray(t) / tau)
+        )
         top.set_xlabel(TIME_LABEL + f" of {_model_label(model)}", fontsize=LABEL_SIZE)
         top.tick_params(labelsize=TICK_SIZE)
     ax.legend(frameon=False, loc="best")

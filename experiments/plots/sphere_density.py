@@ -81,12 +81,13 @@ def sphere_density_maps(
     axes = fig.subplots(rows, ts.size, squeeze=False)
     scaled = 4 * math.pi * density
     top = float(np.nanmax(scaled))
-    norm = mcolors.LogNorm(vmin=max(min(float(np.nanmin(scaled[scaled > 0])), 0.5), 0.05), vmax=max(top, 2.0))
+    floor = max(min(float(np.nanmin(scaled[scaled > 0])), 0.5), 0.05)
+    norm = mcolors.LogNorm(vmin=floor, vmax=max(top, 2.0))
     circle = np.linspace(0.0, 2 * math.pi, 361)
     image = None
     for k, t in enumerate(ts):
         ax = axes[0, k]
-        picture = orthographic_image(theta, phi, np.maximum(scaled[k], norm.vmin), v)
+        picture = orthographic_image(theta, phi, np.maximum(scaled[k], floor), v)
         image = ax.imshow(picture, extent=(-1, 1, -1, 1), cmap=DENSITY_CMAP, norm=norm, interpolation="bilinear")
         ax.plot(np.cos(circle), np.sin(circle), color="0.35", linewidth=0.8)
         ax.set_title(f"t = {t:.3g}", fontsize=LEGEND_SIZE + 1)
@@ -102,6 +103,7 @@ def sphere_density_maps(
         ax.set_ylim(-1.05, 1.05)
         ax.set_aspect("equal")
         ax.set_axis_off()
+    assert image is not None, "axis_values refuses an empty ts"
     bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6 if rows == 2 else 0.85, pad=0.02)
     bar.set_label(r"$4\pi\rho$ (uniform = 1)")
     head = f"Mean field of {_MODEL_NAMES.get(model, model)} on the sphere"

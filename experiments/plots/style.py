@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 import matplotlib as mpl
 import numpy as np
@@ -45,7 +46,9 @@ def outlined(width: float, color: str = "black", alpha: float = 0.55):
     return [patheffects.Stroke(linewidth=width, foreground=color, alpha=alpha), patheffects.Normal()]
 
 
-def new_figure(width: float, height: float, *, layout: str | None = "constrained") -> Figure:
+def new_figure(
+    width: float, height: float, *, layout: Literal["constrained", "compressed", "tight"] | None = "constrained"
+) -> Figure:
     """A figure of width × height inches at DPI on its own Agg canvas (no pyplot)."""
     fig = Figure(figsize=(width, height), dpi=DPI, layout=layout)
     FigureCanvasAgg(fig)

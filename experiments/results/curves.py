@@ -75,6 +75,7 @@ def value(summary: dict, name: str) -> float:
     if kind == "time":
         return _number(entry[-1]) if entry else math.nan
     if kind == "members":
+        assert entry is not None, "_reduction gives no kind to a missing entry"
         values = [_number(v) for v in entry]
     elif kind == "time-members":
         values = [_number(v) for v in (entry[-1] if entry else [])]

@@ -99,19 +99,19 @@ def _load_run(run_dir: Path):
     for key, value in summary.items():
         if key in ("config", "times", "versions") or key in variables:
             continue
-        arr = _series(value) if isinstance(value, list) else None
-        if arr is None:
+        series = _series(value) if isinstance(value, list) else None
+        if series is None:
             continue
         names = list(SUMMARY_SERIES.get(key, ()))
-        if not names and arr.ndim == 1 and "time" in sizes and len(arr) == sizes["time"]:
+        if not names and series.ndim == 1 and "time" in sizes and len(series) == sizes["time"]:
             names = ["time"]
-        if len(names) != arr.ndim or any(sizes.get(d, s) != s for d, s in zip(names, arr.shape)):
+        if len(names) != series.ndim or any(sizes.get(d, s) != s for d, s in zip(names, series.shape)):
             continue  # not shaped as the contract says: keep it out rather than guess
-        for dim, size in zip(names, arr.shape):
+        for dim, size in zip(names, series.shape):
             sizes.setdefault(dim, size)
-        variables[key] = (names, arr)
+        variables[key] = (names, series)
 
-    coords = {}
+    coords: dict[str, tuple[str | list[str], np.ndarray]] = {}
     if time_coord is not None:
         coords["time"] = ("time", time_coord)
     # a 1-D array named after its own dimension (d, beta, ...) labels that dimension (the archive's own
@@ -169,8 +169,15 @@ def _load_sweep(sweep_dir: Path):
         except (ValueError, KeyError):
             ds = None  # not a grid xarray can lay out: fall back to a run dimension
     if ds is None:
-        kw = dict(data_vars="all", coords="different", compat="equals", join="outer", combine_attrs="drop_conflicts")
-        ds = xr.concat([_indexed(d) for d in datasets], dim="run", **kw)
+        ds = xr.concat(
+            [_indexed(d) for d in datasets],
+            dim="run",
+            data_vars="all",
+            coords="different",
+            compat="equals",
+            join="outer",
+            combine_attrs="drop_conflicts",
+        )
         coords = {ax: ("run", [_coord_value(r["point"][ax]) for r in runs]) for ax in names if ax not in ds.dims}
         coords["run_name"] = ("run", [r["name"] for r in runs])
         ds = ds.assign_coords(coords)

@@ -504,9 +504,10 @@ def _name_value(v: Any) -> str | None:
         return v if isinstance(parsed, str) else None  # "2", "true", "1e3" would collide with numbers
     if isinstance(v, (list, tuple)) and v:
         items = [_name_value(x) if not isinstance(x, (list, tuple)) else None for x in v]
-        if any(x is None for x in items):
+        named = [x for x in items if x is not None]
+        if len(named) < len(items):
             return None
-        return ",".join(items) + ("," if len(items) == 1 else "")
+        return ",".join(named) + ("," if len(named) == 1 else "")
     return None
 
 

@@ -11,11 +11,13 @@ The keys compose the way the fields do: an attention term (``model``, ``heads``,
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ...particles.fields import Field
 from ...particles.models import MODELS, query_key_product
 from ..config import (
     ANGLE_SOLVERS,
@@ -44,7 +46,7 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
 
     spec = MODELS[config.model]
     layered = bool(config.weights_file) or (config.layer_tau > 0 and config.weights != "identity")
-    mats = {}
+    mats: Mapping[str, jax.Array | np.ndarray | None] = {}
     if config.weights != "identity" and not layered:
         mats = jax.vmap(lambda k: sample_weights(k, d, config.weights))(_member_keys(seeds))
     elif config.value == "-identity":
@@ -96,7 +98,7 @@ def build_field(config: Config, beta, seeds: np.ndarray, d: int):
     if in_angles(config, d):
         from ...particles.circle import Circle
 
-        field = Circle(beta, model=config.model)
+        field: Field = Circle(beta, model=config.model)
         if config.coalesce > 0:
             from ...particles.coalesce import Coalesced
 

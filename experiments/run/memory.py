@@ -78,7 +78,8 @@ def _parts(config: Config, block="auto", needs: Iterable[str] = ()) -> tuple[dic
     saved = sum(STAT_VALUES[g] for g in groups) + config.histogram_bins
     if "attention" in groups:  # the stationary law (n values) and, when it is kept, A(t) itself
         saved += n + (n * n if keep_attention(config, members, times) else 0)
-    working, dense, statistics = {}, False, 0
+    working: dict[str, int] = {}
+    dense, statistics = False, 0
     # every d's states in one array padded to the largest d, filled in place chunk by chunk
     trajectories = itemsize * len(config.d) * members * times * n * max(config.d) if keep else 0
     for d in config.d:
@@ -144,7 +145,7 @@ def check_fits(config: Config, *, block="auto", needs: Iterable[str] = ()) -> No
     need = sum(parts.values())
     if need <= have:
         return
-    largest = max(parts, key=parts.get)
+    largest = max(parts, key=lambda part: parts[part])
     remedies = []
     if largest == "attention" and dense:
         if MODELS[config.model].dense_only or config.heads > 1 or any(in_angles(config, d) for d in config.d):
@@ -203,7 +204,7 @@ def check_parts(parts: dict[str, int], who: str) -> None:
     need = sum(parts.values())
     if have is None or need <= have:
         return
-    largest = max(parts, key=parts.get)
+    largest = max(parts, key=lambda part: parts[part])
     what, _, keys = largest.partition(" [")
     remedy = f": make {keys.rstrip(']')} smaller" if keys else ""
     raise ConfigError(

@@ -122,8 +122,8 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
     init = config.init
     if init == "angles":
         theta = np.asarray(config.angles, dtype=float)
-        x = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
-        return jnp.broadcast_to(jnp.asarray(x, dtype=dtype), (seeds, n, 2))
+        points = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+        return jnp.broadcast_to(jnp.asarray(points, dtype=dtype), (seeds, n, 2))
     if init == "file":
         x = particles.init.from_array(config.init_file, dtype=dtype)
         if x.shape[-1] != d or x.shape[-2] != n:
@@ -299,8 +299,11 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
             # pad the last chunk to the common size so it reuses the compiled call
             idx = np.minimum(np.arange(lo, lo + chunk), members_per_d - 1)
             field = build_field(config, jnp.asarray(beta_members[idx]), seed_members[idx], d)
-            if reduction is not None:
-                field = _in_span(field, None if reduction == "any frame" else frames[idx % seeds], config.n)
+            if reduction == "any frame":
+                field = _in_span(field, None, config.n)
+            elif reduction is not None:
+                assert frames is not None, "span_initial_conditions draws the frames of a reduction in them"
+                field = _in_span(field, frames[idx % seeds], config.n)
             label = f"d={d}" if nd > 1 else "simulate"
             if members_per_d > chunk:
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"

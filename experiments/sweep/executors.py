@@ -22,7 +22,10 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..run.runner import RunResult
 
 EXECUTORS = ("local", "dask")
 
@@ -74,8 +77,8 @@ def run_task(config: dict):
     from .. import builtin
     from ..config import validate
 
-    config = validate(config)
-    return builtin.resolve(config.experiment).execute(config, progress=False)
+    checked = validate(config)
+    return builtin.resolve(checked.experiment).execute(checked, progress=False)
 
 
 class LocalExecutor:
@@ -91,6 +94,7 @@ class LocalExecutor:
         from ..config import validate
 
         for task in tasks:
+            result: RunResult | FloatingPointError | RuntimeError
             try:
                 config = validate(task.config)
                 result = builtin.resolve(config.experiment).execute(config)
