@@ -32,6 +32,7 @@ from . import gaussian_closure
 from . import noisy_transition
 from . import equilibria
 from . import bifurcation
+from . import moderate_interaction
 
 # isort: on
 from .analysis import statistics_figures

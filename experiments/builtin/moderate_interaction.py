@@ -1,0 +1,450 @@
+"""``moderate-interaction``: β = c·n, the collapse, the clusters and their merging (arXiv 2509.25040).
+
+n i.i.d. uniform tokens on the circle (d = 2) and on S² (d = 3), SA and USA (rescaled time), β = c·n for
+each n of ``token_counts`` and c of ``interaction_c``, ``seeds`` starts each, V = diag(1, …, 1, λ) with
+λ = ``collapse_eigenvalue`` on S² (V = I on the circle), the attention blocked past a few thousand tokens.
+Each member's three phases are read from its saved states (``particles/moderate.py``): the collapse onto
+the great circle (S² only) when the smallest eigenvalue of the second moment falls to e^{−2}/3, the
+clusters when the angular kinetic energy peaks (its exponential rise before gives the fastest mode's
+growth rate), the merging when the number of clusters first falls. USA is saved on a grid in units of
+``usa_time_unit`` (its kernel's mean at the uniform density) and reported in its own time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...particles import fields, init
+from ...particles.modes import fastest_mode, fastest_rate
+from ...particles.moderate import (
+    COLLAPSE_LEVEL,
+    angular_speeds,
+    cluster_count,
+    cluster_gap,
+    collapse_time,
+    first_crossing,
+    growth_window,
+    line_fit,
+    plane_angles,
+    second_moment_spectrum,
+    usa_time_unit,
+)
+from ...solvers.progress import Counter
+from ...solvers.simulation import simulate
+from ..config import ConfigError
+from ..registry import Check, Experiment, register
+from ..run.runner import STAT_DIMENSIONS, RunResult
+from .analysis import plots
+
+ADAPTIVE = ("tsit5", "dopri5", "dopri8", "kvaerno5")
+"""Solvers that take rtol and atol."""
+
+MODELS = ("sa", "usa")
+"""SA, and USA in the rescaled time of arXiv 2410.06833 (kernel e^{β(⟨x, y⟩ − 1)}: no overflow at β = c·n)."""
+
+LINEAR_SAVES = 120
+"""Saves on the linear part of the grid, which resolves the collapse and the clusters' exponential growth."""
+
+LOG_SAVES = 60
+"""Saves on the geometric part of the grid, from the linear part's end to t1, where the clusters merge."""
+
+_MEMBER = ["d", "beta", "seed", "usa", "token_count", "c"]
+_PHASES = ("t_collapse", "t_clusters", "growth_rate", "growth_error", "clusters", "t_first_merge", "t_half")
+STAT_DIMENSIONS.update(
+    min_eigenvalue=_MEMBER + ["tau"],
+    kinetic_energy=_MEMBER + ["tau"],
+    cluster_count=_MEMBER + ["tau"],
+    time=_MEMBER + ["tau"],
+    **{name: list(_MEMBER) for name in _PHASES},
+)
+
+
+def linear_end(n: int, c: float) -> float:
+    """End of the linear part of the save grid (SA units): twice the clusters' expected formation time
+    log(n/c)/(4λ*) + the collapse's e-folding times, at least 8."""
+    rate = fastest_rate(c * n, 2, model="sa")
+    return max(8.0, 2.0 * (math.log(n / c) / (4.0 * rate) + 3.0))
+
+
+def save_grid(n: int, c: float, t1: float) -> np.ndarray:
+    """Save times in SA units: LINEAR_SAVES up to ``linear_end``, then LOG_SAVES geometric to t1."""
+    end = min(linear_end(n, c), t1)
+    lin = np.linspace(0.0, end, LINEAR_SAVES + 1)
+    if t1 <= end * (1 + 1e-9):
+        return lin
+    return np.concatenate([lin, np.geomspace(end, t1, LOG_SAVES + 1)[1:]])
+
+
+def _field(model: str, beta: float, d: int, lam: float, unit: float = 1.0):
+    """SA, or USA (rescaled time) run in units of ``unit``: its drift is linear in V, so V·unit is USA in the time t/unit."""
+    V = unit * jnp.diag(jnp.asarray([1.0] * (d - 1) + [lam if d > 2 else 1.0]))
+    if model == "sa":
+        return fields.SA(beta, V=None if d == 2 else V)
+    return fields.USA(beta, V=V, time="rescaled")
+
+
+@eqx.filter_jit
+def _velocity(field, x):
+    return field(0.0, x)
+
+
+def _observe(field, xs: np.ndarray, beta: float) -> dict:
+    """Per save of one member's states (T, n, d): λ_min(M), the angular kinetic energy, the cluster count."""
+    lam_min, energy, count = [], [], []
+    gap = cluster_gap(beta)
+    for x in xs:
+        v = np.asarray(_velocity(field, jnp.asarray(x)))
+        lam_min.append(second_moment_spectrum(x)[0])
+        energy.append(float(np.mean(angular_speeds(x, v) ** 2)))
+        count.append(cluster_count(plane_angles(x), gap))
+    return dict(min_eigenvalue=np.array(lam_min), kinetic_energy=np.array(energy), cluster_count=np.array(count))
+
+
+def phases(ts, lam_min, energy, count, d: int) -> dict:
+    """The three phases of one member from its observables at save times ``ts`` (in its own time)."""
+    ts = np.asarray(ts, dtype=float)
+    out = dict.fromkeys(_PHASES, math.nan)
+    start = 0
+    if d >= 3:
+        out["t_collapse"] = first_crossing(ts, lam_min, COLLAPSE_LEVEL / d)
+        if math.isfinite(out["t_collapse"]):
+            start = int(np.searchsorted(ts, out["t_collapse"]))
+    start = min(start, len(ts) - 1)
+    first, last, peak = growth_window(ts, energy, start=start)
+    out["t_clusters"] = float(ts[peak])
+    if last - first >= 2:
+        slope, error, _ = line_fit(ts[first : last + 1], np.log(energy[first : last + 1]))
+        out["growth_rate"], out["growth_error"] = slope / 2.0, error / 2.0
+    formed = peak + int(np.argmax(count[peak:]))
+    top = int(count[formed])
+    out["clusters"] = float(top)
+    later = np.nonzero(count[formed:] < top)[0]
+    if later.size:
+        out["t_first_merge"] = float(ts[formed + later[0]])
+    half = np.nonzero(count[formed:] <= top / 2)[0]
+    if half.size and top >= 2:
+        out["t_half"] = float(ts[formed + half[0]])
+    return out
+
+
+def run(config, *, progress=None) -> RunResult:
+    """Every (d, model, n, c) member's observables and phases."""
+    start = time.perf_counter()
+    dims, ns, cs, seeds = list(config.d), list(config.token_counts), list(config.interaction_c), int(config.seeds)
+    grids = {n: save_grid(n, min(cs), float(config.t1)) for n in ns}
+    T = max(len(g) for g in grids.values())
+    shape = (len(dims), 1, seeds, len(MODELS), len(ns), len(cs))
+    stats = {name: np.full(shape + (T,), np.nan) for name in ("min_eigenvalue", "kinetic_energy", "cluster_count")}
+    stats.update({name: np.full(shape, np.nan) for name in _PHASES})
+    times = np.full(shape + (T,), np.nan)
+    steps = np.zeros(shape[:3], dtype=np.int64)
+    todo = [(a, m, i, j) for a in range(len(dims)) for m in range(len(MODELS)) for i in range(len(ns)) for j in range(len(cs))]
+    step = dict(dt=float(config.dt)) if config.dt > 0 else {}
+    if config.solver in ADAPTIVE:
+        step.update(rtol=config.rtol, atol=config.atol)
+    show = progress is not False and (progress or config.progress)
+    with Counter(len(todo), label="moderate-interaction", unit="runs") if show else contextlib.nullcontext() as meter:
+        for a, m, i, j in todo:
+            d, model, n, c = dims[a], MODELS[m], ns[i], cs[j]
+            beta = c * n
+            unit = 1.0 if model == "sa" else usa_time_unit(beta, d)
+            tau = grids[n]
+            ts = tau * unit
+            field = _field(model, beta, d, float(config.collapse_eigenvalue), unit)
+            x0 = init.uniform(jax.random.PRNGKey(int(config.seed) + 1000 * a + i), n, d, batch=seeds)
+            sol = simulate(field, x0, float(tau[-1]), ts=jnp.asarray(tau), solver=config.solver, **step)
+            xs = np.asarray(sol.xs)
+            for s in range(seeds):
+                seen = _observe(field, xs[s], beta)
+                seen["kinetic_energy"] = seen["kinetic_energy"] / unit**2  # per unit of the model's own time
+                at = (a, 0, s, m, i, j)
+                for name, series in seen.items():
+                    stats[name][at][: len(ts)] = series
+                times[at][: len(ts)] = ts
+                for name, value in phases(ts, seen["min_eigenvalue"], seen["kinetic_energy"], seen["cluster_count"], d).items():
+                    stats[name][at] = value
+            if meter is not None:
+                meter.advance(1, label=f"moderate-interaction (d = {d}, {model}, n = {n}, c = {c:g})")
+    stats["time"] = times
+    extra = {
+        "usa": (np.array([m == "usa" for m in MODELS]), ["usa"]),
+        "token_count": (np.array(ns), ["token_count"]),
+        "c": (np.array(cs, dtype=float), ["c"]),
+        "tau": (np.arange(T), ["tau"]),
+    }
+    return RunResult(
+        config=config,
+        ts=np.arange(T, dtype=float),
+        stats=stats,
+        xs=None,
+        steps=steps,
+        t_event=np.full(shape[:3], np.inf),
+        wall_time_s=time.perf_counter() - start,
+        extra=extra,
+    )
+
+
+def _members(result: RunResult, name: str, d: int, model: str) -> np.ndarray:
+    """A phase statistic of one geometry and model, shape (seeds, N, C)."""
+    a = list(result.config.d).index(d)
+    return result.stats[name][a, 0, :, MODELS.index(model)]
+
+
+def _betas(result: RunResult) -> np.ndarray:
+    """β = c·n of every member, shape (1, N, C) (broadcast over seeds)."""
+    c = result.config
+    return (np.asarray(c.token_counts, dtype=float)[:, None] * np.asarray(c.interaction_c, dtype=float)[None, :])[None]
+
+
+def exponents(result: RunResult, name: str, d: int, model: str) -> dict:
+    """log t = a + p_n log n + p_c log c fitted over every member: {"n": (p_n, se), "c": (p_c, se), "beta": (p, se)}
+    (the last with t ∝ β^p, for β = c·n alone); NaN where too few finite members."""
+    t = _members(result, name, d, model)
+    n = np.broadcast_to(np.asarray(result.config.token_counts, dtype=float)[None, :, None], t.shape)
+    c = np.broadcast_to(np.asarray(result.config.interaction_c, dtype=float)[None, None, :], t.shape)
+    ok = np.isfinite(t) & (t > 0)
+    out = {"n": (math.nan, math.nan), "c": (math.nan, math.nan), "beta": (math.nan, math.nan)}
+    y, ln, lc = np.log(t[ok]), np.log(n[ok]), np.log(c[ok])
+    p, se, _ = line_fit(ln + lc, y)
+    out["beta"] = (p, se)
+    if y.size >= 4 and np.ptp(ln) > 0 and np.ptp(lc) > 0:
+        A = np.column_stack([np.ones_like(y), ln, lc])
+        coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+        resid = y - A @ coef
+        cov = float(resid @ resid) / max(y.size - 3, 1) * np.linalg.pinv(A.T @ A)
+        out["n"] = (float(coef[1]), float(math.sqrt(max(cov[1, 1], 0.0))))
+        out["c"] = (float(coef[2]), float(math.sqrt(max(cov[2, 2], 0.0))))
+    return out
+
+
+PREDICTED_EXPONENT = {
+    ("t_collapse", "sa"): 0.0,
+    ("t_collapse", "usa"): 1.0,
+}
+"""t ∝ β^p at leading order: SA's collapse takes a time of order one, USA's is slowed down by its kernel's mean
+1/(2β) at the uniform density (docs/model.md §14)."""
+
+EXPONENT_TOL = 0.15
+"""An exponent passes within max(3 standard errors, this) of its prediction: the finite-β corrections (1/β, the
+discreteness n/β = 1/c of the tokens the attention sees) bend log t against log β by about this much."""
+
+COLLAPSE_TOL = 0.1
+"""SA's collapse time agrees with the Laplace limit within this relative error (1/β and finite-n corrections)."""
+
+RATE_TOL = 0.15
+"""The fitted growth rate agrees with λ*(β) within this relative error: the kinetic energy sums the modes near
+k*, which grow a little slower than the fastest one, and the window is a few e-foldings."""
+
+CLUSTER_TOL = 0.35
+"""The number of clusters formed agrees with k*(β) within this relative error: the clusters form from random
+phases, and neighbours closer than 2/√β count as one."""
+
+
+def checks(result: RunResult) -> list[Check]:
+    """The collapse time against the Laplace limit; the exponents of the collapse time in β; the growth rate and
+    the number of clusters against the fastest mode; the three phases in order."""
+    c = result.config
+    beta = _betas(result)
+    out: list[Check] = []
+    if 3 in c.d:
+        rate = 1.0 - float(c.collapse_eigenvalue)
+        want = collapse_time(rate)
+        t = _members(result, "t_collapse", 3, "sa")
+        mean, se = float(np.nanmean(t)), float(np.nanstd(t) / math.sqrt(max(np.isfinite(t).sum(), 1)))
+        out.append(
+            Check(
+                f"SA on S²: collapse time (λ_min(M) = e⁻²/3) against the Laplace limit {want:.3f}",
+                f"within {COLLAPSE_TOL:.0%}",
+                f"{mean:.3f} ± {se:.3f}",
+                abs(mean / want - 1.0) <= COLLAPSE_TOL,
+            )
+        )
+        for model in MODELS:
+            p, se = exponents(result, "t_collapse", 3, model)["beta"]
+            want = PREDICTED_EXPONENT[("t_collapse", model)]
+            out.append(
+                Check(
+                    f"{model.upper()} on S²: collapse time ∝ β^p, fitted over n and c",
+                    f"p = {want:g} ± max(3 se, {EXPONENT_TOL})",
+                    f"{p:.3f} ± {se:.3f}",
+                    bool(np.isfinite(p) and abs(p - want) <= max(3 * (se if np.isfinite(se) else 0.0), EXPONENT_TOL)),
+                )
+            )
+    else:
+        out.append(Check.not_applicable("collapse onto a great circle", "S² (d = 3)", "the circle has no collapse phase"))
+    for d in c.d:
+        for model in MODELS:
+            kind = "sa" if model == "sa" else "usa-rescaled"
+            want = np.vectorize(lambda b, k=kind: fastest_rate(b, 2, model=k))(beta)
+            got = _members(result, "growth_rate", d, model)
+            ratio = got / want
+            ok = np.isfinite(ratio)
+            where = "circle" if d == 2 else "S²"
+            if not ok.any():
+                out.append(Check.not_applicable(f"{model.upper()} on the {where}: growth rate", "λ*(β)", "no window"))
+                continue
+            mean = float(np.mean(ratio[ok]))
+            se = float(np.std(ratio[ok]) / math.sqrt(ok.sum()))
+            out.append(
+                Check(
+                    f"{model.upper()} on the {where}: kinetic energy grows like e^(2λ* t), λ* the circle's fastest rate",
+                    f"rate / λ*(β) = 1 within {RATE_TOL:.0%}",
+                    f"{mean:.3f} ± {se:.3f}",
+                    abs(mean - 1.0) <= RATE_TOL,
+                )
+            )
+        k = np.asarray(fastest_mode(beta.ravel(), 2), dtype=float).reshape(beta.shape)
+        formed = np.concatenate([_members(result, "clusters", d, model) / k for model in MODELS]).ravel()
+        formed = formed[np.isfinite(formed)]
+        mean = float(np.mean(formed))
+        out.append(
+            Check(
+                f"{'circle' if d == 2 else 'S²'}: clusters formed against the fastest mode k*(β) ≈ √(2β)",
+                f"count / k* = 1 within {CLUSTER_TOL:.0%}",
+                f"{mean:.3f} ± {float(np.std(formed) / math.sqrt(formed.size)):.3f}",
+                abs(mean - 1.0) <= CLUSTER_TOL,
+            )
+        )
+        stack = [_members(result, name, d, m) for m in MODELS for name in ("t_collapse", "t_clusters", "t_first_merge")]
+        t1, t2, t3 = (np.concatenate([stack[3 * i + j] for i in range(len(MODELS))]) for j in range(3))
+        seen = np.isfinite(t3)
+        order = (t2 < t3)[seen]
+        if d >= 3:
+            order &= (t1 < t2)[seen]
+        out.append(
+            Check(
+                f"{'circle' if d == 2 else 'S²'}: phases in order ({'collapse < ' if d >= 3 else ''}clusters < first merge)",
+                "every member whose clusters merged before t1",
+                f"{int(order.sum())}/{int(seen.sum())}",
+                bool(order.all()) and bool(seen.any()),
+            )
+        )
+    return out
+
+
+def figures(result: RunResult) -> dict:
+    """Per geometry, SA's first member at the largest n and c over time; every member's phase times against β."""
+    c = result.config
+    beta = _betas(result)
+    out = {}
+    for a, d in enumerate(c.d):
+        where = "circle" if d == 2 else "sphere"
+        for m, model in enumerate(MODELS):
+            at = (a, 0, 0, m, len(c.token_counts) - 1, len(c.interaction_c) - 1)
+            b = float(beta[0, -1, -1])
+            ts = result.stats["time"][at]
+            laplace = None
+            if d == 3 and model == "sa":
+                grid = ts[np.isfinite(ts)]
+                from ...particles.moderate import collapse_moment
+
+                laplace = (grid, collapse_moment(grid, 1.0 - float(c.collapse_eigenvalue)))
+            kind = "sa" if model == "sa" else "usa-rescaled"
+            lam_star = fastest_rate(b, 2, model=kind)
+            energy = result.stats["kinetic_energy"][at]
+            t_peak = result.stats["t_clusters"][at]
+            rate = None
+            if np.isfinite(t_peak):
+                k0 = max(int(np.searchsorted(ts, t_peak)) - 1, 0)
+                t0 = t_peak - 4.0 / lam_star
+                rate = (t0, energy[k0] * np.exp(-8.0), lam_star) if t0 > 0 else None
+            phase_times = [
+                (name, result.stats[key][at])
+                for name, key in (("collapse", "t_collapse"), ("clusters", "t_clusters"), ("first merge", "t_first_merge"))
+            ]
+            n, cc = c.token_counts[-1], c.interaction_c[-1]
+
+            def draw(p, at=at, ts=ts, laplace=laplace, rate=rate, b=b, phase_times=phase_times, model=model, n=n, cc=cc, d=d):
+                return plots.moderate_phases(
+                    ts,
+                    result.stats["min_eigenvalue"][at],
+                    result.stats["kinetic_energy"][at],
+                    result.stats["cluster_count"][at],
+                    laplace=laplace,
+                    rate=rate,
+                    k_star=int(fastest_mode(b, 2)),
+                    phase_times=phase_times,
+                    title=f"{model.upper()} on {'the circle' if d == 2 else 'S²'}: n = {n}, β = {cc:g}·n = {b:g}",
+                    path=p,
+                )
+
+            out[f"phases_{where}_{model}"] = draw
+    labels, times = [], {}
+    for a, d in enumerate(c.d):
+        for model in MODELS:
+            for name, key in (("collapse", "t_collapse"), ("clusters", "t_clusters"), ("first merge", "t_first_merge")):
+                if key == "t_collapse" and d == 2:
+                    continue
+                label = f"{name}, {model.upper()}, {'circle' if d == 2 else 'S²'}"
+                labels.append(label)
+                times[label] = _members(result, key, d, model)
+    betas = np.broadcast_to(beta, _members(result, "t_clusters", c.d[0], "sa").shape)
+    out["phase_times"] = lambda p: plots.moderate_times(betas, times, labels=labels, title="phase times against β = c·n", path=p)
+    return out
+
+
+def requires(config) -> None:
+    """The circle or S², and V's last eigenvalue below one (else nothing collapses)."""
+    if any(d not in (2, 3) for d in config.d):
+        raise ConfigError(f"moderate-interaction runs on the circle or S²: d must be 2 or 3, got {list(config.d)}")
+    if not config.token_counts or not config.interaction_c:
+        raise ConfigError("moderate-interaction needs token_counts and interaction_c, e.g. [1000, 2000] and [0.01]")
+
+
+def memory(config) -> dict:
+    """The saved states of one (d, model, n, c) solve: seeds × saves × n × d float64, a few copies."""
+    n, d = max(config.token_counts), max(config.d)
+    saves = LINEAR_SAVES + LOG_SAVES + 2
+    return {"the saved states of the largest solve [token_counts, seeds, d]": 3 * 8 * config.seeds * saves * n * d}
+
+
+def summary(result: RunResult) -> dict:
+    """Each phase's fitted exponents in n, c and β, per geometry and model."""
+    out = {}
+    for d in result.config.d:
+        for model in MODELS:
+            for key in ("t_collapse", "t_clusters", "t_first_merge", "t_half"):
+                if key == "t_collapse" and d == 2:
+                    continue
+                fit = exponents(result, key, d, model)
+                out[f"{key}_{'circle' if d == 2 else 'sphere'}_{model}"] = {k: list(v) for k, v in fit.items()}
+    return out
+
+
+EXPERIMENT = register(
+    Experiment(
+        "moderate-interaction",
+        "β = c·n: collapse onto a great circle, clusters of the fastest mode, merging; each phase's time against n and c",
+        "arXiv 2509.25040",
+        dict(
+            experiment="moderate-interaction",
+            d=[2, 3],
+            token_counts=[1000, 2000, 4000],
+            interaction_c=[0.005, 0.01, 0.02],
+            collapse_eigenvalue=0.0,
+            seeds=2,
+            t1=400.0,
+            rtol=1e-5,
+            atol=1e-8,
+        ),
+        dict(token_counts=[200], interaction_c=[0.05, 0.1], seeds=1, t1=60.0, solver="ab4", dt=0.05),
+        figures,
+        checks,
+        needs=lambda config: (),
+        run=run,
+        keys=("d", "seeds", "seed", "t1", "solver", "dt", "rtol", "atol", "token_counts", "interaction_c", "collapse_eigenvalue"),
+        memory=memory,
+        requires=requires,
+        headline=lambda c: (
+            f"β = c·n for n ∈ {list(c.token_counts)}, c ∈ {list(c.interaction_c)}, d ∈ {list(c.d)}, SA and USA, "
+            f"{c.seeds} seed(s), t1 = {c.t1:g} (SA units)"
+        ),
+    )
+)
