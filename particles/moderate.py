@@ -29,11 +29,16 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import i0e
 
+from .modes import mode_growth_rates
+
 __all__ = [
     "second_moment_spectrum",
     "plane_angles",
     "angular_speeds",
     "cluster_count",
+    "unstable_band",
+    "band_power",
+    "band_growth",
     "cluster_gap",
     "collapse_moment",
     "collapse_time",
@@ -75,6 +80,29 @@ def angular_speeds(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     p, w = x @ u, v @ u
     r2 = np.maximum(np.sum(p * p, axis=1), 1e-300)
     return (p[:, 0] * w[:, 1] - p[:, 1] * w[:, 0]) / r2
+
+
+def unstable_band(beta: float, model: str = "sa") -> tuple[np.ndarray, np.ndarray]:
+    """The Fourier modes k of the circle growing at least half as fast as the fastest, and their rates λ_k
+    (``modes.mode_growth_rates``; "sa" or "usa-rescaled")."""
+    k, rates = mode_growth_rates(beta, 2, model=model)
+    k, rates = np.asarray(k), np.asarray(rates, dtype=np.float64)
+    keep = rates >= 0.5 * rates.max()
+    return k[keep], rates[keep]
+
+
+def band_power(theta: np.ndarray, modes: np.ndarray) -> float:
+    """Σ_k |ρ̂_k|² over ``modes``, ρ̂_k = (1/n) Σ_j e^{−ikθ_j}: the power of the empirical measure in those modes,
+    of mean (number of modes)/n for i.i.d. uniform angles, 1 per mode for one cluster."""
+    theta = np.asarray(theta, dtype=np.float64)
+    f = np.exp(-1j * np.outer(np.asarray(modes, dtype=np.float64), theta)).mean(axis=1)
+    return float(np.sum(np.abs(f) ** 2))
+
+
+def band_growth(t, rates, n: int) -> np.ndarray:
+    """The linear theory's mean band power at time t from i.i.d. uniform tokens: Σ_k e^{2λ_k t}/n."""
+    t = np.asarray(t, dtype=np.float64)
+    return np.exp(2.0 * np.multiply.outer(t, np.asarray(rates, dtype=np.float64))).sum(axis=-1) / n
 
 
 def cluster_gap(beta: float) -> float:
