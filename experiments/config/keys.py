@@ -413,7 +413,7 @@ _CORE_KEYS = (
     Key(
         "token_counts",
         "int_list",
-        (1000, 2000, 4000),
+        (1000, 2000),
         "moderate-interaction: the numbers of tokens n, each run at β = c·n",
         minimum=8,
         experiment_key=True,
@@ -421,7 +421,7 @@ _CORE_KEYS = (
     Key(
         "interaction_c",
         "float_list",
-        (0.005, 0.01, 0.02),
+        (0.01, 0.02),
         "moderate-interaction: the ratios c = β/n",
         minimum=0.0,
         strict_min=True,

@@ -12,16 +12,25 @@ PHASE_MARKERS = {"collapse": "v", "clusters": "o", "first merge": "s"}
 
 
 def moderate_phases(
-    ts, min_eigenvalue, kinetic_energy, cluster_count, *, laplace=None, rate=None, k_star=None, phase_times=(),
-    title="", path=None,
+    ts,
+    min_eigenvalue,
+    band_power,
+    cluster_count,
+    *,
+    laplace=None,
+    theory=None,
+    k_star=None,
+    phase_times=(),
+    title="",
+    path=None,
 ) -> Figure:
     """Three stacked panels over time for one member: λ_min of the second moment (with the Laplace limit
-    ``laplace`` = (ts, values), if given), the angular kinetic energy (with the slope e^{2λ* t} of ``rate``) and the
-    number of clusters (with k*); vertical lines at the detected ``phase_times`` (name, t)."""
+    ``laplace`` = (ts, values), if given), the power of the unstable band (with the linear theory
+    ``theory`` = (ts, values)) and the number of clusters (with k*); vertical lines at the detected ``phase_times`` (name, t)."""
     ts = np.asarray(ts, dtype=float)
     ok = np.isfinite(ts)
     ts = ts[ok]
-    lam, energy, count = (np.asarray(a, dtype=float)[ok] for a in (min_eigenvalue, kinetic_energy, cluster_count))
+    lam, energy, count = (np.asarray(a, dtype=float)[ok] for a in (min_eigenvalue, band_power, cluster_count))
     fig = new_figure(6.4, 7.2)
     axes = fig.subplots(3, 1, sharex=True)
     positive = ts > 0
@@ -31,14 +40,14 @@ def moderate_phases(
         axes[0].loglog(lt[lt > 0], lv[lt > 0], color=THEORY_COLOR, linestyle="--", label="Laplace limit (β → ∞)")
     axes[0].set_ylabel(r"smallest eigenvalue of $M$")
     axes[0].legend(frameon=False)
-    axes[1].loglog(ts[positive], energy[positive], color=DATA_COLOR, label=r"mean $\dot\theta_i^2$")
-    if rate is not None:
-        t0, e0, lam_star = rate
-        span = np.linspace(t0, t0 + 6.0 / lam_star, 50)
-        axes[1].loglog(span, e0 * np.exp(2 * lam_star * (span - t0)), color=THEORY_COLOR, linestyle="--",
-                       label=rf"$e^{{2\lambda^* t}}$, $\lambda^* = {lam_star:.3f}$")
-    axes[1].set_ylabel("angular kinetic energy")
-    axes[1].set_ylim(max(energy[positive].min(), energy[positive].max() * 1e-12), energy[positive].max() * 3)
+    axes[1].loglog(ts[positive], energy[positive], color=DATA_COLOR, label=r"$\sum_{k} |\hat\rho_k|^2$, unstable modes")
+    if theory is not None:
+        tt, tv = (np.asarray(v, dtype=float) for v in theory)
+        keep = (tt > 0) & (tv <= 2 * energy[positive].max())
+        axes[1].loglog(
+            tt[keep], tv[keep], color=THEORY_COLOR, linestyle="--", label=r"linear theory $\sum_k e^{2\lambda_k t}$"
+        )
+    axes[1].set_ylabel("power of the unstable band")
     axes[1].legend(frameon=False)
     axes[2].semilogx(ts[positive], count[positive], color=DATA_COLOR, drawstyle="steps-post", label="clusters")
     if k_star is not None:
@@ -50,8 +59,16 @@ def moderate_phases(
         if np.isfinite(t) and t > 0:
             for ax in axes:
                 ax.axvline(t, color="0.55", linewidth=0.8, linestyle=":")
-            axes[0].annotate(name, (t, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top",
-                             ha="right", fontsize=7.5, color="0.35")
+            axes[0].annotate(
+                name,
+                (t, 1.0),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=7.5,
+                color="0.35",
+            )
     if title:
         axes[0].set_title(title)
     return finish(fig, path)
@@ -73,8 +90,16 @@ def moderate_times(betas, times, *, labels, title="", path=None) -> Figure:
             continue
         marker = next((m for name, m in PHASE_MARKERS.items() if label.startswith(name)), "o")
         color = cmap(0.9 * k / max(len(labels) - 1, 1))
-        ax.loglog(betas[ok], t[ok], linestyle="none", marker=marker, markersize=5, color=color, label=label,
-                  markerfacecolor="white" if "USA" in label else color)
+        ax.loglog(
+            betas[ok],
+            t[ok],
+            linestyle="none",
+            marker=marker,
+            markersize=5,
+            color=color,
+            label=label,
+            markerfacecolor="white" if "USA" in label else color,
+        )
     ax.set_xlabel(r"$\beta = c\,n$")
     ax.set_ylabel(r"phase time (each model's own time)")
     ax.legend(frameon=False, fontsize=7.5, ncol=2)

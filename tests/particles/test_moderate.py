@@ -10,7 +10,6 @@ import pytest
 from scipy.integrate import quad
 
 import attnflow as af
-from attnflow.particles.modes import fastest_mode, fastest_rate
 from attnflow.particles.moderate import (
     band_growth,
     band_power,
@@ -24,6 +23,7 @@ from attnflow.particles.moderate import (
     unstable_band,
     usa_time_unit,
 )
+from attnflow.particles.modes import fastest_mode, fastest_rate
 
 
 @pytest.mark.parametrize("rate", [0.5, 1.0, 2.0])
@@ -31,7 +31,7 @@ def test_collapse_moment_is_the_mean_of_the_exact_solution(rate):
     """E z² of z²/(1 − z²) = e^{−2at} z₀²/(1 − z₀²) over z₀ uniform on [−1, 1], by quadrature, at five times."""
     for t in (0.0, 1e-8, 0.3, 1.5, 6.0):
         q = math.exp(-2 * rate * t)
-        want = quad(lambda z0: q * z0**2 / (1 - z0**2 + q * z0**2), 0.0, 1.0, epsabs=1e-14)[0]
+        want = quad(lambda z0, q=q: q * z0**2 / (1 - z0**2 + q * z0**2), 0.0, 1.0, epsabs=1e-14)[0]
         assert float(collapse_moment(t, rate)) == pytest.approx(want, rel=1e-9, abs=1e-15)
     assert float(collapse_moment(0.0, rate)) == pytest.approx(1 / 3, rel=1e-12)
 

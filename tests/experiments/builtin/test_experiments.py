@@ -69,6 +69,7 @@ def test_list_shows_exactly_the_registry():
         "noisy-transition",
         "equilibria",
         "bifurcation",
+        "moderate-interaction",
     ]
 
 
