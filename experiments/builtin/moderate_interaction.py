@@ -466,11 +466,9 @@ def figures(result: RunResult) -> dict:
 
 
 def requires(config) -> None:
-    """The circle or S², and V's last eigenvalue below one (else nothing collapses)."""
+    """The circle or S² (the keys themselves refuse empty lists, c ≤ 0 and V's last eigenvalue past 0.9)."""
     if any(d not in (2, 3) for d in config.d):
         raise ConfigError(f"moderate-interaction runs on the circle or S²: d must be 2 or 3, got {list(config.d)}")
-    if not config.token_counts or not config.interaction_c:
-        raise ConfigError("moderate-interaction needs token_counts and interaction_c, e.g. [1000, 2000] and [0.01]")
 
 
 def memory(config) -> dict:
