@@ -102,7 +102,8 @@ def band_power(theta: np.ndarray, modes: np.ndarray) -> float:
 def band_growth(t, rates, n: int) -> np.ndarray:
     """The linear theory's mean band power at time t from i.i.d. uniform tokens: Σ_k e^{2λ_k t}/n."""
     t = np.asarray(t, dtype=np.float64)
-    return np.exp(2.0 * np.multiply.outer(t, np.asarray(rates, dtype=np.float64))).sum(axis=-1) / n
+    exponent = np.minimum(2.0 * np.multiply.outer(t, np.asarray(rates, dtype=np.float64)), 700.0)
+    return np.exp(exponent).sum(axis=-1) / n
 
 
 def cluster_gap(beta: float) -> float:
@@ -160,14 +161,14 @@ def first_crossing(ts, series, level: float, *, start: int = 0) -> float:
     """The first time at or after ``ts[start]`` at which ``series`` falls to ``level`` (log-linear interpolation
     between saves); NaN if it never does."""
     ts, s = np.asarray(ts, dtype=float), np.asarray(series, dtype=float)
+    if start < len(ts) and s[start] <= level:
+        return float(ts[start])
     for k in range(max(start, 1), len(ts)):
-        if s[k] <= level < s[k - 1] or (k == start and s[k] <= level):
+        if s[k] <= level < s[k - 1]:
             if s[k] <= 0 or s[k - 1] <= 0:
                 return float(ts[k])
             w = (math.log(s[k - 1]) - math.log(level)) / (math.log(s[k - 1]) - math.log(s[k]))
             return float(ts[k - 1] + w * (ts[k] - ts[k - 1]))
-    if start < len(ts) and s[start] <= level:
-        return float(ts[start])
     return math.nan
 
 

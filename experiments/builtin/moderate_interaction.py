@@ -20,6 +20,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.optimize import brentq
 
 from ...particles import fields, init
 from ...particles.moderate import (
@@ -62,6 +63,7 @@ _SERIES = ("min_eigenvalue", "kinetic_energy", "band_power", "cluster_count")
 _PHASES = (
     "t_collapse",
     "t_clusters",
+    "t_linear",
     "growth_rate",
     "growth_error",
     "growth_theory",
@@ -134,11 +136,17 @@ GROWTH_TO = 0.05
 reaches this fraction of its largest value (≈ 1 once the clusters have formed): past it the clusters saturate it."""
 
 
-def phases(ts, series: dict, d: int, rates: np.ndarray) -> dict:
+CLUSTER_POWER = 0.5
+"""The clusters have formed when the unstable band's power reaches this level (uniform tokens: (modes)/n; k*
+clusters: of order one)."""
+
+
+def phases(ts, series: dict, d: int, rates: np.ndarray, n: int) -> dict:
     """The three phases of one member from its observables (``_observe``) at save times ``ts`` (its own time).
 
     collapse   (S²) when λ_min(M) first falls to e^{−2}/3.
-    clusters   when the power of the unstable band first reaches half its largest value; its growth rate is
+    clusters   when the power of the unstable band first reaches CLUSTER_POWER (``t_linear``: when the linear
+               theory Σ_k e^{2λ_k t}/n does, on the circle); its growth rate is
                the slope of log(power)/2 from the start to GROWTH_TO × its largest,
                ``growth_theory`` the linear theory's over the same window (``rates``: the band's λ_k).
     merging    the first time after the clusters formed that there are fewer of them; ``t_half`` when half
@@ -153,8 +161,15 @@ def phases(ts, series: dict, d: int, rates: np.ndarray) -> dict:
             start = min(int(np.searchsorted(ts, out["t_collapse"])), len(ts) - 1)
     power, count = np.asarray(series["band_power"]), np.asarray(series["cluster_count"])
     top = start + int(np.argmax(power[start:]))
-    half = start + int(np.nonzero(power[start : top + 1] >= 0.5 * power[top])[0][0])
-    out["t_clusters"] = float(ts[half])
+    reached = np.nonzero(power >= CLUSTER_POWER)[0]
+    half = int(reached[0]) if reached.size else top
+    # the power rises to the level where its inverse falls to the inverse level (log-linear interpolation); from
+    # t = 0, since USA's clusters can form on S² before the collapse
+    out["t_clusters"] = first_crossing(ts, 1.0 / power, 1.0 / CLUSTER_POWER) if reached.size else math.nan
+    if d == 2:
+        out["t_linear"] = float(
+            brentq(lambda t: float(band_growth(t, rates, n)) - CLUSTER_POWER, 0.0, 1e3 / rates.max())
+        )
     first = start
     last = start + int(np.nonzero(power[start : top + 1] >= GROWTH_TO * power[top])[0][0])
     if last - first >= 3:
@@ -216,7 +231,7 @@ def run(config, *, progress=None) -> RunResult:
                 for name, series in seen.items():
                     stats[name][at][: len(ts)] = series
                 times[at][: len(ts)] = ts
-                for name, value in phases(ts, seen, d, rates).items():
+                for name, value in phases(ts, seen, d, rates, n).items():
                     stats[name][at] = value
             if meter is not None:
                 meter.advance(1, label=f"moderate-interaction (d = {d}, {model}, n = {n}, c = {c:g})")
@@ -332,7 +347,7 @@ def checks(result: RunResult) -> list[Check]:
             Check.not_applicable("collapse onto a great circle", "S² (d = 3)", "the circle has no collapse phase")
         )
     for d in c.d:
-        for model in MODELS:
+        for model in MODELS if d == 2 else ():  # on S² the band grows during the collapse, not from i.i.d. tokens
             got = _members(result, "growth_rate", d, model)
             ratio = got / _members(result, "growth_theory", d, model)
             ok = np.isfinite(ratio)
@@ -350,6 +365,8 @@ def checks(result: RunResult) -> list[Check]:
                     abs(mean - 1.0) <= RATE_TOL,
                 )
             )
+        if d == 2:
+            out.extend(_formation_checks(result))
         k = np.asarray(fastest_mode(beta.ravel(), 2), dtype=float).reshape(beta.shape)
         formed = np.concatenate([_members(result, "clusters", d, model) / k for model in MODELS]).ravel()
         formed = formed[np.isfinite(formed)]
@@ -362,29 +379,65 @@ def checks(result: RunResult) -> list[Check]:
                 abs(mean - 1.0) <= CLUSTER_TOL,
             )
         )
-        # the collapse precedes the clusters for SA; USA's clusters can form on S² before it (docs/model.md §14)
-        for model in MODELS if d == 2 else ("sa",):
-            t1, t2, t3 = (_members(result, key, d, model) for key in ("t_collapse", "t_clusters", "t_first_merge"))
-            seen = np.isfinite(t3)
-            name = (
-                f"{model.upper()} on {'the circle' if d == 2 else 'S²'}: phases in order "
-                f"({'collapse < ' if d >= 3 else ''}clusters < first merge)"
-            )
-            if not seen.any():
-                out.append(Check.not_applicable(name, "every member", "no clusters merged before t1"))
-                continue
-            order = (t2 < t3)[seen]
-            if d >= 3:
-                order &= (t1 < t2)[seen]
-            out.append(
-                Check(
-                    name,
-                    "every member whose clusters merged before t1",
-                    f"{int(order.sum())}/{int(seen.sum())}",
-                    bool(order.all()) and bool(seen.any()),
-                )
-            )
+    out.append(_order_check(result))
     return out
+
+
+FORMATION_RANGE = (1.0, 1.5)
+"""The clusters (band power CLUSTER_POWER) form no earlier than the linear theory says and at most this much later:
+the band's growth saturates before it reaches the level (1.13 … 1.35 measured at β = 10 … 40)."""
+
+
+def _formation_checks(result: RunResult) -> list[Check]:
+    """On the circle: the clusters' formation time against the linear theory's, and (with two n and two c or more)
+    its fitted exponents in n and c against those of the linear theory's times."""
+    c = result.config
+    out = []
+    for model in MODELS:
+        got, lin = _members(result, "t_clusters", 2, model), _members(result, "t_linear", 2, model)
+        ratio = got / lin
+        lo, hi = FORMATION_RANGE
+        out.append(
+            Check(
+                f"{model.upper()} on the circle: clusters form (band power {CLUSTER_POWER:g}) after the linear theory's time",
+                f"ratio in [{lo:g}, {hi:g}]",
+                f"{np.nanmin(ratio):.3f} … {np.nanmax(ratio):.3f}",
+                bool(np.all((ratio >= lo) & (ratio <= hi))),
+            )
+        )
+        if len(c.token_counts) >= 2 and len(c.interaction_c) >= 2:
+            measured, theory = exponents(result, "t_clusters", 2, model), exponents(result, "t_linear", 2, model)
+            for axis in ("n", "c"):
+                p, se = measured[axis]
+                want = theory[axis][0]
+                out.append(
+                    Check(
+                        f"{model.upper()} on the circle: cluster time ∝ {axis}^p against the linear theory's exponent",
+                        f"p = {want:.3f} ± max(3 se, {EXPONENT_TOL})",
+                        f"{p:.3f} ± {se:.3f}",
+                        bool(abs(p - want) <= max(3 * se, EXPONENT_TOL)),
+                    )
+                )
+    return out
+
+
+def _order_check(result: RunResult) -> Check:
+    """Every member's phases in order: SA's collapse before its clusters on S² (USA's clusters can form first,
+    docs/model.md §14), and the clusters before their first merge wherever one happened before t1."""
+    good = total = 0
+    for d in result.config.d:
+        for model in MODELS:
+            t1, t2, t3 = (_members(result, key, d, model) for key in ("t_collapse", "t_clusters", "t_first_merge"))
+            if d >= 3 and model == "sa":
+                good, total = good + int(np.sum(t1 < t2)), total + t1.size
+            merged = np.isfinite(t3)
+            good, total = good + int(np.sum((t2 < t3)[merged])), total + int(merged.sum())
+    return Check(
+        "phases in order (SA on S²: collapse < clusters; every merged member: clusters < first merge)",
+        "every such member",
+        f"{good}/{total}",
+        total > 0 and good == total,
+    )
 
 
 def figures(result: RunResult) -> dict:

@@ -24,7 +24,7 @@ def test_phases_of_known_observables():
     0.5 of a pure exponential and of the linear theory with one mode at 0.5 (1e-9), the power's half-way time
     log(50)/1 + 1, six clusters, the first merge at 20 and half of them left at 40."""
     ts = np.arange(0.0, 60.0, 0.05)
-    out = mi.phases(ts, synthetic(ts), 3, np.array([0.5]))
+    out = mi.phases(ts, synthetic(ts), 3, np.array([0.5]), 100)
     assert out["t_collapse"] == pytest.approx(collapse_time(1.0), abs=2e-3)
     assert out["growth_rate"] == pytest.approx(0.5, rel=1e-9)
     assert out["growth_theory"] == pytest.approx(0.5, rel=1e-9)
@@ -37,8 +37,10 @@ def test_phases_of_known_observables():
 
 def test_on_the_circle_there_is_no_collapse_and_the_growth_starts_at_zero():
     ts = np.arange(0.0, 60.0, 0.05)
-    out = mi.phases(ts, synthetic(ts), 2, np.array([0.5]))
+    out = mi.phases(ts, synthetic(ts), 2, np.array([0.5]), 100)
     assert math.isnan(out["t_collapse"])
+    # the linear theory e^{2·0.5 t}/100 reaches 1/2 at t = log 50
+    assert out["t_linear"] == pytest.approx(math.log(50.0), rel=1e-9)
     # the fit starts at t = 0, where the power is flat until t = 1: slower than 0.5 on that window
     assert out["growth_rate"] < 0.5
 
