@@ -8,8 +8,6 @@ from matplotlib.figure import Figure
 
 from .style import DATA_COLOR, THEORY_COLOR, finish, new_figure
 
-PHASE_MARKERS = {"collapse": "v", "clusters": "o", "first merge": "s"}
-
 
 def moderate_phases(
     ts,
@@ -74,35 +72,49 @@ def moderate_phases(
     return finish(fig, path)
 
 
+PHASE_COLORS = {"collapse": "#31688e", "clusters": "#35b779", "first merge": "#d1495b"}
+GEOMETRY_MARKERS = {"circle": "o", "S²": "s"}
+
+
 def moderate_times(betas, times, *, labels, title="", path=None) -> Figure:
-    """Every member's phase times against β = c·n on log-log axes: ``times`` maps a series label (phase, model,
-    geometry) to an array of times, the same shape as ``betas``."""
-    from matplotlib import colormaps
+    """Every member's phase times against β = c·n on log-log axes. ``times`` maps a label "phase, MODEL, geometry"
+    (phase: collapse, clusters or first merge; MODEL: SA or USA; geometry: circle or S²) to an array of times of the
+    shape of ``betas``: colour by phase, marker by geometry, filled for SA and open for USA, each series joined in
+    order of β."""
+    from matplotlib import ticker
 
     betas = np.asarray(betas, dtype=float)
-    fig = new_figure(6.4, 4.6)
+    fig = new_figure(7.6, 4.6)
     ax = fig.add_subplot()
-    cmap = colormaps["viridis"]
-    for k, label in enumerate(labels):
+    for label in labels:
+        phase, model, geometry = (part.strip() for part in label.split(","))
         t = np.asarray(times[label], dtype=float)
         ok = np.isfinite(t) & (t > 0)
         if not ok.any():
             continue
-        marker = next((m for name, m in PHASE_MARKERS.items() if label.startswith(name)), "o")
-        color = cmap(0.9 * k / max(len(labels) - 1, 1))
-        ax.loglog(
-            betas[ok],
-            t[ok],
-            linestyle="none",
-            marker=marker,
-            markersize=5,
+        color = PHASE_COLORS.get(phase, DATA_COLOR)
+        order = np.argsort(betas[ok], kind="stable")
+        ax.plot(
+            betas[ok][order],
+            t[ok][order],
+            linestyle=(0, (3, 3)) if model == "USA" else "-",
+            linewidth=0.6,
+            alpha=0.6,
             color=color,
+            marker=GEOMETRY_MARKERS.get(geometry, "o"),
+            markersize=5.5,
+            markerfacecolor=color if model == "SA" else "white",
+            markeredgecolor=color,
             label=label,
-            markerfacecolor="white" if "USA" in label else color,
         )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis,):
+        axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel(r"$\beta = c\,n$")
-    ax.set_ylabel(r"phase time (each model's own time)")
-    ax.legend(frameon=False, fontsize=7.5, ncol=2)
+    ax.set_ylabel("phase time (each model's own time)")
+    ax.legend(frameon=False, fontsize=7.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
     if title:
         ax.set_title(title)
     return finish(fig, path)
