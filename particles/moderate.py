@@ -11,9 +11,10 @@ With β of the order of the number of tokens the attention of a token reaches on
    second moment M = (1/n) Σ x_i x_iᵀ, 1/d at the uniform start and 0 on the great circle.
 2. clusters: on the circle the uniform state is unstable; its fastest Fourier mode k* ≈ √(2β)
    grows at the rate λ* = max_k k² I_k(β)/(β I_0(β)) → 2/e (``modes.fastest_rate``) from the
-   n^{−1/2} fluctuations of i.i.d. tokens, so the clusters form at t ≈ log n/(2λ*) + O(1).
-   Observed by the angular kinetic energy mean θ̇_i² in the plane of M's two top eigenvectors,
-   which grows like e^{2λ* t} and peaks when the clusters form.
+   n^{−1/2} fluctuations of i.i.d. tokens, so the clusters form at t ≈ log(n/c)/(4λ*) + O(1).
+   Observed by the power of the unstable band Σ_k |ρ̂_k|² (the modes growing at least half as fast as
+   the fastest, angles taken in the plane of M's two top eigenvectors), whose mean the linear theory
+   gives as Σ_k e^{2λ_k t}/n; the angular kinetic energy mean θ̇_i² peaks as they form.
 3. merging: the ≈ k* clusters merge one by one at times that grow with the gaps between them.
    Observed by the number of clusters: the gaps between consecutive angles wider than 2/√β.
 

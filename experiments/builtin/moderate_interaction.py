@@ -5,8 +5,8 @@ each n of ``token_counts`` and c of ``interaction_c``, ``seeds`` starts each, V 
 λ = ``collapse_eigenvalue`` on S² (V = I on the circle), the attention blocked past a few thousand tokens.
 Each member's three phases are read from its saved states (``particles/moderate.py``): the collapse onto
 the great circle (S² only) when the smallest eigenvalue of the second moment falls to e^{−2}/3, the
-clusters when the angular kinetic energy peaks (its exponential rise before gives the fastest mode's
-growth rate), the merging when the number of clusters first falls. USA is saved on a grid in units of
+clusters when the power of the unstable Fourier band reaches 1/2 (its exponential rise before gives the
+growth rate, compared with the linear theory), the merging when the number of clusters first falls. USA is saved on a grid in units of
 ``usa_time_unit`` (its kernel's mean at the uniform density) and reported in its own time.
 """
 
