@@ -43,6 +43,7 @@ __all__ = [
     "cluster_gap",
     "collapse_moment",
     "collapse_time",
+    "sphere_resultant",
     "COLLAPSE_LEVEL",
     "usa_time_unit",
     "first_crossing",
@@ -141,6 +142,14 @@ def collapse_moment(t, rate: float = 1.0, d: int = 3):
     exact = (q / np.where(small, 0.5, b)) * (np.arctanh(np.minimum(sb, 1 - 1e-16)) / sb - 1.0)
     series = (1.0 / 3.0 + b / 5.0) * q  # 1/3 + b/5 + O(b²), times q
     return np.where(small, series, exact)
+
+
+def sphere_resultant(beta: float) -> float:
+    """coth β − 1/β: the mean of ⟨x, y⟩ for y drawn from e^{β⟨x, y⟩} on S², so that SA at the uniform density on S²
+    moves by exactly this times P_x V x (the Laplace limit's rate a becomes a(coth β − 1/β) = a(1 − 1/β + …))."""
+    if beta < 1e-4:
+        return beta / 3.0
+    return 1.0 / math.tanh(beta) - 1.0 / beta
 
 
 def collapse_time(rate: float = 1.0, level: float = COLLAPSE_LEVEL) -> float:
