@@ -396,9 +396,8 @@ the band's growth saturates before it reaches the level (1.13 … 1.35 measured 
 
 
 def _formation_checks(result: RunResult) -> list[Check]:
-    """On the circle: the clusters' formation time against the linear theory's, and (with two n and two c or more)
-    its fitted exponents in n and c against those of the linear theory's times."""
-    c = result.config
+    """On the circle: the clusters' formation time against the linear theory's. (Its fitted exponents in n and c,
+    ``exponents``, exceed the linear theory's: the saturation lengthens with β, docs/model.md §14.)"""
     out = []
     for model in MODELS:
         got, lin = _members(result, "t_clusters", 2, model), _members(result, "t_linear", 2, model)
@@ -412,19 +411,6 @@ def _formation_checks(result: RunResult) -> list[Check]:
                 bool(np.all((ratio >= lo) & (ratio <= hi))),
             )
         )
-        if len(c.token_counts) >= 2 and len(c.interaction_c) >= 2:
-            measured, theory = exponents(result, "t_clusters", 2, model), exponents(result, "t_linear", 2, model)
-            for axis in ("n", "c"):
-                p, se = measured[axis]
-                want = theory[axis][0]
-                out.append(
-                    Check(
-                        f"{model.upper()} on the circle: cluster time ∝ {axis}^p against the linear theory's exponent",
-                        f"p = {want:.3f} ± max(3 se, {EXPONENT_TOL})",
-                        f"{p:.3f} ± {se:.3f}",
-                        bool(abs(p - want) <= max(3 * se, EXPONENT_TOL)),
-                    )
-                )
     return out
 
 
@@ -576,6 +562,6 @@ EXPERIMENT = register(
             f"β = c·n for n ∈ {list(c.token_counts)}, c ∈ {list(c.interaction_c)}, d ∈ {list(c.d)}, SA and USA, "
             f"{c.seeds} seed(s), t1 = {c.t1:g} (SA units)"
         ),
-        runtime="13 min on 2 shared CPU cores (n = 10⁴: `--set token_counts=[10000]`, far longer)",
+        runtime="8 min and 0.7 GB on 2 CPU cores shared with other work (n = 10⁴: `--set token_counts=[10000]`, far longer)",
     )
 )
