@@ -2,7 +2,7 @@
 
 With β of the order of the number of tokens the attention of a token reaches only its neighbours
 (width 1/√β), and the dynamics from i.i.d. uniform tokens separates into three phases
-(arXiv 2509.25040; docs/model.md §14):
+(arXiv 2509.25040; docs/model.md §16):
 
 1. collapse: with V = diag(1, …, 1, λ) (λ < 1) on S^{d−1}, the attention of a token concentrates on
    the token itself as β → ∞ (Laplace), so ẋ = P_x V x: the flow of ẏ = V y projected on the sphere,

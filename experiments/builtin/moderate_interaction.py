@@ -297,7 +297,7 @@ PREDICTED_EXPONENT = {
     ("t_collapse", "usa"): 1.0,
 }
 """t ∝ β^p at leading order: SA's collapse takes a time of order one, USA's is slowed down by its kernel's mean
-1/(2β) at the uniform density (docs/model.md §14)."""
+1/(2β) at the uniform density (docs/model.md §16)."""
 
 EXPONENT_TOL = 0.2
 """An exponent passes within max(3 standard errors, this) of its leading-order prediction. USA's collapse is slowed
@@ -402,7 +402,7 @@ the band's growth saturates before it reaches the level (1.13 … 1.35 measured 
 
 def _formation_checks(result: RunResult) -> list[Check]:
     """On the circle: the clusters' formation time against the linear theory's. (Its fitted exponents in n and c,
-    ``exponents``, exceed the linear theory's: the saturation lengthens with β, docs/model.md §14.)"""
+    ``exponents``, exceed the linear theory's: the saturation lengthens with β, docs/model.md §16.)"""
     out = []
     for model in MODELS:
         got, lin = _members(result, "t_clusters", 2, model), _members(result, "t_linear", 2, model)
@@ -421,7 +421,7 @@ def _formation_checks(result: RunResult) -> list[Check]:
 
 def _order_check(result: RunResult) -> Check:
     """Every member's phases in order: SA's collapse before its clusters on S² (USA's clusters can form first,
-    docs/model.md §14), and the clusters before their first merge wherever one happened before t1."""
+    docs/model.md §16), and the clusters before their first merge wherever one happened before t1."""
     good = total = 0
     for d in result.config.d:
         for model in MODELS:
@@ -544,7 +544,7 @@ EXPERIMENT = register(
             solver="ab4",
             dt=0.05,
         ),
-        dict(token_counts=[600], interaction_c=[0.02, 0.04], seeds=1, t1=30.0, solver="ab4", dt=0.05),
+        dict(token_counts=[600], interaction_c=[0.02, 0.04], seeds=1, t1=15.0, solver="ab4", dt=0.05),
         figures,
         checks,
         needs=lambda config: (),
