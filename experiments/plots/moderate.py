@@ -35,8 +35,16 @@ def moderate_phases(
     axes[0].loglog(ts[positive], np.maximum(lam[positive], 1e-30), color=DATA_COLOR, label=r"$\lambda_{\min}(M)$")
     if laplace is not None:
         lt, lv = laplace
-        axes[0].loglog(lt[lt > 0], lv[lt > 0], color=THEORY_COLOR, linestyle="--", label="Laplace limit (β → ∞)")
+        axes[0].loglog(
+            lt[lt > 0],
+            lv[lt > 0],
+            color=THEORY_COLOR,
+            linestyle="--",
+            label=r"Laplace limit at the rate $\coth\beta - 1/\beta$",
+        )
     axes[0].set_ylabel(r"smallest eigenvalue of $M$")
+    # below 1e-16 the heights z ~ 1e-8 are at the mercy of rounding (z² of rounding errors floors near 1e-31)
+    axes[0].set_ylim(bottom=max(1e-16, float(np.nanmin(lam[positive])) / 3), top=1.0)
     axes[0].legend(frameon=False)
     axes[1].loglog(ts[positive], energy[positive], color=DATA_COLOR, label=r"$\sum_{k} |\hat\rho_k|^2$, unstable modes")
     if theory is not None:
