@@ -570,6 +570,6 @@ EXPERIMENT = register(
             f"β = c·n for n ∈ {list(c.token_counts)}, c ∈ {list(c.interaction_c)}, d ∈ {list(c.d)}, SA and USA, "
             f"{c.seeds} seed(s), t1 = {c.t1:g} (SA units)"
         ),
-        runtime="6 min and 0.7 GB on 2 CPU cores shared with other work (n = 10⁴: `--set token_counts=[10000]`, far longer)",
+        runtime="6 min and 0.7 GB on 2 CPU cores shared with other work (n = 10⁴ on S² at c = 0.01 to t1 = 15: 5 min)",
     )
 )
