@@ -34,6 +34,7 @@ from . import equilibria
 from . import bifurcation
 from . import hardmax_limit
 from . import selectivity
+from . import moderate_interaction
 
 # isort: on
 from .analysis import statistics_figures

@@ -474,6 +474,32 @@ _CORE_KEYS = (
         maximum=100_000,
         experiment_key=True,
     ),
+    Key(
+        "token_counts",
+        "int_list",
+        (1000, 2000),
+        "moderate-interaction: the numbers of tokens n, each run at β = c·n",
+        minimum=8,
+        experiment_key=True,
+    ),
+    Key(
+        "interaction_c",
+        "float_list",
+        (0.01, 0.02),
+        "moderate-interaction: the ratios c = β/n",
+        minimum=0.0,
+        strict_min=True,
+        experiment_key=True,
+    ),
+    Key(
+        "collapse_eigenvalue",
+        "float",
+        0.0,
+        "moderate-interaction: the last eigenvalue λ < 1 of V = diag(1, …, 1, λ) on S², "
+        "which collapses the tokens onto a great circle at the rate 1 − λ",
+        maximum=0.9,
+        experiment_key=True,
+    ),
 )
 
 # The variant keys compose the way the fields do (experiments/models.py builds them): an attention

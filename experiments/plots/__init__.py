@@ -29,6 +29,7 @@ from .histograms import (
 )
 from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
+from .moderate import moderate_phases, moderate_times
 from .phase import phase_diagram, phase_diagram_grid
 from .retrieval import decay_snapshots, retrieval_profiles
 from .selectivity import selectivity_outputs, selectivity_profiles, selectivity_thresholds
@@ -93,6 +94,8 @@ __all__ = [
     "sphere_density_maps",
     "sphere_rates_and_convergence",
     "metastable_counts",
+    "moderate_phases",
+    "moderate_times",
     "pca_trajectories",
     "phase_diagram",
     "phase_diagram_grid",

@@ -83,6 +83,7 @@ def test_list_shows_exactly_the_registry():
         "bifurcation",
         "hardmax-limit",
         "selectivity",
+        "moderate-interaction",
     ]
 
 
