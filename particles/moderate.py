@@ -87,8 +87,8 @@ def angular_speeds(x: np.ndarray, v: np.ndarray) -> np.ndarray:
 def unstable_band(beta: float, model: str = "sa") -> tuple[np.ndarray, np.ndarray]:
     """The Fourier modes k of the circle growing at least half as fast as the fastest, and their rates λ_k
     (``modes.mode_growth_rates``; "sa" or "usa-rescaled")."""
-    k, rates = mode_growth_rates(beta, 2, model=model)
-    k, rates = np.asarray(k), np.asarray(rates, dtype=np.float64)
+    modes, growth = mode_growth_rates(beta, 2, model=model)
+    k, rates = np.asarray(modes), np.asarray(growth, dtype=np.float64)
     keep = rates >= 0.5 * rates.max()
     return k[keep], rates[keep]
 

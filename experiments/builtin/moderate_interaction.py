@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -211,7 +213,7 @@ def run(config, *, progress=None) -> RunResult:
         for i in range(len(ns))
         for j in range(len(cs))
     ]
-    step = dict(dt=float(config.dt)) if config.dt > 0 else {}
+    step: dict[str, Any] = dict(dt=float(config.dt)) if config.dt > 0 else {}
     tolerances = dict(rtol=config.rtol, atol=config.atol)  # read whatever the solver, as keys= declares them
     if config.solver in ADAPTIVE:
         step.update(tolerances)
@@ -444,7 +446,7 @@ def figures(result: RunResult) -> dict:
     """Per geometry, SA's first member at the largest n and c over time; every member's phase times against β."""
     c = result.config
     beta = _betas(result)
-    out = {}
+    out: dict[str, Callable] = {}
     for a, d in enumerate(c.d):
         where = "circle" if d == 2 else "sphere"
         for m, model in enumerate(MODELS):
