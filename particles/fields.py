@@ -13,12 +13,13 @@ sphere, the tangent projection P_x that keeps particles there ([GLPR] (2.3)). Fi
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar, Self
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 from jaxtyping import Array, Float
 
 from .blocked import blocked_attention, check_block, check_kernel, fused_attention, resolve_block, resolve_kernel
@@ -257,40 +258,6 @@ class Sum(Field):
         return None if any(f is None for f in terms) else Sum(*terms)
 
 
-def ensemble_axes(field: Field) -> tuple[Field, int | None]:
-    """vmap axes of a field's leaves (0 for ensemble axes, None otherwise) and the ensemble size.
-
-    A leaf is an ensemble axis when it has one more dimension than its owner's ``event_ndim``
-    says one member needs. All ensemble axes must have the same length.
-    """
-    paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(field)
-    axes: list[int | None] = []
-    sizes: dict[str, int] = {}
-    for path, leaf in paths_leaves:
-        owner: Any = field  # the module or container that holds the leaf, walked down its path
-        name = None
-        for key in path:
-            if name is not None:
-                owner = getattr(owner, name) if isinstance(name, str) else owner[name]
-            name = key.name if hasattr(key, "name") else key.idx
-        event = getattr(owner, "event_ndim", {}).get(name) if isinstance(name, str) else None
-        nd = np.ndim(leaf)
-        if event is not None and nd == event + 1:
-            axes.append(0)
-            sizes[f"{type(owner).__name__}.{name}"] = np.shape(leaf)[0]
-        elif event is not None and nd != event:
-            raise ValueError(
-                f"{type(owner).__name__}.{name} has shape {np.shape(leaf)}: expected {event} "
-                f"dimensions for one member, or {event + 1} for an ensemble"
-            )
-        else:
-            axes.append(None)
-    if len(set(sizes.values())) > 1:
-        listed = ", ".join(f"{k} has {v}" for k, v in sizes.items())
-        raise ValueError(f"ensemble axes of the field disagree in length: {listed}")
-    return jax.tree_util.tree_unflatten(treedef, axes), (next(iter(sizes.values())) if sizes else None)
-
-
 class Attention(Field):
     """Shared structure of the attention fields: ẋ_i = P_{x_i}(Σ_j A_ij V x_j).
 
@@ -519,7 +486,19 @@ class SA(Attention):
     positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi")
     if TYPE_CHECKING:  # Attention's __init__, for type checkers: they read a Module without one as a dataclass
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+        def __init__(
+            self,
+            beta: ArrayLike = 1.0,
+            Q: ArrayLike | None = None,
+            K: ArrayLike | None = None,
+            V: ArrayLike | None = None,
+            *,
+            mask: str = "none",
+            block: int | str | None = "auto",
+            kernel: str = "auto",
+            positional: str = "none",
+            alibi_slope: ArrayLike = 1.0,
+        ) -> None: ...
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """The row-stochastic attention matrix A."""

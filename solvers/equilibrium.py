@@ -44,7 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..particles.fields import Field, ensemble_axes
+from ..particles.ensembles import ensemble_axes
+from ..particles.fields import Field
 
 __all__ = [
     "Equilibrium",

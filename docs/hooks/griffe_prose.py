@@ -313,6 +313,13 @@ def _signature(obj) -> tuple[list[griffe.Parameter], griffe.Class | None, list[s
         defined = init.final_target if init.is_alias else init
         owner = defined.parent.path if defined.parent is not None and defined.parent.path != obj.path else None
         more = [f"{obj.path}.__init__"] + ([owner, f"{owner}.__init__"] if owner else [])
+        # a constructor restated for type checkers (``if TYPE_CHECKING: def __init__(...): ...``) is described
+        # where it is written: in the base classes' docstrings
+        try:
+            bases = [base.path for base in obj.mro()]
+        except (ValueError, griffe.AliasResolutionError, griffe.CyclicAliasError):
+            bases = []
+        more += [path for base in bases for path in (base, f"{base}.__init__") if path not in more]
         return [p for p in init.parameters if p.name not in _SELF], obj, more
     if obj.is_function:
         return [p for p in obj.parameters if p.name not in _SELF], None, []

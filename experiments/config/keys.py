@@ -1,7 +1,8 @@
 """Every configuration key, declared once: name, type, default, bounds and one line of documentation.
 
 The core keys (what to simulate, the initial condition, the solver, what to save) come first, then
-the model variant keys (heads, mask, norm, weights, feed-forward, noise...). All are in :data:`KEYS`
+the model variant keys (heads, mask, norm, weights, feed-forward, noise...), then the keys that only
+built-in experiments read (``experiment_keys.py``). All are in :data:`KEYS`
 as soon as the config package is imported. :func:`register` adds a key from elsewhere (a plugin,
 a test); the names of models and the other choice lists live here, once; the solvers' names come from
 ``solvers.methods``.
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from ...particles.fields import POSITIONAL
 from ...particles.models import MODELS as _MODEL_TABLE
 from ...solvers.methods import names
+from .experiment_keys import EXPERIMENT_KEYS
 from .toml import toml_literal
 from .types import ConfigError, Key, shorten
 
@@ -222,284 +224,6 @@ _CORE_KEYS = (
         "simulate d > n runs in the span of the tokens where that is exact (V = λI, no noise "
         "or feed-forward): coordinates in R^n, states mapped back to R^d where saved",
     ),
-    Key(
-        "degree",
-        "int",
-        32,
-        "meanfield-sphere: the largest spherical-harmonic degree L of the density",
-        minimum=2,
-        experiment_key=True,
-    ),
-    Key(
-        "modes",
-        "int",
-        256,
-        "meanfield-circle: Fourier modes |k| < modes of the density (a grid of 2·modes angles)",
-        minimum=2,
-        experiment_key=True,
-    ),
-    Key(
-        "perturbation",
-        "float",
-        1e-3,
-        "meanfield-circle: amplitude ε of each mode k ≤ 16 of the initial density",
-        minimum=0.0,
-        experiment_key=True,
-    ),
-    Key(
-        "particle_counts",
-        "int_list",
-        (),
-        "meanfield-circle, meanfield-sphere, gaussian-closure: particle counts n "
-        "compared with the density (or the closure)",
-        minimum=1,
-        allow_empty=True,
-        experiment_key=True,
-    ),
-    Key(
-        "gamma",
-        "float_list",
-        (1.0, 2.0, 3.0),
-        "long-context: β = γ log n for each γ listed",
-        minimum=0.0,
-        experiment_key=True,
-    ),
-    Key(
-        "context_lengths",
-        "int_list",
-        (),
-        "long-context, selectivity: the context lengths n of one attention layer (selectivity: n keys per query)",
-        minimum=2,
-        allow_empty=True,
-        experiment_key=True,
-    ),
-    Key(
-        "queries",
-        "int",
-        256,
-        "selectivity: uniform queries per dimension, each meeting every context length's keys",
-        minimum=1,
-        experiment_key=True,
-    ),
-    Key(
-        "particle_max",
-        "int",
-        10_000,
-        "long-context: the longest context also computed from token arrays (d = n + 1)",
-        minimum=0,
-        experiment_key=True,
-    ),
-    Key(
-        "residual",
-        "float",
-        0.0,
-        "long-context: weight α of the residual x_i added to the attention output",
-        minimum=0.0,
-        experiment_key=True,
-    ),
-    Key(
-        "rank_dims",
-        "int_list",
-        (3, 4, 5),
-        "gaussian-closure: dimensions d of the limit-rank histograms (Q of shape ⌊d/2⌋ × d, K = −Q)",
-        minimum=2,
-        experiment_key=True,
-    ),
-    Key(
-        "rank_draws",
-        "int",
-        100,
-        "gaussian-closure: random (Q, S0) draws per dimension and value matrix of the limit-rank histograms",
-        minimum=1,
-        experiment_key=True,
-    ),
-    Key(
-        "replicas",
-        "int",
-        8,
-        "gaussian-closure: independent Gaussian samples of the particles per n",
-        minimum=1,
-        experiment_key=True,
-    ),
-    Key(
-        "collapse_time",
-        "float",
-        20.0,
-        "gaussian-closure: horizon of the particles collapsing onto ker A, compared with the closure",
-        minimum=0.0,
-        strict_min=True,
-        experiment_key=True,
-    ),
-    Key(
-        "decay_rate",
-        "float",
-        1.0,
-        "lost-in-the-middle: λ of the position weights e^{−(λ/n)(i − j)} (positional = 'decay' with alibi_slope = λ/n)",
-        minimum=0.0,
-        experiment_key=True,
-    ),
-    Key(
-        "classes",
-        "float",
-        8.0,
-        "lost-in-the-middle: M classes read off the circle (soft accuracy weights ω_k = e^{−π²k²/(2M²)})",
-        minimum=0.0,
-        strict_min=True,
-        experiment_key=True,
-    ),
-    Key(
-        "profile_runs",
-        "int",
-        16384,
-        "lost-in-the-middle: independent runs from uniform starts behind the particle estimate of the profile",
-        minimum=2,
-        experiment_key=True,
-    ),
-    Key(
-        "profile_times",
-        "float_list",
-        (0.5, 1.0),
-        "lost-in-the-middle: times of the particle estimates of the soft-accuracy profile",
-        minimum=0.0,
-        strict_min=True,
-        experiment_key=True,
-    ),
-    Key(
-        "noise_ratios",
-        "float_list",
-        (0.8, 0.9, 1.0, 1.1, 1.2),
-        "noisy-transition: the noise levels σ/σ_#(β, d) "
-        "swept down and up (increasing; σ_# = 1/√K_#, the uniform state's linear threshold)",
-        minimum=0.0,
-        strict_min=True,
-        experiment_key=True,
-    ),
-    Key(
-        "burn_in",
-        "float",
-        0.5,
-        "noisy-transition: the first fraction of each noise level left out of the time averages",
-        minimum=0.0,
-        maximum=0.95,
-        experiment_key=True,
-    ),
-    Key(
-        "meanfield_time",
-        "float",
-        100.0,
-        "noisy-transition: duration of each noise level of the mean-field sweeps "
-        "(d = 2), in units of τ_# = 2/((d−1)σ_#²); 0 = no mean field",
-        minimum=0.0,
-        experiment_key=True,
-    ),
-    Key(
-        "saddle_beta",
-        "float",
-        10.0,
-        "equilibria: β of the n-token cluster saddles and energy staircase on the circle (USA, rescaled time)",
-        minimum=0.0,
-        strict_min=True,
-        maximum=30.0,
-        experiment_key=True,
-    ),
-    Key(
-        "extremizer_tau",
-        "float_list",
-        (-2.0, 0.5, 2.0, 8.0),
-        "equilibria: the τ ≠ 0 of D = diag(1, τ) for the "
-        "four-token energy extremizers (arXiv 2501.03096); τ < 0 makes D indefinite",
-        experiment_key=True,
-    ),
-    Key(
-        "branches",
-        "int_list",
-        (1, 2, 3),
-        "bifurcation: the Fourier modes k whose branches of stationary densities are followed from the uniform one",
-        minimum=1,
-        experiment_key=True,
-    ),
-    Key(
-        "limit_beta",
-        "float_list",
-        (10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0),
-        "hardmax-limit: the β grid on which the attention flow is compared with its hardmax limit",
-        minimum=0.0,
-        strict_min=True,
-        maximum=1e6,
-        experiment_key=True,
-    ),
-    Key(
-        "hull_vertices",
-        "int",
-        6,
-        "hardmax-limit: tokens at the vertices of the convex hull (unit vectors of the plane, jittered polygon)",
-        minimum=3,
-        maximum=64,
-        experiment_key=True,
-    ),
-    Key(
-        "hull_interior",
-        "int",
-        30,
-        "hardmax-limit: tokens drawn uniformly inside the hull",
-        minimum=1,
-        maximum=2000,
-        experiment_key=True,
-    ),
-    Key(
-        "hardmax_time",
-        "float",
-        1.0,
-        "hardmax-limit: the time t at which the SA flow is compared with the hardmax flow over β",
-        minimum=0.0,
-        strict_min=True,
-        maximum=10.0,
-        experiment_key=True,
-    ),
-    Key(
-        "trap_beta",
-        "float_list",
-        (15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0),
-        "hardmax-limit: the β at which the hull's vertex tokens are followed until one leaves its vertex",
-        minimum=1.0,
-        maximum=80.0,
-        experiment_key=True,
-    ),
-    Key(
-        "frank_wolfe_steps",
-        "int",
-        1000,
-        "hardmax-limit: hardmax (Frank–Wolfe) steps h_k = 2/(k + 2) with QᵀK = −I",
-        minimum=20,
-        maximum=100_000,
-        experiment_key=True,
-    ),
-    Key(
-        "token_counts",
-        "int_list",
-        (1000, 2000),
-        "moderate-interaction: the numbers of tokens n, each run at β = c·n",
-        minimum=8,
-        experiment_key=True,
-    ),
-    Key(
-        "interaction_c",
-        "float_list",
-        (0.01, 0.02),
-        "moderate-interaction: the ratios c = β/n",
-        minimum=0.0,
-        strict_min=True,
-        experiment_key=True,
-    ),
-    Key(
-        "collapse_eigenvalue",
-        "float",
-        0.0,
-        "moderate-interaction: the last eigenvalue λ < 1 of V = diag(1, …, 1, λ) on S², "
-        "which collapses the tokens onto a great circle at the rate 1 − λ",
-        maximum=0.9,
-        experiment_key=True,
-    ),
 )
 
 # The variant keys compose the way the fields do (experiments/models.py builds them): an attention
@@ -627,7 +351,7 @@ _VARIANT_KEYS = (
     ),
 )
 
-for _key in _CORE_KEYS + _VARIANT_KEYS:
+for _key in _CORE_KEYS + _VARIANT_KEYS + EXPERIMENT_KEYS:
     register(_key)
 del _key
 

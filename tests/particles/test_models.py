@@ -18,7 +18,8 @@ from attnflow.experiments.config import MODELS as MODEL_CHOICES
 from attnflow.experiments.run import fields as config_models
 from attnflow.experiments.run import memory, preflight, runner
 from attnflow.particles import models
-from attnflow.particles.fields import KERNEL_MODELS, ensemble_axes
+from attnflow.particles.ensembles import ensemble_axes
+from attnflow.particles.fields import KERNEL_MODELS
 
 N, D = 5, 4
 X = af.init.uniform(7, N, D)

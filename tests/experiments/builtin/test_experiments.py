@@ -369,12 +369,21 @@ def test_an_experiment_declares_exactly_the_keys_its_runner_reads(name, monkeypa
 
     monkeypatch.setattr(Config, "__getattr__", recording_attribute)
     monkeypatch.setattr(Config, "__getitem__", recording_item)
+    e.requires(config)  # what preflight reads of it, then the run
+    e.memory(config)
     e.run(config, progress=False)
     monkeypatch.undo()
     declared = set(e.keys)
     assert read - AMBIENT_KEYS <= declared, f"{name} reads undeclared keys {sorted(read - declared)}"
-    # a declared key is read, unless it acts only where another key is set otherwise (log spacing)
-    conditional = {"log_decades"} if config.save_spacing != "log" else set()
+    # a declared key is read, unless it acts only where another key is set otherwise: log spacing, save times
+    # given as a list, the noisy mean field turned off (meanfield_time = 0)
+    conditional = set()
+    if config.save_spacing != "log" or config.save_times:
+        conditional.add("log_decades")
+    if config.save_times:
+        conditional |= {"save_spacing", "n_save"}
+    if "meanfield_time" in e.keys and config.meanfield_time == 0:
+        conditional.add("modes")
     assert declared - conditional <= read, f"{name} declares keys it never reads: {sorted(declared - read)}"
 
 
