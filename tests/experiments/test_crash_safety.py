@@ -300,6 +300,7 @@ def test_stale_temporaries_of_dead_processes_are_removed_and_live_ones_kept(tmp_
 # -- reproducibility --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra", [[], ["--set", "solver=tsit5"], ["--set", "noise=0.3"]], ids=["rk4", "tsit5", "noisy"]
 )

@@ -1050,6 +1050,7 @@ def _check_cli_refusal(workdir: Path, argv, fragments) -> None:
     assert not (workdir / SENTINEL).exists(), "a pickle was loaded"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", _ids(Cli))
 def test_command_line(workdir, case):
     c = CASES[case]
@@ -1076,6 +1077,7 @@ def test_toml_config(workdir, case):
     _check_cli_refusal(workdir, ["run", "case.toml", "--out", "OUT"], c.fragments)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", _ids(Api))
 def test_python_api(workdir, case):
     c = CASES[case]
@@ -1110,6 +1112,7 @@ NON_FINITE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(NON_FINITE))
 def test_observables_of_non_finite_states(case):
     fn, bad = NON_FINITE[case]

@@ -153,6 +153,7 @@ def _run(*sets):
     )
 
 
+@pytest.mark.slow
 def test_attention_statistics_of_a_run(tmp_path):
     config = _run()
     result = runner.run(config)

@@ -30,6 +30,7 @@ def _evaluate(fields, x):
     return jax.jit(lambda y: [f(0.0, y) for f in fields])(x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,opts", FIELDS)
 @pytest.mark.parametrize("mask", ["none", "causal"])
 def test_blocked_drift_equals_dense(model, opts, mask):
@@ -44,6 +45,7 @@ def test_blocked_drift_equals_dense(model, opts, mask):
     np.testing.assert_allclose(tiles, dense, rtol=1e-12, atol=1e-13 * scale)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_blocked_huge_beta_is_finite_and_equals_dense(dtype):
     x = af.init.uniform(5, 100, 3, dtype=dtype)

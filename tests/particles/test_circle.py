@@ -55,6 +55,7 @@ def test_exact_form_keeps_small_velocities_relative_precision():
 
 # one run per model; the two forms (exact or not) agree pointwise to rounding (test above), so each
 # is run once here to keep the compile count down
+@pytest.mark.slow
 @pytest.mark.parametrize("model, exact", [("sa", False), ("usa", True)])
 def test_circle_trajectories_match_the_planar_ones_batched_over_beta(model, exact):
     # β ≤ 4: USA velocities grow like e^β, so larger β only costs steps here
@@ -196,6 +197,7 @@ def test_spread_is_the_largest_pair_gap_whenever_below_one():
     assert float(spread(jnp.asarray([[0.0], [2.0 * np.pi / 3], [-2.0 * np.pi / 3]]))) >= 1.0
 
 
+@pytest.mark.slow
 def test_queue_in_angles_gives_diffrax_events_and_saves():
     # the queue (more than 64 members) against diffrax's vmapped solve: its consensus test from the
     # angles' range and its saves from the interpolant's Horner form

@@ -35,6 +35,7 @@ def test_a_token_near_an_earlier_one_moves_with_it():
     np.testing.assert_allclose(v, np.asarray(project(placed, af.USA(6.0).drift(0.0, placed))), rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_coalescing_removes_the_stiffness_of_usa_clusters():
     """USA at β = 9: the explicit adaptive method is held to ~1/e^β m/n by clusters that are already
     points; coalesced, it takes about 60× fewer steps and ends in the same clustered state."""
@@ -54,6 +55,7 @@ def test_coalescing_removes_the_stiffness_of_usa_clusters():
     np.testing.assert_allclose(np.linalg.norm(np.asarray(merged.xs), axis=-1), 1.0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_the_coalesce_key_wraps_the_field_and_refuses_off_sphere_norms():
     small = {
         "model": "usa",
@@ -78,6 +80,7 @@ def test_the_coalesce_key_wraps_the_field_and_refuses_off_sphere_norms():
         af.Coalesced(af.SA(1.0), 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver, extra", [("tsit5", {}), ("rk4", {"dt": 0.01}), ("rk4", {"dt": 0.01, "dense": True})])
 def test_merges_are_kept_by_every_solver(solver, extra):
     """A pair that comes within √(2ε) becomes one point at the end of that step and stays one:
@@ -98,6 +101,7 @@ def test_merges_are_kept_by_every_solver(solver, extra):
     np.testing.assert_allclose(merged[:, others], plain[:, others], atol=2 * np.sqrt(2e-10))
 
 
+@pytest.mark.slow
 def test_kept_merges_stop_the_chatter_of_collapsed_subclusters():
     """The member of the USA phase diagram (β = 5.86, seed 10, t ≤ 30) whose two collapsed
     sub-clusters sat at the tolerance level of tsit5 (gap ~1e-11, just above ε = 1e-12) took 1986

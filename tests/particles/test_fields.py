@@ -157,6 +157,7 @@ def test_unknown_usa_time_convention():
         af.USA(1.0, time="paper")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 5, 32, 64])
 @pytest.mark.parametrize("beta", [0.0, 3.0, 1e4])
 def test_sa_on_the_circle_written_out_matches_the_batched_products(n, beta):

@@ -21,6 +21,7 @@ def setup(seed=0, d=3, scale=0.35):
     return rng, m0, S0, Q, K, V
 
 
+@pytest.mark.slow
 def test_paper_map_and_zero_values_freeze_the_gaussian():
     _, m0, S0, Q, K, _ = setup()
     A = gc.attention_kernels(gc.paper_beta(3), Q, K)
@@ -31,6 +32,7 @@ def test_paper_map_and_zero_values_freeze_the_gaussian():
     np.testing.assert_allclose(sol.mean, np.broadcast_to(m0, sol.mean.shape), atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lam", [1.0, -0.5, 2.0])
 def test_scalar_values_have_the_exact_inverse_covariance(lam):
     # V = λI: d(Σ⁻¹)/dt = −2λ A_s, for a non-symmetric A too
@@ -41,6 +43,7 @@ def test_scalar_values_have_the_exact_inverse_covariance(lam):
     np.testing.assert_allclose(sol.cov, gc.identity_value_covariance(S0, A, ts, lam), rtol=0, atol=1e-11)
 
 
+@pytest.mark.slow
 def test_commuting_case_mean_in_closed_form():
     # d = 2, A = diag(a), V = λI, Σ0 diagonal: m_k(t) = m_k e^{λt} (1 − 2λ a_k σ_k t)^{-1/2}
     a, s, m, lam = np.array([-0.8, 0.3]), np.array([0.7, 0.4]), np.array([0.5, -1.0]), 0.9
@@ -69,6 +72,7 @@ def test_rank_is_preserved_and_rank_one_follows_its_vector():
     assert np.all(np.linalg.eigvalsh(sol.cov)[:, :2] < 1e-12)
 
 
+@pytest.mark.slow
 def test_trace_never_grows_for_positive_values_and_negative_kernel():
     rng = np.random.default_rng(3)
     d = 4
@@ -78,6 +82,7 @@ def test_trace_never_grows_for_positive_values_and_negative_kernel():
     assert np.all(np.diff(np.trace(sol.cov, axis1=1, axis2=2)) <= 1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sa", "sinkhorn", "l2", "multihead"])
 def test_affine_velocity_is_the_mean_field_of_samples(kind):
     # the velocity of n Gaussian samples at fixed probes approaches b + Lx like n^{-1/2}
@@ -147,6 +152,7 @@ def test_particles_follow_the_closure_at_the_inverse_square_root_rate():
     assert np.sqrt(np.mean(errors[-1] ** 2)) * np.sqrt(sizes[-1]) < 3.0
 
 
+@pytest.mark.slow
 def test_sinkhorn_closure_agrees_with_softmax_to_first_order_and_keeps_the_mean_linear():
     _, m0, S0, Q, K, V = setup(5)
     ts = np.linspace(0, 0.5, 3)
@@ -159,6 +165,7 @@ def test_sinkhorn_closure_agrees_with_softmax_to_first_order_and_keeps_the_mean_
     np.testing.assert_allclose(sink.mean[-1], expm(ts[-1] * V) @ m0, rtol=1e-9)  # ṁ = V m
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [3, 4, 5])
 def test_limit_ranks_are_d_minus_rank_A(d):
     rng = np.random.default_rng(10 + d)

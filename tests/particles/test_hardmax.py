@@ -57,6 +57,7 @@ def test_ties_go_to_the_smallest_index():
     assert Hardmax().targets(x).tolist() == [1, 0, 0, 1]
 
 
+@pytest.mark.slow
 def test_is_the_large_beta_limit_of_softmax_without_self_attention():
     """On a well-separated configuration (margin ≥ 0.08 between best and second-best partner along
     the run), masked softmax at β differs from Hardmax by ≤ 2(n−2) e^{−β·margin} in velocity:

@@ -90,6 +90,7 @@ def test_post_ln_is_the_sphere_model():
     assert float(PostLN(field).beta) == 2.0
 
 
+@pytest.mark.slow
 def test_post_ln_equiangular_decays_exponentially_at_rate_two():
     ts = np.linspace(0.0, 10.0, 41)
     sol = af.simulate(PostLN(af.SA(BETA)), X_EQ, ts[-1], ts=ts, **TIGHT)
@@ -147,6 +148,7 @@ def test_pre_ln_moves_directions_by_p_theta_a_over_r():
 # -- peri-LN ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_peri_ln_unit_speed_and_power_law_clustering():
     x = 2.0 * af.init.uniform(3, N, D)
     v = PeriLN(af.SA(1.0))(0.0, x)
@@ -184,6 +186,7 @@ def test_ngpt_has_the_direction_of_sa_and_speed_at_most_alpha():
     np.testing.assert_array_equal(NGPT(af.SA(1.0, V=jnp.zeros((D, D))))(0.0, x), 0.0)
 
 
+@pytest.mark.slow
 def test_ngpt_equiangular_rate_two_alpha_and_clustering():
     alphas = jnp.array([0.5, 1.0, 1.0])
     # members: equiangular at α = 0.5 and 1, and a cap start at α = 1. From an open hemisphere the
@@ -219,6 +222,7 @@ def naive_rescaled(z, t, beta, Q, K, V):
     return np.einsum("ij,ijd->id", a, (z[None, :, :] - z[:, None, :]) @ V.T)
 
 
+@pytest.mark.slow
 def test_rescaled_field_is_the_formula_and_the_conjugated_no_ln_field():
     key = jax.random.split(jax.random.key(6), 4)
     z = np.asarray(jax.random.normal(key[0], (7, 3)))
@@ -246,6 +250,7 @@ def hull_distance(points, k, weight=1e4):
     return nnls(a, np.concatenate([points[k], [weight]]))[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [2, 3])
 def test_rescaled_tokens_converge_to_the_vertices_of_a_polytope(d):
     """V = I, QᵀK ≻ 0, β = 1, n = 12: z_i(t) → vertices of a convex polytope (arXiv 2305.05465)."""

@@ -48,6 +48,7 @@ def _time_change(x0, t):
     return float(np.sum(-c2 * np.log1p(-2.0 * t * lam) / (2.0 * lam)))
 
 
+@pytest.mark.slow
 def test_on_the_sphere_the_normalized_closed_form_holds_only_for_equal_norms():
     # x = y/|y| for ẏ_i = M_y y_i gives ẋ_i = P_{x_i}((1/n) Σ_j |y_j|² ⟨x_i,x_j⟩ x_j): the layer-norm flow
     # after the time change ds = |y|² dt when all |y_j| agree, and a different flow when they do not
@@ -133,6 +134,7 @@ def test_weights_match_the_fast_evaluation_and_elu_sum_is_stochastic():
         af.simulate(af.LinearAttention(Q=np.ones((2, 4))), X0, 1.0)
 
 
+@pytest.mark.slow
 def test_sums_with_softmax_attention_run_as_ensembles_on_the_sphere():
     betas = jnp.array([0.5, 2.0, 6.0])
     alphas = jnp.array([0.5, 1.0, 2.0])

@@ -36,6 +36,7 @@ def test_decay_field_is_the_papers_dynamics(beta, lam):
     assert np.all(v[0] == 0.0)  # the first token has no earlier token
 
 
+@pytest.mark.slow
 def test_position_weights_sum_to_one_and_the_first_row_is_empty():
     field = af.USA(1.0, mask="causal", positional="decay", alibi_slope=0.3)
     w = np.exp(np.asarray(field.position_bias(9, jnp.float64)))
@@ -100,6 +101,7 @@ def test_minimum_moves_to_the_end_and_stays_there_past_t_crit():
         assert s[np.argmin(lim.profile(s, f * t_crit, 1.0))] == s[-1]
 
 
+@pytest.mark.slow
 def test_first_order_in_time_and_the_finite_n_response_converging_to_the_closed_form():
     s = np.linspace(0.1, 1.0, 10)
     t = 1e-4
@@ -113,6 +115,7 @@ def test_first_order_in_time_and_the_finite_n_response_converging_to_the_closed_
     assert errors[0] < 0.02 and 3.0 < errors[0] / errors[1] < 5.0  # O(1/n)
 
 
+@pytest.mark.slow
 def test_particles_follow_the_linear_response_within_monte_carlo_error():
     n, runs, t = 32, 4096, 0.5
     theta0 = np.random.default_rng(5).uniform(0, 2 * np.pi, (runs, n))

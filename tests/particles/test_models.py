@@ -72,6 +72,7 @@ def _velocity(config):
     return np.asarray(v), None if sigma is None else np.asarray(sigma), field.coalesce_eps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", list(models.MODELS))
 @pytest.mark.parametrize("key", list(VARIANT_KEYS))
 def test_every_key_changes_the_field_or_is_refused(model, key, weights_file):

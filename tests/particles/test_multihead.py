@@ -50,6 +50,7 @@ def test_field_matches_the_formula(model, mask):
     np.testing.assert_allclose(jnp.sum(v * X, -1), 0.0, atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [0.0, 3.0, 1e3])
 @pytest.mark.parametrize("mask", ["none", "causal"])
 def test_one_head_is_sa_with_the_same_weights(beta, mask):

@@ -62,6 +62,7 @@ def _r2(t, x):
     return jnp.sum(jnp.mean(x, axis=0) ** 2)
 
 
+@pytest.mark.slow
 def test_noisy_kuramoto_order_parameter_below_and_above_kappa_2():
     """β = 0, d = 2: R² ~ 1/n for κ = 1 (uniform law), R ≈ R* > 0 for κ = 6 (synchronized).
 
@@ -94,6 +95,7 @@ def test_noisy_kuramoto_order_parameter_below_and_above_kappa_2():
             assert np.sqrt(mean) > 5 / np.sqrt(n)
 
 
+@pytest.mark.slow
 def test_noisy_kuramoto_fluctuations_scale_like_one_over_n():
     """κ = 1 at n = 256: n E R² is again the exact value (≈ 1.98), so R = O(n^{-1/2}).
 
@@ -111,6 +113,7 @@ def test_noisy_kuramoto_fluctuations_scale_like_one_over_n():
     assert 1.6 < n * mean < 2.4
 
 
+@pytest.mark.slow
 def test_brownian_motion_on_s2_decorrelates_at_the_heat_kernel_rate():
     """Drift 0, d = 3: E P_l(⟨x(t), x(0)⟩) = e^{−l(l+1)σ²t/2} (Legendre P_l: eigenfunctions of Δ).
 
@@ -132,6 +135,7 @@ def test_brownian_motion_on_s2_decorrelates_at_the_heat_kernel_rate():
     assert float(norm_error(sol.xs)) < 1e-12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ["euler", "renormalized_euler", "rk4", "lie_euler", "cg3"])
 def test_zero_noise_reproduces_the_deterministic_run_and_noise_keeps_the_sphere(solver):
     x0 = af.init.uniform(jax.random.key(4), 8, 5)
@@ -146,6 +150,7 @@ def test_zero_noise_reproduces_the_deterministic_run_and_noise_keeps_the_sphere(
     assert float(norm_error(both.xs)) < 1e-12
 
 
+@pytest.mark.slow
 def test_keys_make_runs_reproducible_and_members_independent():
     field = Noisy(af.SA(1.0), 0.5)
     x0 = af.init.uniform(jax.random.key(5), 6, 3)
@@ -182,6 +187,7 @@ def test_noise_composes_with_sums_and_ensembles():
     assert sol.x_final.shape == (3, 5, 3)
 
 
+@pytest.mark.slow
 def test_noisy_runs_support_events_saves_and_progress(capsys):
     # small noise: tokens still cluster (to within ~σ), so the clustering event fires
     field = Noisy(af.SA(1.0), 0.01)
@@ -240,6 +246,7 @@ def test_a_field_reports_its_noise_and_its_deterministic_part():
     assert float(noise_sigma(field)) == float(field.noise_sigma) and deterministic(sa) is sa
 
 
+@pytest.mark.slow
 def test_noisy_layer_wise_weights_step_to_the_layer_switches():
     layers = LayerWise.redrawn(af.SA(1.0), jax.random.key(3), "ginibre", d=3, n_layers=3, tau=0.3)
     x0 = af.init.uniform(jax.random.key(4), 5, 3)

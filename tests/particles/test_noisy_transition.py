@@ -90,6 +90,7 @@ def test_noise_arguments_are_checked():
 # -- the noisy mean field on the circle ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["usa", "sa"])
 def test_noisy_meanfield_mode_rates_at_the_uniform_density(model):
     """A mode-k perturbation of the uniform density grows at growth_rates(k, β) − (σ²/2)k² (within 1 %): for USA
@@ -110,6 +111,7 @@ def test_noisy_meanfield_mode_rates_at_the_uniform_density(model):
         assert np.all(slopes[[0, 2], 0] > 0) and np.all(slopes[[1, 3], 0] < 0)
 
 
+@pytest.mark.slow
 def test_noise_zero_is_the_deterministic_solver_and_mass_is_kept():
     modes = 32
     rho0 = mf.perturbed_uniform(3, modes, 1e-2, k_max=8)

@@ -109,6 +109,7 @@ def observable(request):
     FN = None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 def test_eager_marks_the_bad_member_and_warns_once(observable, value):
     name, fn = observable
@@ -154,6 +155,7 @@ def test_one_configuration(observable):
         assert np.all(np.isnan(a)) if np.issubdtype(a.dtype, np.floating) else np.all(a == -1), name_
 
 
+@pytest.mark.slow
 def test_jit_gives_the_same_and_does_not_warn(observable):
     _, fn = observable
     x = spoiled(np.inf)
@@ -161,6 +163,7 @@ def test_jit_gives_the_same_and_does_not_warn(observable):
     check_members(out, x, jax.jit)
 
 
+@pytest.mark.slow
 def test_vmap_gives_the_same_and_does_not_warn(observable):
     _, fn = observable
     x = spoiled()

@@ -53,6 +53,7 @@ def expected_labels(ids):
 # ---------------------------------------------------------------------------------- clusters
 
 
+@pytest.mark.slow
 def test_hand_built_clusters():
     rng = np.random.default_rng(0)
     sizes = [3, 1, 4, 2]
@@ -94,6 +95,7 @@ def test_chain_is_one_component_and_a_wider_gap_splits_it():
     np.testing.assert_array_equal(cluster_sizes(x, delta), np.where(side, 23, 41))
 
 
+@pytest.mark.slow
 def test_delta_edge_cases():
     p, q, r = np.eye(3)
     x = np.stack([p, p, q, p, r, -r])
@@ -142,6 +144,7 @@ def test_clustered_fraction_counts_exactly_in_float32_and_is_nan_for_non_finite_
         assert np.isnan(float(clustered_fraction(bad, 1e-3)))
 
 
+@pytest.mark.slow
 def test_clustered_fraction_of_angles_is_the_fraction_of_their_points():
     # 1 − cos(θ_i − θ_j) ≤ δ ⟺ θ_i − θ_j within α = 2 arcsin √(δ/2) of a multiple of 2π
     delta = 1e-3
@@ -188,6 +191,7 @@ def test_clustered_fraction_of_angles_is_the_fraction_of_their_points():
         clustered_fraction_of_angles(points, 1e-3)
 
 
+@pytest.mark.slow
 def test_batch_axes_match_members():
     rng = np.random.default_rng(2)
     partitions = ([2, 2, 2, 2], [5, 3], [8], [1, 1, 3, 3], [4, 4], [6, 2])

@@ -52,6 +52,7 @@ def test_parking_constant_is_renyis_integral():
     assert abs(value - RENYI_PARKING) < 1e-8
 
 
+@pytest.mark.slow
 def test_uniform_tokens_park_rényis_count_on_the_circle():
     """Many uniform tokens (n = 800) leave c_R · 2π/δ centres on average, at δ = 0.5 and 0.25."""
     for delta, configs in ((0.5, 100), (0.25, 50)):

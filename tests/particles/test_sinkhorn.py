@@ -18,6 +18,7 @@ def _random_qk(key, k, d):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [0.5, 3.0, 9.0])
 def test_attention_is_doubly_stochastic_to_tol(beta):
     x = af.init.uniform(jax.random.key(0), 24, 4)
@@ -34,6 +35,7 @@ def test_attention_is_doubly_stochastic_to_tol(beta):
         np.testing.assert_allclose(field(0.0, x), v - jnp.sum(v * x, -1, keepdims=True) * x, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_symmetric_kernels_give_a_symmetric_matrix_unlike_softmax():
     x = af.init.uniform(jax.random.key(2), 16, 3)
     W = jax.random.normal(jax.random.key(3), (3, 3))
@@ -53,6 +55,7 @@ def test_symmetric_kernels_give_a_symmetric_matrix_unlike_softmax():
         assert float(jnp.max(jnp.abs(A.sum(axis=0) - 1.0))) > 1e-2
 
 
+@pytest.mark.slow
 def test_beta_zero_is_uniform_attention():
     x = af.init.uniform(jax.random.key(4), 10, 3)
     Q, K, V = _random_qk(jax.random.key(5), 2, 3)
@@ -62,6 +65,7 @@ def test_beta_zero_is_uniform_attention():
     np.testing.assert_allclose(Sinkhorn(0.0)(0.0, x), af.SA(0.0)(0.0, x), atol=1e-15)
 
 
+@pytest.mark.slow
 def test_sinkhorn_flow_is_the_gradient_ascent_of_its_energy():
     """Q = K = V = I: ẋ_i = P_{x_i} ∇_{x_i} J, so dJ/dt = Σ_i ‖ẋ_i‖² (gradient flow, round metric).
 
@@ -108,6 +112,7 @@ def test_sinkhorn_potentials_and_limits():
     np.testing.assert_allclose(S, jnp.eye(6), atol=1e-8)  # tokens attend to themselves
 
 
+@pytest.mark.slow
 def test_ensembles_and_float32():
     x = af.init.uniform(jax.random.key(9), 8, 3)
     sol = af.simulate(Sinkhorn([0.5, 2.0]), x, 1.0, solver="tsit5")

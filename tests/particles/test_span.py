@@ -61,6 +61,7 @@ def _stats(x, beta):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", list(MODELS))
 def test_every_model_reduces_exactly_or_says_it_cannot(model):
     """A model of the table either answers None to ``in_span`` or reduces to a field whose run is the full run's."""
@@ -75,6 +76,7 @@ def test_every_model_reduces_exactly_or_says_it_cannot(model):
     assert np.max(np.abs(full - back)) <= 1e-12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(FIELDS))
 def test_reduced_run_equals_the_full_run(name):
     field = FIELDS[name]()
@@ -101,6 +103,7 @@ def test_identity_weights_reduce_to_the_same_field_at_dimension_r():
     np.testing.assert_array_equal(v.V, -np.eye(N))
 
 
+@pytest.mark.slow
 def test_batched_ensemble_with_per_member_frames_and_weights():
     B = 3
     x0 = af.init.cap(2, N, D, angle=2.0, batch=B)
@@ -262,6 +265,7 @@ def test_uniform_runs_draw_reduced_and_save_states_in_r_d(capsys):
     np.testing.assert_allclose(alone.states(40)[:, 0], xs[:, 1], atol=1e-13)
 
 
+@pytest.mark.slow
 def test_cli_span_key(tmp_path):
     x0 = tmp_path / "x0.npy"
     np.save(x0, np.asarray(af.init.uniform(9, 8, 40)))
@@ -288,6 +292,7 @@ def test_cli_span_key(tmp_path):
 SAMPLES = 4000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, d", [(2, 3), (8, 33), (8, 1024)])
 def test_reduced_sampling_has_the_law_of_uniform_sampling(n, d):
     y = np.asarray(af.span.uniform(100 + d, n, d, batch=SAMPLES))
@@ -321,6 +326,7 @@ def test_coordinates_in_a_haar_frame_are_uniform_points(n, d):
     assert st.ks_2samp(x[:, 0, 0] * x[:, n - 1, 0], full[:, 0, 0] * full[:, n - 1, 0]).pvalue > 0.01
 
 
+@pytest.mark.slow
 def test_span_basis_and_to_ambient():
     x = af.init.clusters(1, 7, 30, 2, spread=0.0, batch=2)  # rank 2: the frame's span is larger than the rows'
     U, y = af.span.span_basis(x)

@@ -32,6 +32,7 @@ def test_expmap_stays_on_sphere_at_geodesic_distance(seed, d, scale):
         assert float(sphere.geodesic_distance(x, y)) == pytest.approx(scale, abs=tol)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), d=st.integers(2, 9), h=st.floats(-3.0, 3.0))
 def test_rotate_is_an_isometry_that_moves_y_along_its_geodesic(seed, d, h):
@@ -81,6 +82,7 @@ def test_within_is_the_one_cluster_test_at_threshold_delta():
     assert bool(sphere.within(x, gap * 1.001)) and not bool(sphere.within(x, gap * 0.999))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [1, 2, 3, 8, 9, 16])
 def test_row_dot_written_out_equals_the_reduction(d):
     # d ≤ SMALL_D sums slices; beyond, jnp.sum: the same inner products to rounding

@@ -272,6 +272,7 @@ def _tsit5_with_jumps(field, x0, t0, t1, jumps):
     return normalize(sol.ys[-1])
 
 
+@pytest.mark.slow
 def test_adaptive_solver_stepping_to_the_jump_times_matches_the_split_run():
     tau = 0.5
     f = _two_layers(tau)
@@ -285,6 +286,7 @@ def test_adaptive_solver_stepping_to_the_jump_times_matches_the_split_run():
     np.testing.assert_allclose(x, ref, rtol=0, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_per_member_weights_batched_through_simulate_equal_per_member_runs():
     members, d = 2, 4
     f = LayerWise.redrawn(af.SA(1.0), KEY, "ginibre-v-qk", d=d, n_layers=3, tau=0.4, members=members)
@@ -416,6 +418,7 @@ def test_repulsive_flow_is_energy_descent_at_the_predicted_rate():
     np.testing.assert_allclose(lhs, rhs, rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "n, d, gram",
     [

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.particles.fields import ensemble_axes
+from attnflow.particles.ensembles import ensemble_axes
 from attnflow.solvers import adaptive_loop
 
 
@@ -23,6 +23,7 @@ def assert_same(a, b, atol=1e-12):
         np.testing.assert_allclose(np.where(finite, x, 0.0), np.where(finite, y, 0.0), rtol=0, atol=atol)
 
 
+@pytest.mark.slow
 def test_groups_give_the_ungrouped_results_with_events_statistics_and_per_member_weights():
     members, n, d = 70, 6, 3  # 5 groups of 16, the last padded with 10 copies
     beta = jnp.linspace(0.5, 6.0, members)
@@ -97,6 +98,7 @@ def test_bad_group_size_is_named(bad):
         af.simulate(field, x0, 1.0, group_size=bad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group_size", [0, 3])
 def test_max_steps_reached_is_an_error_naming_the_members(group_size):
     field, x0 = glpr_batch(members=8, stiff=(5,))

@@ -74,6 +74,7 @@ def check_against_dop853(seeds, rtol):
     return S, ref
 
 
+@pytest.mark.slow
 def test_authors_scaling_agrees_with_dop853_on_the_stiff_draws():
     S, _ = check_against_dop853(STIFF, rtol=1e-8)
     # V ⪰ 0 and A_s ⪯ 0: d tr Σ/dt = 2 tr(ΣVΣA_s) ≤ 0, here from tr Σ0 ≈ 20–30 down to a few
@@ -113,6 +114,7 @@ def test_long_horizon_of_all_30_draws_converges_and_settles():
     assert settled.sum() >= 20 and np.all(rank[settled] <= 3), (rank, settled)
 
 
+@pytest.mark.slow
 def test_a_blow_up_raises_with_the_time_reached():
     # V = Q = K = I, β = 1: Σ_t = (1 − 2t)⁻¹ I blows up at t = 1/2
     with pytest.raises(ValueError, match=r"could not step past t = 0\.5 of 0\.6 \(‖Σ‖ 1 → .*blows up"):
@@ -122,6 +124,7 @@ def test_a_blow_up_raises_with_the_time_reached():
         closure.solve_closure(np.ones(2), np.eye(2), [0.0, 1.0, 3.0], 1.0, -np.eye(2), np.eye(2), 400 * np.eye(2))
 
 
+@pytest.mark.slow
 def test_failed_draws_raise_or_are_masked_and_are_never_ranked():
     S0 = np.stack([np.eye(2)] * 3)
     A = np.stack([-np.eye(2)[None], np.eye(2)[None], -np.eye(2)[None]])  # draw 1 blows up at t = 1/2
@@ -139,6 +142,7 @@ def test_failed_draws_raise_or_are_masked_and_are_never_ranked():
         closure.solve_covariance(S0[[0]], A[[0]], times=times, max_steps=3)
 
 
+@pytest.mark.slow
 def test_the_experiment_counts_failed_solves_apart(monkeypatch):
     # every solve stopped by max_steps = 2: no rank and no "not settled" for them, 8 failed, and the checks say so
     from attnflow.experiments.builtin import gaussian_closure as experiment
@@ -171,6 +175,7 @@ def test_the_experiment_counts_failed_solves_apart(monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_sinkhorn_with_a_rank_one_kernel_is_stepped_implicitly():
     # Q of shape 1 × d: I + 4NᵀN has the eigenvalue 1 d − 1 times, where eigh's derivatives are not finite; the
     # implicit method differentiates the square root by its Sylvester equation instead, and agrees with dopri8

@@ -63,6 +63,7 @@ def test_pitchfork_branch_point_and_switching():
     assert np.all(p >= -1e-12) and np.all(other.stable[1:])  # supercritical: stable
 
 
+@pytest.mark.slow
 def test_triangle_branch_point_at_minus_two_thirds():
     x = af.simplex(3, 2)
     system = af.RestPoints(lambda b: af.USA(b), x, 0.5)
@@ -74,6 +75,7 @@ def test_triangle_branch_point_at_minus_two_thirds():
     assert np.all(branch.unstable[branch.p > bp.p + 1e-9] == 2) and np.all(branch.unstable[branch.p < bp.p] == 0)
 
 
+@pytest.mark.slow
 def test_tetrahedron_branch_points_at_the_closed_forms():
     x = af.simplex(4, 3)
     system = af.RestPoints(lambda b: af.SA(b), x, 1.0)
@@ -94,6 +96,7 @@ def test_bad_arguments_are_refused():
         af.continuation(NormalForm("fold"), 0.0, 0.0, p_range=(-1.0, 1.0))  # the fold itself
 
 
+@pytest.mark.slow
 def test_families_in_a_weight_scale_and_a_mask_slope():
     # Q = sI makes the logits β s⟨x_i, x_j⟩: the triangle's branch point moves to β s = −2/3
     x = af.simplex(3, 2)

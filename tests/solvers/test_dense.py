@@ -50,6 +50,7 @@ def test_many_saves_cost_no_extra_steps_and_batch_members_agree():
         assert float(jnp.max(jnp.abs(batch.xs[m] - one.xs))) < 1e-13
 
 
+@pytest.mark.slow
 def test_stop_when_clustered_holds_the_state_where_the_member_stopped():
     x0 = af.init.cap(3, 8, 3, 0.3, batch=2)
     ts = np.linspace(0.0, 20.0, 81)
@@ -217,6 +218,7 @@ def test_library_fusions_of_products_change_no_result(monkeypatch):
     assert float(af.particles.norm_error(fused.xs)) < 1e-14
 
 
+@pytest.mark.slow
 def test_saves_after_every_member_stopped_are_held_only_for_saves_that_do_not_read_t():
     # members that reach consensus early: with save_reads_time=False their later saves repeat the
     # values computed at the held states (the same numbers, not computed again); a save that reads

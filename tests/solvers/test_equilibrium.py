@@ -33,6 +33,7 @@ def _zero_modes(d, r):
     return d * (d - 1) // 2 - (d - r) * (d - r - 1) // 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model,n,d,betas", [("usa", 4, 3, (1.3, -0.7, -2.0)), ("sa", 4, 5, (1.3, -0.7)), ("usa-rescaled", 5, 4, (0.4, 3.0))]
 )
@@ -59,6 +60,7 @@ def test_simplex_threshold_is_where_the_standard_mode_crosses_zero():
     assert af.simplex_threshold(3) == pytest.approx(-2.0 / 3.0, abs=1e-15)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["usa", "sa"])
 def test_triangle_has_the_rate_of_arxiv_2507_22857(model):
     for beta in (-1.5, -2.0 / 3.0 + 0.1, 1.0):
@@ -77,6 +79,7 @@ def test_newton_converges_quadratically_to_a_rotated_simplex():
     np.testing.assert_allclose(np.linalg.norm(r.x, axis=1), 1.0, atol=1e-15)  # on the sphere
 
 
+@pytest.mark.slow
 def test_wrappers_give_the_same_rest_point_and_spectrum():
     tri, beta = af.simplex(3, 2), 0.8
     base = af.equilibrium(af.SA(beta), tri).eigenvalues
@@ -110,6 +113,7 @@ def test_causal_pair_has_its_closed_form():
     assert r.zero_modes == 2 and r.unstable == 2 and r.gradient is None  # a mask breaks the gradient structure
 
 
+@pytest.mark.slow
 def test_symmetry_algebra_is_asked_of_the_field():
     assert symmetry_algebra(af.USA(1.0), 3, 3).shape == (3, 3, 3)
     K = jnp.diag(jnp.array([1.0, 1.0, 2.0]))  # rotations of the first two coordinates only

@@ -73,11 +73,13 @@ def check_against_differences(loss, p, tolerance=1e-5):
         assert abs(float(analytic) / float(difference) - 1) < tolerance, (name, float(analytic), float(difference))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver, options", FIXED)
 def test_fixed_step_gradients_on_the_sphere(solver, options):
     check_against_differences(make_loss(solver, options, sphere=True), parameters())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ADAPTIVE)
 def test_adaptive_gradients_on_the_sphere(solver):
     check_against_differences(make_loss(solver, {}, sphere=True), parameters())
@@ -105,6 +107,7 @@ def test_ensembles_and_refusals_under_differentiation():
         jax.grad(lambda b: loss(b, group_size=8))(1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver, options", [("rk4", {}), ("ab4", {})])
 def test_gradients_where_the_loops_take_compiler_options(solver, options):
     """From d = PRODUCTS_FROM_D on, the eager loops compile with options a nested jit cannot take: under the

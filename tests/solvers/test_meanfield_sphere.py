@@ -60,6 +60,7 @@ def tiny_start(L, eps, degrees, seed=1):
     return ms.perturbed_uniform_sphere(seed, L, eps, degrees)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["sa", "usa"])
 def test_linear_rates_of_every_degree_match_modes(model):
     beta, L = 5.0, 16
@@ -87,6 +88,7 @@ def test_fastest_degrees_from_the_solver_and_from_fastest_mode():
     assert (np.argmax(measured, axis=1) + 1).tolist() == [3, 4, 6, 10, 14]
 
 
+@pytest.mark.slow
 def test_mass_energy_and_noise():
     L, beta = 20, 4.0
     start = tiny_start(L, 0.05, 6, seed=3)

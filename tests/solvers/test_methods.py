@@ -122,6 +122,7 @@ def test_rotating_methods_are_refused_off_the_sphere_and_the_others_run_there():
         assert float(jnp.max(jnp.abs(out - reference)) / jnp.max(jnp.abs(reference))) < 1e-2, solver
 
 
+@pytest.mark.slow
 def test_dense_methods_save_between_their_steps_and_the_others_are_refused():
     ts = np.linspace(0.0, 2.0, 8)  # save times off the grid of h = 0.05
     reference = af.simulate(FIELD, X0, 2.0, ts=ts, solver="dopri8", rtol=1e-13, atol=1e-13).xs

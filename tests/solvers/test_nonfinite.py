@@ -45,6 +45,7 @@ def test_usa_in_glpr_time_beyond_float32_names_float64():
         af.simulate(af.USA(120.0), x0, 1.0, solver="rk4", dt=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver,t_last", [("euler", 1.25), ("rk4", 1.0)])
 def test_fixed_step_blow_up_keeps_what_came_before(solver, t_last):
     # Euler evaluates the field at the start of a step (finite up to t = 1 included), RK4 also at
@@ -67,6 +68,7 @@ def test_fixed_step_blow_up_keeps_what_came_before(solver, t_last):
     assert int(sol.steps) == int(ref.steps) == round(t_last / 0.25)
 
 
+@pytest.mark.slow
 def test_adaptive_blow_up_stops_at_the_last_finite_time():
     with pytest.raises(af.NonFiniteError, match="whatever the step") as err:
         af.simulate(BlowsUp(3.0), X0, 3.0, ts=TS, solver="tsit5")
@@ -79,6 +81,7 @@ def test_adaptive_blow_up_stops_at_the_last_finite_time():
     assert np.all(np.isfinite(sol.x_final))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "solver,kw",
     [("rk4", dict(dt=0.25)), ("rk4", dict(dt=0.25, dense=True)), ("tsit5", {}), ("tsit5", dict(group_size=2))],

@@ -34,6 +34,7 @@ def _ensemble(n=6, d=3):
     return beta, x0
 
 
+@pytest.mark.slow
 def test_queue_gives_the_vmapped_solve_events_and_statistics_in_member_order():
     beta, x0 = _ensemble()
     field = af.SA(beta, **af.sample_weights(1, 3, "ginibre", members=MEMBERS))
@@ -104,6 +105,7 @@ class BlowsUp(af.Field):
         return jnp.where((t > 1.0) & (self.beta > 2.0), jnp.inf, af.SA(self.beta).drift(t, x))
 
 
+@pytest.mark.slow
 def test_a_failing_member_stops_at_its_last_finite_state_and_the_others_go_on():
     betas = np.where(np.arange(MEMBERS) % 10 == 3, 3.0, 1.0)
     x0 = af.init.uniform(4, 5, 3, batch=MEMBERS)

@@ -91,6 +91,7 @@ def _close(a, b, tol):
     np.testing.assert_allclose(a[finite], b[finite], rtol=0, atol=tol)
 
 
+@pytest.mark.slow
 def test_outputs_are_spread_over_the_four_devices(child):
     info, _ = child
     assert info["rk4"] == 4 and info["rk4_devices"] == 4  # members split 2 + 2 + 2 + 2

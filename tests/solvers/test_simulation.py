@@ -53,6 +53,7 @@ def test_measured_order_of_convergence(reference, solver, dts):
     assert abs(slope - order) < 0.3, (solver, slope, errors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver, dts", EMBEDDED_DTS.items())
 def test_measured_order_of_the_embedded_methods_at_constant_step(reference, solver, dts):
     order = METHODS[solver].order
@@ -71,6 +72,7 @@ def test_measured_order_of_the_embedded_methods_at_constant_step(reference, solv
     assert abs(slope - order) < 0.3, (solver, slope, errors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ["tsit5", "dopri5", "dopri8"])
 def test_adaptive_error_follows_the_tolerance(reference, solver):
     errors = [
@@ -92,6 +94,7 @@ def test_ensemble_over_beta_equals_individual_runs():
         np.testing.assert_allclose(batch.xs[i], single.xs, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_ensemble_over_initial_conditions_equals_individual_runs():
     x0 = af.init.uniform(12, 8, 3, batch=4)
     ts = np.linspace(0, 3, 4)
@@ -108,6 +111,7 @@ def test_batched_beta_and_x0_together_must_match():
         af.simulate(af.SA(jnp.ones(3)), af.init.uniform(0, 8, 3, batch=4), 1.0)
 
 
+@pytest.mark.slow
 def test_statistics_on_the_fly_equal_statistics_of_saved_states():
     ts = np.linspace(0, 4, 9)
 
@@ -153,6 +157,7 @@ def test_progress_goes_to_stderr(capsys):
     assert "t = 1 / 1 (100%)" in err
 
 
+@pytest.mark.slow
 def test_float32_runs_stay_float32():
     x0 = af.init.uniform(0, 8, 3, dtype="float32")
     sol = af.simulate(FIELD, x0, 1.0)

@@ -21,6 +21,7 @@ def _phi(rho, beta):
     return kernel @ rho * (2 * np.pi / rho.size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["usa", "sa"])
 def test_stationary_density_has_the_gibbs_form_and_does_not_move(model):
     beta = 1.5
@@ -36,6 +37,7 @@ def test_stationary_density_has_the_gibbs_form_and_does_not_move(model):
     assert np.max(np.abs(sol.rho[-1] - s.rho)) <= 1e-9  # stationary under the time-dependent solver
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["usa", "sa"])
 def test_branch_points_of_the_uniform_density_are_the_linear_thresholds(model):
     beta = 2.0

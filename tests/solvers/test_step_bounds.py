@@ -113,6 +113,7 @@ AT_BOUND = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, kw, ts, steps", AT_BOUND, ids=[c[0] for c in AT_BOUND])
 def test_a_run_exactly_at_the_bound_runs_and_takes_the_counted_steps(name, kw, ts, steps):
     sol = _sim(dt=0.05, ts=ts, max_steps=steps, **kw)

@@ -35,6 +35,7 @@ def off_diagonal(x):
     return g[..., ~np.eye(n, dtype=bool)]
 
 
+@pytest.mark.slow
 def test_two_particles_at_beta_zero_follow_tanh():
     # n = 2, β = 0: γ̇ = 1 − γ², so γ(t) = tanh(t + artanh ρ0)
     ts = np.linspace(0, 6, 61)
@@ -46,6 +47,7 @@ def test_two_particles_at_beta_zero_follow_tanh():
             np.testing.assert_allclose(off_diagonal(sol.xs)[:, 0], np.tanh(ts + np.arctanh(rho0)), atol=1e-8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model, n, beta, rho0",
     [("sa", 4, 1.0, 0.0), ("sa", 8, 4.0, 0.0), ("sa", 6, 9.0, 0.2), ("usa", 5, 1.0, 0.0), ("usa", 8, 2.5, -0.1)],
@@ -110,6 +112,7 @@ def test_energy_is_monotone():
         assert increments.sum() > 1e-3  # and it really moves
 
 
+@pytest.mark.slow
 def test_lemma_6_4_cap_start_stays_and_contracts():
     # all x_i(0) in {⟨x, w⟩ > 0}: min_i ⟨x_i(t), w⟩ is non-decreasing, and they converge to one point
     w = np.array([0.0, 0.0, 0.0, 1.0])
@@ -128,6 +131,7 @@ def test_lemma_6_4_cap_start_stays_and_contracts():
     assert lowest[0] > 0 and spread[-1] < 1e-6
 
 
+@pytest.mark.slow
 def test_sa_and_usa_coincide_at_beta_zero():
     x0 = af.init.uniform(7, 20, 3)
     a = af.simulate(af.SA(0.0), x0, 5.0, ts=np.linspace(0, 5, 11), **TIGHT)

@@ -292,6 +292,7 @@ def test_member_labelled_seed_s_is_the_run_with_seed_s():
     np.testing.assert_array_equal(x_pair[1], x_alone[0])
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::FutureWarning")  # laid out on the weights axis with every option of xarray named
 def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     out = tmp_path / "fig5"

@@ -27,6 +27,7 @@ def test_fastest_mode_is_the_argmax_of_k2_Ik(beta):
     assert af.fastest_mode(beta) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [2, 3, 4])
 @pytest.mark.parametrize("model", ["sa", "usa", "usa-rescaled"])
 def test_growth_rates_match_bessel_functions(model, d):
@@ -114,6 +115,7 @@ def quick_run():
     return e, runner.run(config)
 
 
+@pytest.mark.slow
 def test_first_metastable_count_is_the_fastest_unstable_mode(quick_run):
     e, result = quick_run
     c = result.config

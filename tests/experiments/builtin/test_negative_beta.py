@@ -61,6 +61,7 @@ def test_softmax_at_large_negative_beta_stays_finite_and_exact(dtype):
         np.testing.assert_allclose(v, expected, atol=1e-5 if dtype == "float32" else 1e-12)
 
 
+@pytest.mark.slow
 def test_usa_at_negative_beta_is_the_gradient_ascent_of_its_energy():
     """USA is n ∇E_β projected for either sign of β: E_β never decreases along it, also for β < 0."""
     x0 = af.init.uniform(1, 12, 3)
@@ -130,6 +131,7 @@ def test_experiments_of_positive_beta_refuse_a_negative_one(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_random_starts_synchronize_above_minus_0_16_and_not_all_below_minus_two_thirds():
     """[PRY]: n = 8 and n = 3 synchronize from every start at β ∈ {−0.16, −0.1, 0.3}; at β = −1.5 some of
     n = 3's starts end at the triangle, and n = 8's are not all synchronized either."""

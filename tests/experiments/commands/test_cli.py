@@ -975,6 +975,7 @@ def test_runs_written_before_every_d_was_kept_load_and_plot(several_d, json_run,
     np.testing.assert_array_equal(ds["xs"].sel(d=5).values, af.load(several_d["both"])["xs"].sel(d=5).values)
 
 
+@pytest.mark.slow
 def test_a_sweep_with_failed_runs_reports_every_run_and_exits_1(tmp_path):
     """USA at β = 70 overflows float32 at once, SA does not: one run done, one failed, both reported."""
     cfg = write_small(tmp_path / "small.toml")

@@ -36,6 +36,7 @@ def trajectories(beta, tau, M=None, V=None, *, prompts=None, noise=0.0, model="s
     return states + noise * rng.normal(size=states.shape)
 
 
+@pytest.mark.slow
 def test_recovers_beta_tau_qk_and_v_from_noisy_trajectories():
     rng = np.random.default_rng(0)
     M = normalized(np.eye(D) + 0.3 * rng.normal(size=(D, D)))
@@ -98,6 +99,7 @@ def test_causal_low_rank_two_heads_fit_below_the_noise():
     assert np.all(result.layer_error < 0.05 * result.linear_error)
 
 
+@pytest.mark.slow
 def test_command_writes_a_run_af_load_reads(tmp_path):
     path = tmp_path / "states.npz"
     np.savez(path, states=trajectories(2.0, 0.3, prompts=2, noise=1e-4))

@@ -57,6 +57,7 @@ def program(args, env):
     return json.loads(proc.stdout), counts, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path):
     cache = tmp_path / "cache"
     env = {"ATTNFLOW_CACHE_DIR": str(cache)}
@@ -74,6 +75,7 @@ def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path):
         assert again[key] == first[key], key
 
 
+@pytest.mark.slow
 def test_an_unusable_cache_dir_warns_once_and_the_run_goes_on(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

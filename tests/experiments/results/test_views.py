@@ -75,6 +75,7 @@ def values(entry) -> np.ndarray:
     return np.asarray(entry, dtype=float)
 
 
+@pytest.mark.slow
 def test_a_run_gets_the_views_its_results_hold(small_runs):
     sphere, _ = load_result(small_runs["sphere"])
     circle, _ = load_result(small_runs["circle"])

@@ -23,6 +23,7 @@ def _configs():
     return [uniform, clustered, jnp.asarray(chain)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x", _configs(), ids=["uniform", "clusters", "chain"])
 def test_pair_summary_equals_the_separate_observables(x):
     delta = 1e-3
@@ -37,6 +38,7 @@ def test_pair_summary_equals_the_separate_observables(x):
     assert np.allclose(s["cluster_level"], sizes.mean(-1) / x.shape[-2], atol=1e-15)
 
 
+@pytest.mark.slow
 def test_clique_shortcut_is_exact_and_chains_still_propagate():
     x = _configs()
     gaps = [ob.pairwise_gaps(c) <= 1e-3 for c in x]
@@ -74,6 +76,7 @@ def _run(*sets, experiment="simulate"):
     return runner.run(config)
 
 
+@pytest.mark.slow
 def test_statistics_key_selects_groups_and_the_summary_says_null():
     full = _run()
     pairs = _run("statistics=pairs")

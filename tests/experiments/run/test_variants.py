@@ -42,6 +42,7 @@ def run(field, x0, key=None):
     return af.simulate(field, x0, 1.0, ts=np.linspace(0, 1, 5), solver="rk4", dt=0.05, key=key)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [v for v in VARIANTS if v != "noise"])
 def test_every_variant_runs_batched_in_one_call_and_equals_its_members(name):
     c = config(VARIANTS[name])
@@ -168,6 +169,7 @@ def test_saves_at_layer_switches_are_not_duplicated():
     assert sol.xs.shape == (7, N, D)
 
 
+@pytest.mark.slow
 def test_circle_key_runs_the_angle_form_and_matches_the_plane():
     # the same run in angles (circle = true) and in the plane: same states to the tolerance
     base = [
@@ -190,6 +192,7 @@ def test_circle_key_runs_the_angle_form_and_matches_the_plane():
         load_config(None, base + ["circle=true", "heads=2"])
 
 
+@pytest.mark.slow
 def test_circle_auto_runs_d_2_in_angles_where_the_run_allows_it():
     # fig3's circle = 'auto': d = 2 members of plain SA/USA move in angles, every other part of the
     # run in the plane or on the sphere, and a variant key turns it off instead of being refused
@@ -231,7 +234,7 @@ def test_circle_auto_runs_d_2_in_angles_where_the_run_allows_it():
 @pytest.mark.parametrize("ensemble", ["ginibre", "ginibre-v-qk"])
 def test_square_query_and_key_enter_as_their_product(ensemble):
     # ⟨Q x_i, K x_j⟩ = ⟨x_i, QᵀK x_j⟩: the run forms QᵀK once per member, from the same draws
-    from attnflow.particles.fields import ensemble_axes
+    from attnflow.particles.ensembles import ensemble_axes
     from attnflow.particles.weights import sample_weights
 
     field = runner.build_field(config([f"weights={ensemble}"]), BETAS, np.array([0, 1, 2]), D)
