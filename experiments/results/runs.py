@@ -104,7 +104,7 @@ def arrays(result: runner.RunResult) -> tuple[dict[str, np.ndarray], dict[str, l
 def save(
     out: Path,
     result: runner.RunResult,
-    experiment: Experiment,
+    experiment: Experiment | None,
     *,
     plot: bool = True,
     error: str | None = None,
@@ -114,7 +114,7 @@ def save(
     early, e.g. on non-finite values) is recorded in the summary as ``"error"``; ``overwrite``
     replaces an existing run's files (``store.write_run``)."""
     summary = summarize(result)
-    if experiment.summary is not None and error is None:
+    if experiment is not None and experiment.summary is not None and error is None:
         summary.update(experiment.summary(result))
     if error is not None:
         summary["error"] = error
