@@ -221,6 +221,7 @@ def site(tmp_path_factory) -> Path:
     return site
 
 
+@pytest.mark.slow
 def test_site_builds_strict_and_every_internal_link_resolves(site):
     """Every internal href and src of the built HTML names a file of the site."""
     broken = []

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from attnflow.experiments import builtin
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +34,7 @@ def test_every_experiment_has_a_text():
     assert set(gallery.LEAD_FIGURES) <= set(names)
 
 
+@pytest.mark.slow
 def test_page_of_one_experiment_lists_its_checks_and_figures(tmp_path):
     md = _gallery().md
     out, runs = tmp_path / "gallery", tmp_path / "runs"

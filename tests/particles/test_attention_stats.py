@@ -66,6 +66,7 @@ def test_doubly_stochastic_attention_has_the_uniform_law():
     np.testing.assert_allclose(af.stationary_distribution(A), np.full(N, 1.0 / N), rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "field",
     [af.SA(3.0, mask="causal"), af.USA(0.5, mask="causal"), af.MultiHead.identity(20.0, 3, 6, mask="causal")],

@@ -66,6 +66,7 @@ def test_glpr_usa_keeps_the_e_to_the_m_factor_overflow_free():
     np.testing.assert_allclose(tiles, dense, rtol=1e-10, atol=1e-12 * float(jnp.max(jnp.abs(dense))))
 
 
+@pytest.mark.slow
 def test_simulate_ensemble_through_the_blocked_path():
     # β per member: the block option is static, so ensemble_axes leaves it alone
     x0 = af.init.uniform(3, 100, 3)

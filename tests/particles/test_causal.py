@@ -48,6 +48,7 @@ def multihead(heads=3, seed=0):
     return MultiHead(2.0, Qh, Kh, jnp.broadcast_to(jnp.eye(D) / heads, (heads, D, D)), mask="causal")
 
 
+@pytest.mark.slow
 def test_token_one_attends_only_to_itself():
     x = X0[0]
     V = jax.random.normal(KEYS[3], (D, D))

@@ -145,6 +145,7 @@ def test_exp2_is_within_three_ulp_and_keeps_nan():
     np.testing.assert_array_equal(exp2(y64), jnp.exp2(y64))
 
 
+@pytest.mark.slow
 def test_float32_weights_by_exp2_give_the_float64_velocities_to_float32_precision():
     theta = np.random.default_rng(2).uniform(-np.pi, np.pi, (4, 32, 1))
     for beta in (0.1, 4.0, 9.0, 50.0):

@@ -118,6 +118,7 @@ def _error(field, x0, t1, solver, dt, reference):
     return float(jnp.max(jnp.abs(af.simulate(field, x0, t1, solver=solver, dt=dt).x_final - reference)))
 
 
+@pytest.mark.slow
 def test_lie_trotter_converges_at_first_order():
     # attention and a strong feed-forward term do not commute, so the splitting error is
     # C·dt with C ∝ the commutator, while RK4's own sub-step error is O(dt⁴) and invisible here

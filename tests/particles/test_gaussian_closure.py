@@ -125,6 +125,7 @@ def test_affine_velocity_is_the_mean_field_of_samples(kind):
     assert errors[1] < 0.08 and errors[0] / errors[1] > 1.7, errors
 
 
+@pytest.mark.slow
 def test_particles_follow_the_closure_at_the_inverse_square_root_rate():
     from attnflow.experiments.builtin.gaussian_closure import fitted_slope, rate_weights
 

@@ -107,6 +107,7 @@ def test_post_ln_equiangular_decays_exponentially_at_rate_two():
 # -- Pre-LN: norms grow like t, 1 − ρ ~ C/t² -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pre_ln_equiangular_decays_like_t_to_the_minus_two():
     ts = np.geomspace(0.5, 2000.0, 49)
     sol = af.simulate(PreLN(af.SA(BETA)), X_EQ, ts[-1], ts=np.concatenate([[0.0], ts]), **TIGHT)

@@ -26,6 +26,7 @@ def paper_velocity(theta, beta, lam):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta, lam", [(1.0, 1.0), (2.5, 0.0), (0.7, 6.0)])
 def test_decay_field_is_the_papers_dynamics(beta, lam):
     theta = np.random.default_rng(3).uniform(0, 2 * np.pi, 23)

@@ -96,6 +96,7 @@ def test_every_key_changes_the_field_or_is_refused(model, key, weights_file):
     assert changed, f"model {model}: {key} is accepted but changes nothing"
 
 
+@pytest.mark.slow
 def test_the_tables_lists_derive_from_it():
     assert MODEL_CHOICES == tuple(models.MODELS)
     assert models.names(circle=True) == KERNEL_MODELS

@@ -167,6 +167,7 @@ def test_keys_make_runs_reproducible_and_members_independent():
     assert float(jnp.max(jnp.abs(batch[1] - batch[2]))) > 1e-3
 
 
+@pytest.mark.slow
 def test_noise_composes_with_sums_and_ensembles():
     sa, usa = af.SA(1.0), af.USA(0.5)
     assert noise_sigma(sa) is None

@@ -31,6 +31,7 @@ def test_alibi_weights_are_the_biased_causal_softmax():
     np.testing.assert_array_equal(np.asarray(zero(0.0, x)), np.asarray(plain(0.0, x)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [af.SA, af.USA])
 def test_blocked_evaluation_adds_the_same_bias(cls):
     x = af.init.uniform(1, 70, 3)
@@ -99,6 +100,7 @@ def test_configuration_keys():
             load_config(None, sets)
 
 
+@pytest.mark.slow
 def test_multihead_alibi_is_each_heads_biased_softmax():
     """MultiHead adds −m_h (i − j) to head h: with one head it is SA/USA with ALiBi; with several, each head's
     matrix is the biased causal softmax of its block of coordinates, at its own slope."""

@@ -96,6 +96,7 @@ def test_sinkhorn_flow_is_the_gradient_ascent_of_its_energy():
     assert np.all(np.diff(E, axis=1) > 0)
 
 
+@pytest.mark.slow
 def test_sinkhorn_potentials_and_limits():
     logits = jnp.asarray(np.random.default_rng(0).normal(size=(7, 7)) * 3.0)
     f, g, err, it = sinkhorn_potentials(logits, 1e-12, 10_000)

@@ -18,6 +18,7 @@ def _random_pair(seed, d):
     return x, v
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), d=st.integers(2, 9), scale=st.floats(0.0, 6.0))
 def test_expmap_stays_on_sphere_at_geodesic_distance(seed, d, scale):

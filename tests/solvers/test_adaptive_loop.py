@@ -106,6 +106,7 @@ def test_max_steps_reached_is_an_error_naming_the_members(group_size):
         af.simulate(field, x0, 2.0, max_steps=40, group_size=group_size)
 
 
+@pytest.mark.slow
 def test_grouped_progress_advances_per_group(capsys):
     field, x0 = glpr_batch(members=8, stiff=(5,))
     af.simulate(field, x0, 1.0, group_size=4, progress="grouped")

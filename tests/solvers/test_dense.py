@@ -18,6 +18,7 @@ def reference():
     return af.simulate(FIELD, X0, 2.0, ts=TS, solver="dopri8", rtol=1e-14, atol=1e-14).xs
 
 
+@pytest.mark.slow
 def test_interpolated_saves_converge_at_fourth_order(reference):
     dts = (0.4, 0.2, 0.1, 0.05)
     errors = []
@@ -30,6 +31,7 @@ def test_interpolated_saves_converge_at_fourth_order(reference):
     assert abs(slope - 4) < 0.3, (slope, errors)
 
 
+@pytest.mark.slow
 def test_saves_on_grid_points_equal_plain_rk4_and_stay_on_the_sphere():
     ts = np.linspace(0.0, 3.0, 7)  # every save a grid point of dt = 0.25
     dense = af.simulate(FIELD, X0, 3.0, ts=ts, solver="rk4", dt=0.25, dense=True)
@@ -172,6 +174,7 @@ def test_ab4_starts_with_three_rk4_steps_then_follows_the_adams_bashforth_recurr
         assert np.max(np.abs(y - xs[k + 1])) < 1e-14
 
 
+@pytest.mark.slow
 def test_ab4_members_stop_at_consensus_and_batch_members_agree():
     beta = jnp.array([0.5, 2.0, 6.0])
     ts = np.linspace(0.0, 10.0, 101)
@@ -202,6 +205,7 @@ def test_ab4_refuses_noise_and_switching_weights():
         load_config(None, ["solver=ab4", "dt=0.1", "weights=ginibre", "layer_tau=1"])
 
 
+@pytest.mark.slow
 def test_library_fusions_of_products_change_no_result(monkeypatch):
     # d ≥ 9 on CPUs: the loop is compiled with XLA's YNNPACK fusions of dots (solvers/compiler.py);
     # the same run compiled with XLA's defaults gives the same states to rounding

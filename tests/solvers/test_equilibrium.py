@@ -128,6 +128,7 @@ def test_symmetry_algebra_is_asked_of_the_field():
     assert af.equilibrium(af.USA(1.0), af.simplex(2, 4)).zero_modes == _zero_modes(4, 1)
 
 
+@pytest.mark.slow
 def test_gradient_structure_is_tested_and_sylvester_holds():
     tri = af.simplex(3, 2)
     usa = af.equilibrium(af.USA(1.0), tri)

@@ -39,6 +39,7 @@ def test_scaled_bessel_coefficients_match_scipy():
             np.testing.assert_allclose(mf.growth_rates(K, beta, model), theory(model, beta), rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["sa", "usa"])
 def test_growth_rates_at_the_uniform_density_match_the_linear_theory(model):
     # ρ0 = (1 + δ Σ_{k≤5} cos kθ)/2π with δ tiny: each mode grows on its own at λ_k for one e-folding

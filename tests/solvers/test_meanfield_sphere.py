@@ -75,6 +75,7 @@ def test_linear_rates_of_every_degree_match_modes(model):
     np.testing.assert_allclose(rates, np.asarray(af.mode_growth_rates(beta, 3, model=model, kmax=8)[1]), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_fastest_degrees_from_the_solver_and_from_fastest_mode():
     betas = np.array([5.0, 10.0, 20.0, 50.0, 100.0])
     assert np.asarray(af.fastest_mode(betas, d=3)).tolist() == [3, 4, 6, 10, 14]
@@ -149,6 +150,7 @@ def test_maxima_and_regions_on_the_grid():
     assert ms.sphere_density_peaks(caps, 0.5) == 3
 
 
+@pytest.mark.slow
 def test_refusals_and_the_resolution_limit():
     c = tiny_start(8, 1e-3, 4)
     for kwargs, message in (

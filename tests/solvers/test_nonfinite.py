@@ -113,6 +113,7 @@ def test_several_failing_members_are_counted():
     assert err.value.members == (1, 2) and err.value.times == (1.5, 1.5)
 
 
+@pytest.mark.slow
 def test_run_names_the_member_by_beta_and_seed():
     config = load_config(
         None,

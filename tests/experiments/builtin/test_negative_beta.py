@@ -30,6 +30,7 @@ def tangent_jacobian(field, x):
     return np.asarray(jax.jacfwd(angular)(theta))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [-2.0, -1.0, NO_SYNC_BETA, -0.3, 0.0, 0.5, 2.0])
 @pytest.mark.parametrize("model", ["usa", "sa"])
 def test_triangle_rate_is_the_linearization_at_the_triangle(beta, model):

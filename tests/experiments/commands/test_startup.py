@@ -140,6 +140,7 @@ print(rc, os.environ.get("EQX_ON_ERROR"), af.SA.__name__, "equinox" in sys.modul
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given, kept", [(None, "nan"), ("raise", "raise")])
 def test_the_program_sets_equinox_checks_before_equinox_is_imported(given, kept):
     """``import attnflow`` and the command line's parser import neither equinox nor diffrax, so the

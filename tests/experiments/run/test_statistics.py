@@ -123,6 +123,7 @@ def test_experiments_compute_what_their_figures_read():
     assert builtin.statistics_groups(one_beta) == ("clustered", "clusters")
 
 
+@pytest.mark.slow
 def test_dense_key_runs_rk4_on_the_grid_and_is_refused_elsewhere():
     dense = _run("solver=rk4", "dt=0.5", "dense=true", "n_save=41")
     assert np.all(dense.steps == 8)

@@ -96,6 +96,7 @@ def test_the_cluster_has_two_spawned_worker_processes(dask_executor):
     assert set(env.values()) == {"false"}
 
 
+@pytest.mark.slow
 def test_dask_sweep_equals_the_local_sweep(dask_executor, local_sweep, tmp_path):
     out = tmp_path / "sweep"
     tasks_before = len(sweep.tasks_of(sweep.check_sweep(config(tmp_path), GRID, out)[1], list(range(12)), 4))
