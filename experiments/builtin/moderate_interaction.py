@@ -69,9 +69,9 @@ _PHASES = (
     "t_collapse",
     "t_clusters",
     "t_linear",
-    "growth_rate",
-    "growth_error",
-    "growth_theory",
+    "band_growth_rate",
+    "band_growth_error",
+    "band_growth_theory",
     "clusters",
     "t_first_merge",
     "t_half",
@@ -153,7 +153,7 @@ def phases(ts, series: dict, d: int, rates: np.ndarray, n: int) -> dict:
     clusters   when the power of the unstable band first reaches CLUSTER_POWER (``t_linear``: when the linear
                theory Σ_k e^{2λ_k t}/n does, on the circle); its growth rate is
                the slope of log(power)/2 from the start to GROWTH_TO × its largest,
-               ``growth_theory`` the linear theory's over the same window (``rates``: the band's λ_k).
+               ``band_growth_theory`` the linear theory's over the same window (``rates``: the band's λ_k).
     merging    the first time after the clusters formed that there are fewer of them; ``t_half`` when half
                of them are left.
     """
@@ -180,9 +180,9 @@ def phases(ts, series: dict, d: int, rates: np.ndarray, n: int) -> dict:
     if last - first >= 3:
         window = ts[first : last + 1]
         slope, error, _ = line_fit(window, np.log(power[first : last + 1]))
-        out["growth_rate"], out["growth_error"] = slope / 2.0, error / 2.0
+        out["band_growth_rate"], out["band_growth_error"] = slope / 2.0, error / 2.0
         theory = np.log(band_growth(window - ts[start], rates, 1))
-        out["growth_theory"] = line_fit(window, theory)[0] / 2.0
+        out["band_growth_theory"] = line_fit(window, theory)[0] / 2.0
     formed = half + int(np.argmax(count[half:]))
     most = int(count[formed])
     out["clusters"] = float(most)
@@ -362,8 +362,8 @@ def checks(result: RunResult) -> list[Check]:
         )
     for d in c.d:
         for model in MODELS if d == 2 else ():  # on S² the band grows during the collapse, not from i.i.d. tokens
-            got = _members(result, "growth_rate", d, model)
-            ratio = got / _members(result, "growth_theory", d, model)
+            got = _members(result, "band_growth_rate", d, model)
+            ratio = got / _members(result, "band_growth_theory", d, model)
             ok = np.isfinite(ratio)
             name = f"{model.upper()} on {'the circle' if d == 2 else 'S²'}: growth rate of the unstable band"
             if not ok.any():

@@ -380,8 +380,24 @@ EXTRA_DIMS = {
     "stationary_distribution": ["particle"],
     "attention_matrix": ["particle", "attended"],
 }
-# all the dimensions of statistics that are not (d, beta, seed, time, ...), registered by the experiments that save them
-STAT_DIMENSIONS: dict[str, list[str]] = {}
+
+
+class StatDimensions(dict[str, list[str]]):
+    """Statistic name → all its dimensions, for statistics that are not (d, beta, seed, time, ...), registered by
+    the experiments that save them. One name has one layout: registering a name again with other dimensions is
+    an error (two experiments saving different arrays under one name would write each other's layout)."""
+
+    def __setitem__(self, name: str, dims: list[str]) -> None:
+        if name in self and list(self[name]) != list(dims):
+            raise ValueError(f"statistic {name!r} is registered with dimensions {self[name]}; got {list(dims)}")
+        super().__setitem__(name, list(dims))
+
+    def update(self, *args, **kwargs) -> None:
+        for name, dims in dict(*args, **kwargs).items():
+            self[name] = dims
+
+
+STAT_DIMENSIONS = StatDimensions()
 
 
 def versions() -> dict[str, str]:

@@ -26,9 +26,9 @@ def test_phases_of_known_observables():
     ts = np.arange(0.0, 60.0, 0.05)
     out = mi.phases(ts, synthetic(ts), 3, np.array([0.5]), 100)
     assert out["t_collapse"] == pytest.approx(collapse_time(1.0), abs=2e-3)
-    assert out["growth_rate"] == pytest.approx(0.5, rel=1e-9)
-    assert out["growth_theory"] == pytest.approx(0.5, rel=1e-9)
-    assert out["growth_error"] < 1e-9
+    assert out["band_growth_rate"] == pytest.approx(0.5, rel=1e-9)
+    assert out["band_growth_theory"] == pytest.approx(0.5, rel=1e-9)
+    assert out["band_growth_error"] < 1e-9
     assert out["t_clusters"] == pytest.approx(1.0 + math.log(50.0), abs=0.05)
     assert out["clusters"] == 6
     assert out["t_first_merge"] == pytest.approx(20.0, abs=0.05)
@@ -42,7 +42,7 @@ def test_on_the_circle_there_is_no_collapse_and_the_growth_starts_at_zero():
     # the linear theory e^{2·0.5 t}/100 reaches 1/2 at t = log 50
     assert out["t_linear"] == pytest.approx(math.log(50.0), rel=1e-9)
     # the fit starts at t = 0, where the power is flat until t = 1: slower than 0.5 on that window
-    assert out["growth_rate"] < 0.5
+    assert out["band_growth_rate"] < 0.5
 
 
 @pytest.mark.parametrize("dims", ["d=[4]", "d=[2,5]"])

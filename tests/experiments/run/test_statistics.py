@@ -141,3 +141,16 @@ def test_dense_key_runs_rk4_on_the_grid_and_is_refused_elsewhere():
 def test_unknown_statistics_group_is_refused_with_the_choices():
     with pytest.raises(ConfigError, match="pairs"):
         load_config(None, ["statistics=pairs,histograms"])
+
+
+def test_a_statistic_has_one_layout_whichever_experiments_register_it():
+    # every built-in experiment registered its statistics on import without a clash; a second layout is refused
+    from attnflow.experiments import builtin  # noqa: F401  (registers every experiment's statistics)
+    from attnflow.experiments.run.runner import STAT_DIMENSIONS
+
+    assert STAT_DIMENSIONS["growth_rate"] == ["d", "beta", "seed", "mode"]  # meanfield-circle's
+    assert STAT_DIMENSIONS["band_growth_rate"] == ["d", "beta", "seed", "usa", "token_count", "c"]
+    STAT_DIMENSIONS.update(growth_rate=["d", "beta", "seed", "mode"])  # the same again: nothing changes
+    with pytest.raises(ValueError, match=r"statistic 'growth_rate' is registered with dimensions"):
+        STAT_DIMENSIONS.update(growth_rate=["d", "beta", "seed", "usa", "token_count", "c"])
+    assert STAT_DIMENSIONS["growth_rate"] == ["d", "beta", "seed", "mode"]
