@@ -211,17 +211,7 @@ def run(config, *, progress=None) -> RunResult:
         "collapse_time": (collapse_times(config), ["collapse_time"]),
         "rank_dim": (np.asarray(config.rank_dims), ["rank_dim"]),
     }
-    one = np.zeros((1, 1, 1))
-    return RunResult(
-        config=config,
-        ts=rate_times(config),
-        stats=stats,
-        xs=None,
-        steps=one.astype(np.int64),
-        t_event=np.full(one.shape, np.inf),
-        wall_time_s=time.perf_counter() - start,
-        extra=extra,
-    )
+    return RunResult.of_statistics(config, stats, extra, start=start, ts=rate_times(config))
 
 
 def requires(config) -> None:

@@ -179,17 +179,7 @@ def run(config, *, progress=None) -> RunResult:
         "fw_step": (np.arange(gaps.size), ["fw_step"]),
         "trap_beta": (trap_betas, ["trap_beta"]),
     }
-    one = np.zeros((1, 1, 1))
-    return RunResult(
-        config=config,
-        ts=np.zeros(1),
-        stats=stats,
-        xs=None,
-        steps=one.astype(np.int64),
-        t_event=np.full(one.shape, np.inf),
-        wall_time_s=time.perf_counter() - start,
-        extra=extra,
-    )
+    return RunResult.of_statistics(config, stats, extra, start=start)
 
 
 def memory(config) -> dict:

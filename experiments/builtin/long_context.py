@@ -70,7 +70,6 @@ def run(config, *, progress=None) -> RunResult:
             particles[i, k] = _particle_cosine(n, rho, float(gammas[i] * np.log(n)), alpha)
             if meter is not None:
                 meter.advance(1, label=f"long-context (n = {n})")
-    one = np.zeros((1, 1, 1))
 
     def member(a):  # statistics carry the (d, β, seed) axes of every run, here of length one
         return np.asarray(a, dtype=float)[None, None, None]
@@ -87,16 +86,7 @@ def run(config, *, progress=None) -> RunResult:
         "context": (lengths, ["context"]),
         "curve_context": (CLOSED_FORM_LENGTHS, ["curve_context"]),
     }
-    return RunResult(
-        config=config,
-        ts=np.zeros(1),
-        stats=stats,
-        xs=None,
-        steps=one.astype(np.int64),
-        t_event=np.full(one.shape, np.inf),
-        wall_time_s=time.perf_counter() - start,
-        extra=extra,
-    )
+    return RunResult.of_statistics(config, stats, extra, start=start)
 
 
 MAX_CONTEXT = 10**15

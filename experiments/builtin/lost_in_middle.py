@@ -187,17 +187,7 @@ def run(config, *, progress=None) -> RunResult:
         "reference_time": (ref_ts, ["reference_time"]),
         "token": (np.arange(1, n + 1), ["token"]),
     }
-    one = np.zeros((1, betas.size, 1))
-    return RunResult(
-        config=config,
-        ts=np.zeros(1),
-        stats=stats,
-        xs=None,
-        steps=one.astype(np.int64),
-        t_event=np.full(one.shape, np.inf),
-        wall_time_s=time.perf_counter() - start,
-        extra=extra,
-    )
+    return RunResult.of_statistics(config, stats, extra, start=start, members=(1, betas.size, 1))
 
 
 def _sources(n: int) -> np.ndarray:

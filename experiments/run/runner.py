@@ -51,6 +51,24 @@ class RunResult:
     wall_time_s: float
     extra: dict = dc_field(default_factory=dict)
 
+    @classmethod
+    def of_statistics(
+        cls, config: Config, stats: dict, extra: dict, *, start: float, members=(1, 1, 1), ts=None
+    ) -> RunResult:
+        """The result of a runner that computes statistics alone (no states, no steps to count): ``members`` the
+        (d, β, seed) shape its statistics carry, save times ``ts`` (one at 0 by default), timed from ``start``
+        (a ``time.perf_counter()`` reading)."""
+        return cls(
+            config=config,
+            ts=np.zeros(1) if ts is None else np.asarray(ts),
+            stats=stats,
+            xs=None,
+            steps=np.zeros(members, dtype=np.int64),
+            t_event=np.full(members, np.inf),
+            wall_time_s=time.perf_counter() - start,
+            extra=extra,
+        )
+
     @property
     def member_shape(self) -> tuple[int, int, int]:
         return self.steps.shape
