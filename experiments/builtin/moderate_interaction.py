@@ -77,11 +77,11 @@ _PHASES = (
     "t_half",
 )
 STAT_DIMENSIONS.update(
-    min_eigenvalue=_MEMBER + ["tau"],
-    kinetic_energy=_MEMBER + ["tau"],
-    band_power=_MEMBER + ["tau"],
-    cluster_count=_MEMBER + ["tau"],
-    save_time=_MEMBER + ["tau"],
+    min_eigenvalue=_MEMBER + ["save_index"],
+    kinetic_energy=_MEMBER + ["save_index"],
+    band_power=_MEMBER + ["save_index"],
+    cluster_count=_MEMBER + ["save_index"],
+    save_time=_MEMBER + ["save_index"],
     **{name: list(_MEMBER) for name in _PHASES},
 )
 
@@ -247,7 +247,7 @@ def run(config, *, progress=None) -> RunResult:
         "usa": (np.array([m == "usa" for m in MODELS]), ["usa"]),
         "token_count": (np.array(ns), ["token_count"]),
         "c": (np.array(cs, dtype=float), ["c"]),
-        "tau": (np.arange(T), ["tau"]),
+        "save_index": (np.arange(T), ["save_index"]),
     }
     return RunResult(
         config=config,

@@ -363,10 +363,12 @@ def suggest(name: str, valid: Iterable[str]) -> str:
 
 
 def unknown_key(name: str) -> ConfigError:
-    """The error for a key name not in :data:`KEYS`, naming the nearest key (or all of them)."""
+    """The error for a key name not in :data:`KEYS`, naming the nearest key, or else every key but the
+    built-in experiments' own (those ``attnflow list --keys`` lists with the rest)."""
     hint = suggest(name, KEYS) if len(name) <= 60 else ""
     if not hint:
-        hint = "; valid keys: " + ", ".join(KEYS)
+        common = [key for key, declared in KEYS.items() if not declared.experiment_key]
+        hint = "; valid keys: " + ", ".join(common) + "; the built-in experiments' own keys: attnflow list --keys"
     return ConfigError(f"unknown key {shorten(name)!r}{hint}")
 
 

@@ -308,9 +308,9 @@ def test_fig5_runs_the_four_ensembles_and_checks_the_gradient_flow(tmp_path):
     assert np.min(np.diff(log_e, axis=-1)) >= -1e-9 and np.max(log_e[..., -1] - log_e[..., 0]) > 1e-3
     assert (out / "phase_diagrams.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ds = af.load(out)
-    assert list(ds["ordered_weights"].values) == e.grid["weights"]
+    assert list(ds["weights"].values) == e.grid["weights"]
     assert ds["clustered_fraction"].dims[0] == "weights"
-    assert ds["ordered_weights"].attrs["long_name"] == KEYS["weights"].doc  # an axis named by its key's documentation
+    assert ds["weights"].attrs["long_name"] == KEYS["weights"].doc  # an axis named by its key's documentation
     unlabelled = [v for v in ds.variables if v != "weights" and labels.label(str(v)) is None]
     assert not unlabelled, f"no label in experiments/results/labels.py for {unlabelled}"
     assert all(ds[v].attrs["long_name"] for v in ds.variables)
