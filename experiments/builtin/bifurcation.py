@@ -406,6 +406,8 @@ def figures(result: RunResult) -> dict:
     return {"bifurcation": lambda p: plots.bifurcation_diagram(panels, model=c.model, path=p)}
 
 
+SWEEP_DEFAULTS = ("n", "seeds", "noise_ratios", "t1", "dt", "n_save", "burn_in", "solver", "dtype", "meanfield_time")
+
 EXPERIMENT = register(
     Experiment(
         "bifurcation",
@@ -419,35 +421,8 @@ EXPERIMENT = register(
             beta=[1.0, 8.0],
             modes=64,
             branches=[1, 2, 3],
-            n=512,
-            seeds=4,
-            noise_ratios=[
-                0.7,
-                0.75,
-                0.8,
-                0.85,
-                0.9,
-                0.925,
-                0.95,
-                0.975,
-                1.0,
-                1.025,
-                1.05,
-                1.075,
-                1.1,
-                1.125,
-                1.15,
-                1.2,
-                1.25,
-                1.3,
-            ],
-            t1=20.0,
-            dt=0.025,
-            n_save=41,
-            burn_in=0.5,
-            solver="euler",
-            dtype="float32",
-            meanfield_time=60.0,
+            # the particles' and the time-dependent density's sweeps: noisy-transition's own
+            **{key: nt.EXPERIMENT.defaults[key] for key in SWEEP_DEFAULTS},
         ),
         dict(
             modes=48,
