@@ -268,7 +268,9 @@ def probe(
         raise ValueError(f"layers must name at least 2 of the states' {L_all} layers (0–{L_all - 1}), got {layers!r}")
     delta = _real("delta", KEYS["delta"].default if delta is None else delta, 0.0, 2.0)
     epsilon = _real("epsilon", measures.SINK_EPSILON if epsilon is None else epsilon, 0.0, 1.0, strict=False)
-    k = checks.check_int("k", k, 1, n - 2)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n - 2:
+        raise ValueError(f"k must be an integer between 1 and n − 2 = {n - 2} (n = {n} tokens), got {k!r}")
+    k = int(k)
     bins = checks.check_int("bins", bins, 1, 100_000)
     if beta is not None:
         beta = _real("beta", beta, 0.0)
@@ -336,7 +338,7 @@ def probe(
 
 
 def _figure_inputs(summary: dict, data: dict) -> dict:
-    run = {key: summary.get(key) for key in ("states", "beta", "delta", "k", "knn_chance", "epsilon")}
+    run = {key: summary.get(key) for key in ("states", "beta", "beta_source", "delta", "k", "knn_chance", "epsilon")}
     return run | {name: data[name] for name in data}
 
 

@@ -96,7 +96,8 @@ def probe_energy(run: dict, *, source=None, path=None) -> Figure:
     _layer_axis(ax, layers)
     ax.legend(fontsize=LEGEND_SIZE, frameon=False)
     formula = r"$E_\beta = \frac{1}{2\beta n^2}\sum_{i,j} e^{\beta\langle x_i, x_j\rangle}$, which the flow never lets decrease"
-    _title(fig, "Interaction energy across layers", source, β=float(run["beta"]))
+    fitted = " (fitted)" if run.get("beta_source") == "fit" else ""
+    _title(fig, "Interaction energy across layers", source, **{f"β{fitted}": float(run["beta"])})
     ax.set_title(formula, fontsize=LEGEND_SIZE)
     return finish(fig, path)
 

@@ -162,7 +162,7 @@ def test_bad_attention_is_one_clear_error(change, message):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"k": 11}, "k must be an integer"),
+        ({"k": 11}, "k must be an integer between 1 and n − 2 = 10"),
         ({"beta": -1.0}, "beta must be a finite number > 0"),
         ({"delta": 0.0}, "delta must be a finite number > 0"),
         ({"layers": [2]}, "at least 2"),
