@@ -474,41 +474,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure a model's token states per layer as the theory measures the particles: clusters, the "
         "energy E_β and whether it climbs, rank, intrinsic dimension, neighbourhoods, attention sinks",
     )
-    p.add_argument(
-        "states",
-        metavar="STATES.npz",
-        help="hidden states, an array (layers, tokens, d) or (layers, prompts, tokens, d) of floats in an "
-        ".npz (or .npy) file, as for hist; the archive may also hold the attention weights",
-    )
-    p.add_argument("--key", metavar="NAME", help="the states' array in an .npz archive holding several")
-    p.add_argument(
-        "--attention-key",
-        metavar="NAME",
-        help="the attention weights' array (blocks = layers − 1, [prompts,] heads, tokens, tokens), each row "
-        "summing to 1 (default: 'attention' when the archive holds it)",
-    )
-    p.add_argument("--layers", metavar="LIST", help="the layers to measure, e.g. 0,3,6 or 0-12 (default: all)")
-    p.add_argument(
-        "--beta",
-        metavar="B",
-        help="the inverse temperature of the energy E_β (default: the β attnflow fit finds with QᵀK = V = I)",
-    )
-    p.add_argument(
-        "--delta",
-        type=float,
-        metavar="D",
-        help="clustering threshold: pairs with ⟨x_i, x_j⟩ ≥ 1 − D are together (default: 1e-3)",
-    )
-    p.add_argument(
-        "--k", type=_positive_int, default=10, help="nearest neighbours per token for the overlap (default: 10)"
-    )
-    p.add_argument(
-        "--epsilon",
-        type=float,
-        metavar="EPS",
-        help="sink threshold on a head's mean attention to the first token (default: 0.3)",
-    )
-    p.add_argument("--out", metavar="DIR", help="output directory (default: runs/probe-STEM)")
+    p.add_argument("states", metavar="STATES.npz", help="hidden states as for hist, and optionally attention weights")
+    for flag, metavar, text in (
+        ("--key", "NAME", "the states' array in an .npz archive holding several"),
+        (
+            "--attention-key",
+            "NAME",
+            "the attention weights (blocks = layers − 1, [prompts,] heads, tokens, tokens), "
+            "rows summing to 1 (default: 'attention' when the archive holds it)",
+        ),
+        ("--layers", "LIST", "the layers to measure, e.g. 0,3,6 or 0-12 (default: all)"),
+        ("--beta", "B", "β of the energy E_β (default: the β attnflow fit finds with QᵀK = V = I)"),
+        ("--delta", "D", "clustering threshold: pairs with ⟨x_i, x_j⟩ ≥ 1 − D are together (default: 1e-3)"),
+        ("--epsilon", "EPS", "sink threshold on a head's mean attention to the first token (default: 0.3)"),
+        ("--out", "DIR", "output directory (default: runs/probe-STEM)"),
+    ):
+        p.add_argument(flag, metavar=metavar, help=text)
+    p.add_argument("--k", type=_positive_int, default=10, help="neighbours per token for the overlap (default: 10)")
     directory_flags(p)
     p.set_defaults(func=cmd_probe)
 

@@ -437,6 +437,8 @@ def main(args) -> int:
     from .states import parse_layers, read_attention, read_states
 
     beta = None if args.beta is None else _real("--beta", args.beta, 0.0)
+    delta = None if args.delta is None else _real("--delta", args.delta, 0.0, 2.0)
+    epsilon = None if args.epsilon is None else _real("--epsilon", args.epsilon, 0.0, 1.0, strict=False)
     key, attention_key = _keys(args.states, args.key, args.attention_key)
     states, key, saved_shape = read_states(args.states, key)
     layers = parse_layers(args.layers, states.shape[0])
@@ -451,9 +453,9 @@ def main(args) -> int:
         x,
         attention=attention,
         beta=beta,
-        delta=args.delta,
+        delta=delta,
         k=args.k,
-        epsilon=args.epsilon,
+        epsilon=epsilon,
         layers=layers,
         progress=not args.quiet,
     )

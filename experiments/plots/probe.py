@@ -7,6 +7,8 @@ ones dashed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from matplotlib import ticker
 from matplotlib.figure import Figure
@@ -15,7 +17,7 @@ from .style import BAND_COLOR, DATA_COLOR, FRACTION_LABEL, LEGEND_SIZE, THEORY_C
 
 __all__ = ["probe_geometry", "probe_energy", "probe_rank", "probe_knn", "probe_sinks"]
 
-_STYLES = {
+_STYLES: dict[str, dict[str, Any]] = {
     "": {"color": DATA_COLOR, "linestyle": "-", "marker": "o", "label": "raw tokens (x / ‖x‖)"},
     "_normed": {"color": THEORY_COLOR, "linestyle": (0, (5, 3)), "marker": "s", "label": "layer-normed tokens"},
 }
