@@ -43,7 +43,7 @@ def states_file(tmp_path_factory):
 def test_cli_writes_af_probes_numbers_and_af_load_reads_them(states_file, tmp_path):
     path, states = states_file
     out = tmp_path / "probe"
-    rc, stdout, stderr = cli(["probe", path, "--beta", BETA, "--k", 4, "--out", out, "--quiet"])
+    rc, stdout, stderr = cli(["probe", path, "--beta", BETA, "--k", 4, "--out", out, "--quiet", "--no-plot"])
     assert rc == 0, stderr
     assert stderr == ""
     summary = json.loads((out / "summary.json").read_text())
@@ -54,13 +54,6 @@ def test_cli_writes_af_probes_numbers_and_af_load_reads_them(states_file, tmp_pa
     assert summary["sink_rate"] == [0.25, 0.25, 0.25]  # one head of four planted, in every block
     assert summary["knn_chance"] == pytest.approx(4 / 11)
     assert summary["attention_key"] == "attention" and summary["key"] == "hidden_states"
-    assert sorted(p.name for p in out.glob("*.png")) == [
-        "energy.png",
-        "geometry.png",
-        "knn_overlap.png",
-        "rank.png",
-        "sinks.png",
-    ]
     ds = af.load(out)
     assert ds.sizes["layer"] == 4 and list(ds["layer"].values) == [0, 1, 2, 3]
     np.testing.assert_allclose(ds["energy"].mean("prompt"), summary["raw"]["energy"], rtol=1e-12)
@@ -68,6 +61,17 @@ def test_cli_writes_af_probes_numbers_and_af_load_reads_them(states_file, tmp_pa
     np.testing.assert_array_equal(ds["sink_rate"], [0.25, 0.25, 0.25])
     assert ds["knn_overlap"].attrs["long_name"].startswith("overlap of the k nearest")
     assert all("long_name" in ds[name].attrs for name in ds.data_vars)
+
+
+@pytest.mark.slow
+def test_cli_draws_a_figure_per_family_and_plot_redraws_them(states_file, tmp_path):
+    path, _ = states_file
+    out = tmp_path / "probe"
+    rc, stdout, stderr = cli(["probe", path, "--beta", BETA, "--k", 4, "--out", out, "--quiet"])
+    assert rc == 0, stderr
+    figures = ["energy.png", "geometry.png", "knn_overlap.png", "rank.png", "sinks.png"]
+    assert sorted(p.name for p in out.glob("*.png")) == figures
+    assert [line.strip() for line in stdout.splitlines()[-5:]] == figures  # the report lists them
     rc, stdout, _ = cli(["plot", out, "--kind", "rank"])
     assert rc == 0 and stdout.strip().endswith("rank.png")
 
@@ -75,7 +79,21 @@ def test_cli_writes_af_probes_numbers_and_af_load_reads_them(states_file, tmp_pa
 def test_cli_layers_and_json(states_file, tmp_path):
     path, states = states_file
     rc, stdout, stderr = cli(
-        ["probe", path, "--beta", BETA, "--k", 3, "--layers", "1,3", "--out", tmp_path / "p", "--quiet", "--json"]
+        [
+            "probe",
+            path,
+            "--beta",
+            BETA,
+            "--k",
+            3,
+            "--layers",
+            "1,3",
+            "--out",
+            tmp_path / "p",
+            "--quiet",
+            "--json",
+            "--no-plot",
+        ]
     )
     assert rc == 0, stderr
     summary = json.loads(stdout)
@@ -105,3 +123,14 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(states_file, tmp_pat
     assert stdout == ""
     assert stderr.count("\n") == 1 and message in stderr, stderr
     assert tree(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_without_beta_the_energy_is_taken_at_the_beta_af_fit_finds():
+    # the states are SA's at β = 2 with layers 0.5 apart: af.fit with QᵀK = V = I recovers both
+    result = af.probe(sa_states(prompts=4, layers=5), k=4)
+    summary = result.summary()
+    assert summary["beta_source"] == "fit"
+    assert summary["beta"] == pytest.approx(BETA, rel=1e-4)
+    np.testing.assert_allclose(summary["fit"]["tau"], 0.5, rtol=1e-4)
+    assert summary["energy_monotone"] is True
