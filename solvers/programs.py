@@ -35,6 +35,7 @@ import os
 import sys
 import tempfile
 import types
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -73,8 +74,11 @@ _KNOWN_MODULES = (
     "collections",
 )
 _VERSIONED = ("jax", "jaxlib", "equinox", "diffrax", "optimistix", "lineax", "numpy", "attnflow")
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 _PACKAGE_DIRS = ("particles", "solvers", "experiments")
+
+
+_PROGRAMS: weakref.WeakSet[Program] = weakref.WeakSet()
 
 
 class Unkeyable(Exception):
@@ -91,15 +95,15 @@ def store_directory() -> Path | None:
 def source_digest() -> str:
     """A hash of attnflow's own source files (its package's .py files), once per process."""
     h = hashlib.sha256()
-    files = [_PACKAGE_ROOT / name for name in ("__init__.py", "_version.py")]
+    files = [PACKAGE_ROOT / name for name in ("__init__.py", "_version.py")]
     for sub in _PACKAGE_DIRS:
-        files += sorted((_PACKAGE_ROOT / sub).rglob("*.py"))
+        files += sorted((PACKAGE_ROOT / sub).rglob("*.py"))
     for path in files:
         try:
             data = path.read_bytes()
         except OSError:
             continue
-        h.update(str(path.relative_to(_PACKAGE_ROOT)).encode())
+        h.update(str(path.relative_to(PACKAGE_ROOT)).encode())
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
     return h.hexdigest()
@@ -191,6 +195,9 @@ def describe(obj, depth: int = 0) -> str:
     cls = type(obj)
     if _known(cls.__module__) and not getattr(obj, "__dict__", None) and not getattr(cls, "__slots__", None):
         return f"instance:{cls.__module__}.{cls.__qualname__}"  # a stateless marker (equinox's Missing)
+    if cls.__module__.split(".")[0] == "attnflow" and isinstance(getattr(obj, "__dict__", None), dict):
+        # attnflow's own plain objects (a save function's adapter, say): their class and what they hold
+        return f"object:{cls.__module__}.{cls.__qualname__}({describe(vars(obj), d)})"
     raise Unkeyable(f"a {cls.__module__}.{cls.__qualname__} value")
 
 
@@ -224,7 +231,7 @@ def _aval(leaf) -> str:
     return f"{np.dtype(leaf.dtype)}{tuple(leaf.shape)}{'w' if weak else ''}"
 
 
-class _Entry:
+class Entry:
     """One program's file: the format line, the key's digest, the payload's digest and length, the payload."""
 
     @staticmethod
@@ -276,6 +283,7 @@ class Program:
         self.name = f"{fn.__module__}.{fn.__qualname__}"
         self.plain: dict[tuple, Callable] = {}  # options → eqx.filter_jit
         self.calls: dict[str, Callable] = {}  # key digest → its compiled call over the array leaves
+        _PROGRAMS.add(self)
         functools.update_wrapper(self, fn, assigned=("__doc__", "__name__", "__qualname__", "__module__"), updated=())
 
     def jitted(self, options: tuple) -> Callable:
@@ -337,7 +345,7 @@ class Program:
             log.debug("cannot read the stored program %s (%s): tracing", path, err)
             return None
         try:
-            exported = jax.export.deserialize(bytearray(_Entry.unpack(blob, digest)))
+            exported = jax.export.deserialize(bytearray(Entry.unpack(blob, digest)))
         except Exception as err:  # any failure of a damaged entry, whatever the deserializer raises
             EVENTS["rebuilt"] += 1
             log.debug("the stored program %s is unusable (%s): rebuilding it", path, err)
@@ -382,7 +390,7 @@ class Program:
                 pass
             return jitted
         try:
-            _write_atomically(path, _Entry.pack(digest, bytes(payload)))
+            _write_atomically(path, Entry.pack(digest, bytes(payload)))
         except OSError as err:
             log.debug("cannot write the stored program %s (%s)", path, err)
         EVENTS["exported"] += 1
@@ -399,6 +407,13 @@ def _read_reason(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return "unknown"
+
+
+def forget() -> None:
+    """Drop what this process holds of stored programs, as a new process starts: the next call of each
+    program looks for its entry on disk again."""
+    for program in list(_PROGRAMS):
+        program.calls.clear()
 
 
 def jit(fn: Callable) -> Program:
