@@ -332,8 +332,18 @@ class Program:
             exported = None if refusal.exists() else self.load(path, digest)
             if exported is None:
                 exported = self.export(path, digest, options, static, treedef, leaves)
-            self.calls[digest] = exported if callable(exported) else _compiled(exported.call, options)
+            self.calls[digest] = exported if callable(exported) else self.compiled(exported, options)
         return self.calls[digest]
+
+    def compiled(self, exported, options: tuple) -> Callable:
+        """The stored program's call, compiled with the options, named as the program (in JAX's logs, its
+        compilation events and the compilation cache's file names)."""
+
+        def call(*leaves):
+            return exported.call(*leaves)
+
+        call.__name__ = call.__qualname__ = self.fn.__name__
+        return _compiled(call, options)
 
     def load(self, path: Path, digest: str):
         """The program stored at ``path``, or None (missing, or unusable: then removed, to be rebuilt)."""
