@@ -39,6 +39,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -185,7 +186,7 @@ def describe(obj, depth: int = 0) -> str:
         name = getattr(obj, "__qualname__", obj.__name__)
         return f"builtin:{getattr(obj, '__module__', None)}.{name}"
     treedef = jax.tree_util.tree_structure(obj)
-    if not treedef.num_leaves == 1 or treedef.num_nodes != 1:  # a pytree node (an equinox module, say)
+    if not jax.tree_util.treedef_is_leaf(treedef):  # a pytree node (an equinox module, say)
         leaves = jax.tree_util.tree_leaves(obj)
         return f"tree({_describe_treedef(treedef, d)};" + ",".join(describe(v, d) for v in leaves) + ")"
     wrapped = getattr(obj, "__wrapped__", None)
@@ -408,7 +409,7 @@ class Program:
         return exported
 
 
-def _compiled(fn: Callable, options: tuple) -> Callable:
+def _compiled(fn: Callable, options: tuple) -> Any:  # jax.jit's wrapper, which jax.export takes
     return jax.jit(fn, compiler_options=dict(options)) if options else jax.jit(fn)
 
 

@@ -13,7 +13,7 @@ import importlib.metadata
 import platform
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 
@@ -158,7 +158,7 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
     return _draw(config.seed + np.arange(seeds), init=init, n=n, d=d, dtype=dtype, params=params)
 
 
-SAMPLERS = {
+SAMPLERS: dict[str, Callable[..., jax.Array]] = {
     "uniform": lambda k, n, d, dtype: particles.init.uniform(k, n, d, dtype=dtype),
     "orthogonal": lambda k, n, d, dtype: particles.init.orthogonal(k, n, d, dtype=dtype),
     "equiangular": lambda k, n, d, dtype, rho: particles.init.equiangular(k, n, d, rho, dtype=dtype),

@@ -69,9 +69,10 @@ def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path):
     # the integration loop is among them: no Python callbacks left in the adaptive solve
     assert any("run_adaptive" in name for name in entries)
 
-    # the adaptive loop's traced program was stored beside the compiled ones (solvers/programs.py)
-    assert counts1["programs_exported"] == 1 and not counts1.get("programs_traced")
-    assert len(list((cache / "programs").glob("*.jaxexport"))) == 1
+    # the initial conditions' and the adaptive loop's traced programs were stored beside the compiled ones
+    # (solvers/programs.py)
+    assert counts1["programs_exported"] == 2 and not counts1.get("programs_traced")
+    assert len(list((cache / "programs").glob("*.jaxexport"))) == 2
 
     again, counts2, _ = program(RUN + ["--out", tmp_path / "b"], env)
     assert counts2.get("cache_misses", 0) == 0
@@ -79,7 +80,7 @@ def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path):
     assert 0 < counts2["cache_hits"] == counts2["compile_requests_use_cache"] <= counts1["cache_misses"]
     assert sorted(os.listdir(cache)) == entries
     # loaded, not traced again, and its compiled program found in the compilation cache (no miss above)
-    assert counts2["programs_loaded"] == 1 and not counts2.get("programs_exported")
+    assert counts2["programs_loaded"] == 2 and not counts2.get("programs_exported")
     for key in ("mean_inner_product", "min_inner_product", "energy", "n_clusters", "steps"):
         assert again[key] == first[key], key
 
