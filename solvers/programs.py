@@ -165,6 +165,8 @@ def describe(obj, depth: int = 0) -> str:
         return "dict(" + ",".join(f"{k}:{v}" for k, v in items) + ")"
     if isinstance(obj, (frozenset, set)):
         return f"{type(obj).__name__}(" + ",".join(sorted(describe(v, d) for v in obj)) + ")"
+    if isinstance(obj, jax.core.Tracer):  # a value of the caller's trace, held in a closure: the caller's program
+        raise Unkeyable("a traced value")
     if isinstance(obj, (np.ndarray, np.generic, jax.Array)):
         a = np.asarray(obj)
         return f"array:{a.dtype}{a.shape}:{hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()}"

@@ -129,6 +129,7 @@ def test_an_entry_that_fails_to_deserialize_is_rebuilt(store):
     assert programs.EVENTS == {"rebuilt": 1, "exported": 1}
 
 
+@pytest.mark.slow
 def test_whatever_determines_the_program_is_in_its_key(store, monkeypatch):
     run()
     assert len(entries(store)) == 1
@@ -202,3 +203,18 @@ def test_descriptions_are_stable_and_tell_values_apart():
 
     with pytest.raises(programs.Unkeyable, match="Thing"):
         programs.describe(Thing())
+
+
+def test_under_the_callers_trace_nothing_is_stored(store):
+    """Under an outer jax.jit the caller's trace decides the program: nothing is exported or loaded, and the
+    result is the one outside it."""
+    x0 = af.init.uniform(jax.random.key(3), 6, 3, batch=4)
+
+    def final(beta):
+        sol = af.simulate(af.SA(beta=beta), x0, 2.0, solver="rk4", dt=0.25, save=STATS)
+        return sol.x_final
+
+    betas = jnp.asarray([0.5, 1.0, 2.0, 4.0])
+    inside = jax.jit(final)(betas)
+    assert programs.EVENTS == {} and entries(store) == []
+    np.testing.assert_allclose(inside, final(betas), rtol=0, atol=1e-12)
