@@ -265,6 +265,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)  # as the compilation cache's own files (mkstemp makes them private)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
