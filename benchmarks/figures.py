@@ -55,7 +55,7 @@ def _attnflow(args: list[str], cache: str, out: str) -> float:
     return wall
 
 
-def _baseline_per_member(d: int, betas: np.ndarray, config, seeds: int) -> float:
+def baseline_per_member(d: int, betas: np.ndarray, config, seeds: int) -> float:
     """Seconds per member of the authors' scheme at dimension d, one β of ``betas`` at a time over
     ``seeds`` members (the batch the authors' loop takes for the row), from its first
     ``SAMPLE_STEPS`` Euler steps with checkpoints in the same proportion (200 of 300): every step
@@ -84,11 +84,11 @@ def rows(seeds: int | None, cache: str, work: str) -> list[dict]:
     sample = betas[np.linspace(0, len(betas) - 1, 4).astype(int)]
     out = []
     for d in config.d:
-        before = _baseline_per_member(d, sample[::2], config, seeds)
+        before = baseline_per_member(d, sample[::2], config, seeds)
         args = ["run", FIG3, "--set", f"d=[{d}]", "--set", f"seeds={seeds}"]
         cold = _attnflow(args, cache, os.path.join(work, f"d{d}"))
         warm = _attnflow(args, cache, os.path.join(work, f"d{d}"))
-        after = _baseline_per_member(d, sample[1::2], config, seeds)
+        after = baseline_per_member(d, sample[1::2], config, seeds)
         members = len(betas) * seeds
         base = 0.5 * (before + after) * members
         row = dict(d=d, members=members, cold=cold, warm=warm, baseline=base)

@@ -1,7 +1,8 @@
-"""Start-up of ``attnflow run``: what a run spends before its first step, with the compilation cache.
+"""Start-up of ``attnflow run``: what a run spends before its first step, with the compilation cache, and the
+time to a first result of a warm run against JAX's own floor.
 
-    python benchmarks/startup.py            # first run, repeated run, --quiet, --no-cache
-    python benchmarks/startup.py --quick    # first and repeated run only
+    python benchmarks/startup.py            # the start-up table, then the warm targets and the d = 2 cell
+    python benchmarks/startup.py --quick    # first and repeated run only, then the warm targets (no cell)
 
 Each run is a fresh process of ``attnflow run fig4-circle --quick --no-plot`` (the program's own
 entry point, with its compilation cache in an empty temporary directory). The process records
@@ -22,6 +23,7 @@ import tempfile
 import time
 
 import machine as _machine
+import numpy as np
 
 EXPERIMENT = ["run", "fig4-circle", "--quick", "--no-plot"]
 
@@ -114,8 +116,145 @@ def run(quick: bool = False) -> None:
     )
 
 
+# -- the time to a first result: warm runs against JAX's floor ----------------------------------------------
+
+FLOOR = [sys.executable, "-c", "import jax, jax.numpy as jnp; jnp.zeros(1).block_until_ready()"]
+"""JAX's own floor: a fresh process that imports JAX and runs one operation."""
+
+WARM = ("fig4-circle", "fig3-phase-diagram", "meanfield-circle")
+CELL = ["run", "fig3-phase-diagram", "--set", "d=[2]", "--set", "seeds=2048"]
+
+# the child that draws a run's figures again, timing the drawing alone (plots and matplotlib imported in it)
+DRAW = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+from attnflow.experiments.results import figures, runs
+result, experiment = runs.load_result(Path(sys.argv[1]))
+start = time.perf_counter()
+with tempfile.TemporaryDirectory() as tmp:
+    figures.write(Path(tmp), figures.writers(result, experiment))
+print(json.dumps(time.perf_counter() - start))
+"""
+
+
+def _wall(cmd: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:6])} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return wall
+
+
+def _attnflow(args: list[str], cache: str, out: str) -> list[str]:
+    return [sys.executable, "-m", "attnflow.experiments.commands.cli", *args, "--out", out, "--overwrite"]
+
+
+def _compute(out: str) -> float:
+    """The run's own wall time (its compiled calls and what the runner does around them), from its summary."""
+    with open(os.path.join(out, "summary.json")) as f:
+        return float(json.load(f)["wall_time_s"])
+
+
+def warm_targets(reps: int, cache: str, work: str) -> list[dict]:
+    """Per experiment: the warm ``--quick --no-plot --quiet`` run and the warm run with figures, each repeated
+    ``reps`` times between measurements of JAX's floor (the same moments of the machine), with the figures'
+    own drawing time measured apart."""
+    env = dict(os.environ, ATTNFLOW_CACHE_DIR=cache, MPLBACKEND="Agg")
+    rows = []
+    for name in WARM:
+        quiet = ["run", name, "--quick", "--no-plot", "--quiet"]
+        plotted = ["run", name, "--quick", "--quiet"]
+        out = os.path.join(work, name)
+        cold = _wall(_attnflow(quiet, cache, out), env)  # fills the caches
+        _wall(_attnflow(plotted, cache, out), env)
+        floors, walls, with_figures, draws, computes = [], [], [], [], []
+        for _ in range(reps):
+            floors.append(_wall(FLOOR, env))
+            walls.append(_wall(_attnflow(quiet, cache, out), env))
+            computes.append(_compute(out))
+            floors.append(_wall(FLOOR, env))
+            with_figures.append(_wall(_attnflow(plotted, cache, out), env))
+            draw = subprocess.run([sys.executable, "-c", DRAW, out], env=env, capture_output=True, text=True)
+            draws.append(json.loads(draw.stdout.strip().splitlines()[-1]))
+        rows.append(
+            dict(
+                name=name,
+                cold=cold,
+                floor=float(np.median(floors)),
+                wall=float(np.median(walls)),
+                best=min(walls),
+                compute=float(np.median(computes)),
+                figures=float(np.median(with_figures)),
+                draw=float(np.median(draws)),
+            )
+        )
+    return rows
+
+
+def cell(cache: str, work: str) -> dict:
+    """The default d = 2 cell of Fig. 3 end to end through the command line (progress and figure on), cold and
+    warm, against the authors' scheme sampled in the same run (``figures.py``'s sampling: 4 β over the cell's
+    2048 seeds, 30 of 300 steps, half before attnflow's runs and half after, scaled to 90 β)."""
+    import figures as _figures
+
+    from attnflow.experiments.builtin import EXPERIMENTS
+    from attnflow.experiments.config import load_config
+
+    experiment = EXPERIMENTS["fig3-phase-diagram"]
+    config = load_config({**experiment.defaults, "d": [2], "seeds": 2048})
+    betas = np.asarray(config.beta, dtype=float)
+    sample = betas[np.linspace(0, len(betas) - 1, 4).round().astype(int)]
+    env = dict(os.environ, ATTNFLOW_CACHE_DIR=cache, MPLBACKEND="Agg")
+    out = os.path.join(work, "cell")
+    first = _figures.baseline_per_member(2, sample[:2], config, config.seeds)
+    cold = _wall(_attnflow(CELL, cache, out), env)
+    warm = _wall(_attnflow(CELL, cache, out), env)
+    compute = _compute(out)
+    second = _figures.baseline_per_member(2, sample[2:], config, config.seeds)
+    baseline = (first + second) / 2 * len(betas) * config.seeds
+    written = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    return dict(cold=cold, warm=warm, compute=compute, baseline=baseline, written=written)
+
+
+def targets(quick: bool = False) -> None:
+    reps = 2 if quick else 3
+    print(f"\nthe time to a first result, warm (median of {reps}; JAX's floor measured between the runs):")
+    print(
+        f"{'':<20} {'floor':>6} {'cold':>6} {'warm':>6} {'× floor':>8} {'run itself':>11} "
+        f"{'with figures':>13} {'drawing':>8} {'× floor + drawing':>18}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.path.join(tmp, "cache")
+        for r in warm_targets(reps, cache, tmp):
+            print(
+                f"{r['name']:<20} {r['floor']:5.2f}s {r['cold']:5.2f}s {r['wall']:5.2f}s {r['wall'] / r['floor']:7.2f}× "
+                f"{r['compute']:10.2f}s {r['figures']:12.2f}s {r['draw']:7.2f}s "
+                f"{(r['figures'] - r['draw']) / r['floor']:17.2f}×"
+            )
+        print(
+            "run itself: the runner's wall time (summary.json's wall_time_s: its compiled calls and their inputs);"
+            " × floor + drawing: (with figures − drawing) / floor"
+        )
+        if quick:
+            return
+        c = cell(cache, tmp)
+        print(
+            f"\nd = 2 cell (`attnflow {' '.join(CELL[1:])}`, progress and figure on): cold {c['cold']:.1f} s, "
+            f"warm {c['warm']:.1f} s (the run itself {c['compute']:.1f} s), {c['written'] / 1e6:.2f} MB written; "
+            f"the authors' scheme {c['baseline']:.0f} s (sampled in the same run): "
+            f"{c['baseline'] / c['cold']:.1f}× cold, {c['baseline'] / c['warm']:.1f}× warm, "
+            f"{c['baseline'] / c['compute']:.1f}× the run itself"
+        )
+
+
+def run_all(quick: bool = False) -> None:
+    run(quick=quick)
+    targets(quick=quick)
+
+
 def main(argv=None) -> int:
-    return _machine.script_main(run, __doc__, "first and repeated run only", argv)
+    return _machine.script_main(run_all, __doc__, "first and repeated run only, no d = 2 cell", argv)
 
 
 if __name__ == "__main__":

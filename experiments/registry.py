@@ -88,6 +88,9 @@ class Experiment:
     runtime: str | None = None
     # what a run adds to summary.json beyond docs/design.md §5 (fitted exponents, say): result -> {key: value}
     summary: Callable[[RunResult], dict] | None = None
+    # whether its figures read each member's statistics, not only their means over the seeds: a run writes the
+    # members' (``save_members = "auto"``; ``plan.keep_members``) so that ``attnflow plot`` draws them again
+    figures_read_members: Callable[[Config], bool] = field(default=lambda config: True)
 
     def __post_init__(self) -> None:
         if self.run is not None and (self.keys is None or self.memory is None):
@@ -131,6 +134,11 @@ class Experiment:
             )
         if self.requires is not None:
             self.requires(config)
+        if self.run is None and config.save_members == "no" and self.figures_read_members(config):
+            raise ConfigError(
+                f"experiment {self.name!r} draws its figures from each member's statistics, which save_members = "
+                '"no" would not write (attnflow plot could not draw them again): leave it at "auto" or set "yes"'
+            )
 
     def statistics_groups(self, config) -> tuple[str, ...]:
         """The groups of statistics a run of ``config`` computes: its ``statistics`` key and what this

@@ -27,8 +27,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import i0e
 
 from .modes import mode_growth_rates
 
@@ -154,6 +152,8 @@ def sphere_resultant(beta: float) -> float:
 
 def collapse_time(rate: float = 1.0, level: float = COLLAPSE_LEVEL) -> float:
     """The time at which ``collapse_moment`` falls to ``level`` × 1/3 (S², Laplace limit)."""
+    from scipy.optimize import brentq  # here: scipy costs a third of a second to import
+
     return float(brentq(lambda t: float(collapse_moment(t, rate)) - level / 3.0, 0.0, 200.0 / rate))
 
 
@@ -161,6 +161,8 @@ def usa_time_unit(beta: float, d: int) -> float:
     """1 / the mean of USA's kernel e^{β(⟨x, y⟩ − 1)} over uniform tokens on S^{d−1} (d = 2, 3): in this unit of
     time USA at the uniform density moves as SA does. Circle: 1/(I_0(β)e^{−β}) ≈ √(2πβ); S²: 2β/(1 − e^{−2β})."""
     if d == 2:
+        from scipy.special import i0e
+
         return 1.0 / float(i0e(beta))
     if d == 3:
         return 2.0 * beta / -math.expm1(-2.0 * beta)

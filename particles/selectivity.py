@@ -44,7 +44,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
-from scipy import special
 
 from .checks import check_int, check_real
 
@@ -77,6 +76,8 @@ def critical_scale(n, d: int):
 def cap_constant(d: int) -> float:
     """c_d: the fraction of S^{d−1} within 1 − ⟨q, k⟩ ≤ s is c_d s^{(d−1)/2} (1 + O(s)),
     c_d = 2^{(d−3)/2} Γ(d/2) / (√π Γ((d+1)/2)) (c_3 = 1/2 exactly)."""
+    from scipy import special  # here: scipy costs a third of a second to import
+
     d = check_int("d", d, 2)
     return float(2.0 ** ((d - 3) / 2) * np.exp(special.gammaln(d / 2) - special.gammaln((d + 1) / 2)) / np.sqrt(np.pi))
 
@@ -86,6 +87,8 @@ def limit_thresholds(d: int, draws: int = 4000, *, points: int = 2000, seed: int
     a Poisson process of intensity d(r^{(d−1)/2}) on [0, ∞) (the scaled 1 − ⟨q, k⟩ of the nearest keys),
     b* solves Σ_{j≥2} e^{−b*(S_j − S_1)} = 1. Each draw keeps its first ``points`` points; the expected sum of
     the terms beyond must be below 1e-9 (ValueError otherwise: d ≤ 6 with the default ``points``)."""
+    from scipy import special  # here: scipy costs a third of a second to import
+
     d = check_int("d", d, 2)
     draws, points = check_int("draws", draws, 1), check_int("points", points, 3)
     rng = np.random.default_rng(seed)
@@ -116,6 +119,8 @@ def _newton_from_below(gaps, b):
 def local_average_norm(beta, d: int):
     """A_d(β) = I_{d/2}(β)/I_{d/2−1}(β): the length of ∫ e^{β⟨q,k⟩} k dσ(k) / ∫ e^{β⟨q,k⟩} dσ(k) for the
     uniform law σ on S^{d−1} (the mean resultant length of a von Mises–Fisher law), ≈ 1 − (d−1)/(2β)."""
+    from scipy import special  # here: scipy costs a third of a second to import
+
     d = check_int("d", d, 2)
     beta = np.asarray(beta, dtype=float)
     nu = d / 2.0 - 1.0
@@ -129,6 +134,8 @@ def local_average_spread(beta, d: int):
     """n E|P_q y|² as n → ∞ for n uniform keys on S^{d−1} at a fixed β (module docstring): the tangent
     fluctuation of the local average, (d − 1)/d at β = 0 and ≈ (d − 1)/2 · Γ(d/2)^{−1} (β/4)^{(d−3)/2}/√π · …
     for large β (its exact value is a ratio of scaled Bessel functions, finite for every β)."""
+    from scipy import special  # here: scipy costs a third of a second to import
+
     d = check_int("d", d, 2)
     beta = np.asarray(beta, dtype=float)
     nu = d / 2.0 - 1.0

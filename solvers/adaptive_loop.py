@@ -11,14 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
 from ..particles.sphere import normalize, within
-from . import loop
+from . import loop, programs
 from . import progress as _progress
 from . import queue as _queue
 from . import sharding as _sharding
@@ -93,7 +92,7 @@ def queue_slots(solver, adaptive, jumps, group_size, members, shard) -> int | No
     return None
 
 
-@eqx.filter_jit
+@programs.jit
 def hardness(field, axes, x0, t0):
     """Per member: ‖f(t0, x0)‖ plus a finite-difference Lipschitz constant of f at x0.
 
@@ -145,7 +144,7 @@ def in_groups(solve, field, axes, x0, size, order, report=None):
     return jax.tree_util.tree_map(lambda a: a.reshape((groups * size,) + a.shape[2:])[position], out)
 
 
-@eqx.filter_jit
+@programs.jit
 def run_adaptive(
     *,
     field,
@@ -366,7 +365,7 @@ def _checked(out, max_steps, t1):
     return tuple(out)
 
 
-@eqx.filter_jit
+@programs.jit
 def _run_queue(*, field, axes, x0, save_fn, ts, after_loop: bool, **kwargs):
     out = _queue.run_queue(field=field, axes=axes, x0=x0, save_fn=save_fn, ts=ts, after_loop=after_loop, **kwargs)
     if not after_loop:

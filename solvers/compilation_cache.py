@@ -2,8 +2,9 @@
 
 A run spends most of its start-up compiling its integration loop; with the cache on, a later
 process of the same shapes (and solver, statistics, dtype) loads the compiled program from disk
-instead. ``attnflow run``, ``sweep`` and ``validate`` turn it on; from Python, call
-``af.enable_compilation_cache()`` once, before the first simulation.
+instead, and the loop's traced program too (``programs.py``, in ``programs/`` of the same directory),
+so that it is not traced again. ``attnflow run``, ``sweep`` and ``validate`` turn it on; from Python,
+call ``af.enable_compilation_cache()`` once, before the first simulation.
 """
 
 from __future__ import annotations

@@ -12,13 +12,12 @@ so those programs keep XLA's defaults. Other backends keep theirs.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
-import equinox as eqx
 import jax
 
 from ..particles.sphere import SMALL_D
+from . import programs
 
 PRODUCTS_ON_CPU = {
     "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE",
@@ -40,18 +39,8 @@ def jit_with_options(fn: Callable) -> Callable:
     """``eqx.filter_jit(fn)`` compiled with the options passed as ``compiler_options=`` at each call.
 
     One compiled function per distinct set of options, so that calls with the same options share
-    their compilations (and the persistent cache) as ``eqx.filter_jit`` alone would.
+    their compilations (and the persistent cache) as ``eqx.filter_jit`` alone would. While the
+    compilation cache is on, the traced and lowered program is kept on disk too (``programs.py``):
+    a later process calls it without tracing again.
     """
-    compiled: dict[tuple, Callable] = {}
-
-    def call(*args, compiler_options: dict[str, str] | None = None, **kwargs):
-        key = tuple(sorted((compiler_options or {}).items()))
-        if key not in compiled:
-            if key:
-                # filter_jit hands keywords beyond its own to jax.jit; its overloads leave them out
-                compiled[key] = eqx.filter_jit(fn, compiler_options=dict(key))  # type: ignore[call-overload]
-            else:
-                compiled[key] = eqx.filter_jit(fn)
-        return compiled[key](*args, **kwargs)
-
-    return functools.update_wrapper(call, fn, assigned=("__doc__", "__name__"), updated=())
+    return programs.jit(fn)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ...particles.noisy_transition import bessel_ratio, critical_beta, critical_noise
 from ...solvers import meanfield as mf
@@ -166,6 +165,8 @@ def run(config, *, progress=None) -> RunResult:
         if 1 in ks and f["modes"][1][1] is not None:
             lam[b, 0], rate[b, 0] = _rates(float(betas[b]), config, f["modes"][1][1])
     if config.model == "usa" and np.any(betas < critical_beta(2)) and np.any(betas > critical_beta(2)):
+        from scipy.optimize import brentq  # here: scipy costs a third of a second to import
+
         below, above = float(betas[betas < critical_beta(2)].max()), float(betas[betas > critical_beta(2)].min())
         pitch[:, 1] = brentq(
             lambda x: pitchfork_coefficient(x, config.model, 1, modes=config.modes, amplitude=5e-3),

@@ -23,7 +23,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.optimize import brentq
 
 from ...particles import fields, init
 from ...particles.moderate import (
@@ -172,6 +171,8 @@ def phases(ts, series: dict, d: int, rates: np.ndarray, n: int) -> dict:
     # t = 0, since USA's clusters can form on S² before the collapse
     out["t_clusters"] = first_crossing(ts, 1.0 / power, 1.0 / CLUSTER_POWER) if reached.size else math.nan
     if d == 2:
+        from scipy.optimize import brentq  # here: scipy costs a third of a second to import
+
         out["t_linear"] = float(
             brentq(lambda t: float(band_growth(t, rates, n)) - CLUSTER_POWER, 0.0, 1e3 / rates.max())
         )

@@ -199,6 +199,14 @@ _CORE_KEYS = (
         "save_states", "str", "auto", "keep the trajectories (auto: when they are small)", choices=("auto", "yes", "no")
     ),
     Key(
+        "save_members",
+        "str",
+        "auto",
+        "write each member's statistics (auto: when they are small or the experiment's figures read them; "
+        "else their means over the seeds)",
+        choices=("auto", "yes", "no"),
+    ),
+    Key(
         "memory_gb",
         "float",
         2.0,

@@ -9,6 +9,7 @@ atomically by ``store.write_run``. ``load_result`` reads a run back as a ``RunRe
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,11 @@ import numpy as np
 from .. import builtin
 from ..config import load_config, to_toml
 from ..registry import Experiment
-from ..run import runner
+from ..run import plan, runner
 from . import figures, store
 from .rundir import STATE_DIMS
 
-__all__ = ["save", "summarize", "arrays", "print_report", "load_result", "format_number"]
+__all__ = ["save", "summarize", "arrays", "members_written", "print_report", "load_result", "format_number"]
 
 
 def format_number(value, digits: int = 3) -> str:
@@ -74,8 +75,25 @@ def summarize(result: runner.RunResult) -> dict:
     }
 
 
-def arrays(result: runner.RunResult) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
-    """The run's arrays for results.npz and the names of their dimensions."""
+def members_written(result: runner.RunResult, experiment: Experiment | None = None) -> bool:
+    """Whether the run writes each member's statistics (``plan.keep_members``): ``save_members``, or by default
+    when they are small or ``experiment``'s figures read them. Else each statistic on (d, beta, seed, time, ...)
+    is written as its mean over the seeds, on (d, beta, time, ...)."""
+    reads = True if experiment is None or experiment.run is not None else experiment.figures_read_members(result.config)
+    nbytes = sum(v.nbytes for k, v in result.stats.items() if _per_seed(k))
+    return plan.keep_members(result.config, nbytes, reads)
+
+
+def _per_seed(name: str) -> bool:
+    """Whether a statistic has the ensemble's layout (d, beta, seed, time, ...), whose seeds a mean can take."""
+    return name not in runner.STAT_DIMENSIONS
+
+
+def arrays(
+    result: runner.RunResult, experiment: Experiment | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    """The run's arrays for results.npz and the names of their dimensions (statistics per member, or their
+    means over the seeds: ``members_written``)."""
     out = {
         "d": np.asarray(result.config.d),
         "beta": np.asarray(result.config.beta, dtype=float),
@@ -90,9 +108,17 @@ def arrays(result: runner.RunResult) -> tuple[dict[str, np.ndarray], dict[str, l
         "steps": ["d", "beta", "seed"],
         "t_clustered": ["d", "beta", "seed"],
     }
+    members = members_written(result, experiment)
     for name, value in result.stats.items():
         out[name] = value
         dims[name] = list(runner.STAT_DIMENSIONS.get(name) or list(runner.STAT_DIMS) + runner.EXTRA_DIMS.get(name, []))
+        if not members and _per_seed(name):
+            # as the figures average them (``analysis.mean_over_seeds``): members that became non-finite skipped
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a (d, β, time) whose every member is NaN
+                mean = np.nanmean(value, axis=2)  # counts (n_clusters) become their float means
+                out[name] = mean.astype(value.dtype) if np.issubdtype(value.dtype, np.floating) else mean
+            dims[name] = [dim for dim in dims[name] if dim != "seed"]
     if result.xs is not None:
         out["xs"] = result.xs
         dims["xs"] = list(STATE_DIMS)
@@ -118,7 +144,7 @@ def save(
         summary.update(experiment.summary(result))
     if error is not None:
         summary["error"] = error
-    data, dims = arrays(result)
+    data, dims = arrays(result, experiment)
     store.write_run(
         out,
         to_toml(result.config),
@@ -153,6 +179,12 @@ def print_report(result: runner.RunResult, experiment: Experiment, out: Path) ->
             print(f"  {p.name}")
 
 
+def _seed_mean(dims, name: str) -> bool:
+    """Whether an array of results.npz, on ``dims``, is a statistic written as its mean over the seeds."""
+    full = list(runner.STAT_DIMS) + runner.EXTRA_DIMS.get(name, [])
+    return _per_seed(name) and dims is not None and list(dims) == [dim for dim in full if dim != "seed"]
+
+
 def load_result(run_dir: Path) -> tuple[runner.RunResult, Experiment]:
     """Rebuild a RunResult from a run directory (arrays read without unpickling)."""
     if not store.is_complete(run_dir):
@@ -172,6 +204,9 @@ def load_result(run_dir: Path) -> tuple[runner.RunResult, Experiment]:
     stats = {
         k: arrs[k] for k in arrs if k not in ("d", "beta", "seed", "steps", "t_clustered", "xs") and arrs[k].ndim >= 4
     }
+    # statistics written as their means over the seeds (``save_members``): one member, the mean, on the seed axis
+    means = [k for k in arrs if _seed_mean(files.dims.get(k), k)]
+    stats.update({k: np.expand_dims(arrs[k], 2) for k in means})
     # the coordinates of a statistic's own dimensions (a 1-D array named after its dimension), as the run had them
     extra = {
         k: (arrs[k], [k])

@@ -97,6 +97,18 @@ def keep_states(config: Config, members_per_d: int, n_times: int) -> bool:
     return len(config.d) * members_per_d * n_times * config.n * max(config.d) <= STATES_LIMIT
 
 
+MEMBERS_LIMIT = 64 * 2**20
+"""Bytes of per-member statistics up to which ``save_members = "auto"`` writes every member's."""
+
+
+def keep_members(config: Config, nbytes: int, figures_read_members: bool) -> bool:
+    """Whether a run writes each member's statistics (``save_members`` yes or no, or "auto": when they take at
+    most ``MEMBERS_LIMIT`` bytes or the experiment's figures read them), else their means over the seeds."""
+    if config.save_members != "auto":
+        return config.save_members == "yes"
+    return figures_read_members or nbytes <= MEMBERS_LIMIT
+
+
 ATTENTION_MATRIX_LIMIT = 4_000_000
 """Numbers (members × save times × n²) up to which a run with the "attention" statistics also keeps
 A(t) itself (32 MiB in float64); beyond, only its summaries (gap, stationary law, entropies)."""

@@ -13,7 +13,7 @@ import importlib.metadata
 import platform
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 
@@ -24,7 +24,7 @@ import numpy as np
 from ... import particles
 from ...particles import attention_stats, observables
 from ...particles.energy import energy, normalized_energy
-from ...solvers import NonFiniteError, simulate
+from ...solvers import NonFiniteError, programs, simulate
 from ...solvers.fusion import materialized
 from ...solvers.progress import Counter
 from ..config import Config
@@ -151,17 +151,34 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
         if x.ndim == 3 and x.shape[0] != seeds:
             raise ValueError(f"init_file {config.init_file!r} holds {x.shape[0]} configurations but seeds = {seeds}")
         return jnp.broadcast_to(x, (seeds, n, d))
-    samplers = {
-        "uniform": lambda k: particles.init.uniform(k, n, d, dtype=dtype),
-        "orthogonal": lambda k: particles.init.orthogonal(k, n, d, dtype=dtype),
-        "equiangular": lambda k: particles.init.equiangular(k, n, d, config.rho, dtype=dtype),
-        "cap": lambda k: particles.init.cap(k, n, d, config.cap_angle, dtype=dtype),
-        "clusters": lambda k: particles.init.clusters(k, n, d, config.n_init_clusters, config.spread, dtype=dtype),
-    }
-    if init not in samplers:
+    if init not in SAMPLERS:
         raise ValueError(f"unknown init {init!r}")
-    keys = jax.vmap(jax.random.key)(config.seed + jnp.arange(seeds))
-    return jax.vmap(samplers[init])(keys)
+    # the parameters of the chosen sampler alone: the others' keys do not change the program
+    params = tuple((name, config[name]) for name in SAMPLER_KEYS.get(init, ()))
+    return _draw(config.seed + np.arange(seeds), init=init, n=n, d=d, dtype=dtype, params=params)
+
+
+SAMPLERS: dict[str, Callable[..., jax.Array]] = {
+    "uniform": lambda k, n, d, dtype: particles.init.uniform(k, n, d, dtype=dtype),
+    "orthogonal": lambda k, n, d, dtype: particles.init.orthogonal(k, n, d, dtype=dtype),
+    "equiangular": lambda k, n, d, dtype, rho: particles.init.equiangular(k, n, d, rho, dtype=dtype),
+    "cap": lambda k, n, d, dtype, cap_angle: particles.init.cap(k, n, d, cap_angle, dtype=dtype),
+    "clusters": lambda k, n, d, dtype, n_init_clusters, spread: particles.init.clusters(
+        k, n, d, n_init_clusters, spread, dtype=dtype
+    ),
+}
+"""The samplers of ``init``: (key, n, d, dtype, their own keys' values) → (n, d) points."""
+
+SAMPLER_KEYS = {"equiangular": ("rho",), "cap": ("cap_angle",), "clusters": ("n_init_clusters", "spread")}
+"""The configuration keys each sampler reads beyond n, d and dtype."""
+
+
+@programs.jit
+def _draw(seeds, *, init: str, n: int, d: int, dtype: str, params: tuple):
+    """The initial configurations of ``seeds`` (an integer array): one compiled program, kept on disk with the
+    compilation cache (``solvers/programs.py``), so that a warm run does not trace the samplers again."""
+    keys = jax.vmap(jax.random.key)(seeds)
+    return jax.vmap(lambda k: SAMPLERS[init](k, n, d, dtype, *(value for _, value in params)))(keys)
 
 
 def span_initial_conditions(config: Config, d: int, frames: bool = False):

@@ -23,6 +23,8 @@ jax.monitoring.register_event_listener(
 from attnflow.experiments.commands import cli
 sys.argv = ["attnflow"] + sys.argv[1:]
 rc = cli.main()
+from attnflow.solvers import programs
+counts.update({"programs_" + k: v for k, v in programs.EVENTS.items()})
 sys.stderr.write("\nCOUNTS " + json.dumps(counts) + "\n")
 sys.exit(rc)
 """
@@ -67,10 +69,18 @@ def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path):
     # the integration loop is among them: no Python callbacks left in the adaptive solve
     assert any("run_adaptive" in name for name in entries)
 
+    # the initial conditions' and the adaptive loop's traced programs were stored beside the compiled ones
+    # (solvers/programs.py)
+    assert counts1["programs_exported"] == 2 and not counts1.get("programs_traced")
+    assert len(list((cache / "programs").glob("*.jaxexport"))) == 2
+
     again, counts2, _ = program(RUN + ["--out", tmp_path / "b"], env)
     assert counts2.get("cache_misses", 0) == 0
-    assert counts2["cache_hits"] == counts2["compile_requests_use_cache"] >= counts1["cache_misses"]
+    # fewer compilations than the first run's: what tracing computed eagerly is not computed again
+    assert 0 < counts2["cache_hits"] == counts2["compile_requests_use_cache"] <= counts1["cache_misses"]
     assert sorted(os.listdir(cache)) == entries
+    # loaded, not traced again, and its compiled program found in the compilation cache (no miss above)
+    assert counts2["programs_loaded"] == 2 and not counts2.get("programs_exported")
     for key in ("mean_inner_product", "min_inner_product", "energy", "n_clusters", "steps"):
         assert again[key] == first[key], key
 
@@ -152,3 +162,38 @@ def test_the_program_sets_equinox_checks_before_equinox_is_imported(given, kept)
     proc = subprocess.run([sys.executable, "-c", PROCESS], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-4:] == ["0", kept, "SA", "True"]
+
+
+IMPORTS = r"""
+import sys
+import attnflow.experiments.commands.cli
+heavy = sorted({name.split(".")[0] for name in sys.modules} & {"matplotlib", "xarray", "scipy", "optax", "plotly", "dask", "pandas"})
+print(" ".join(heavy) or "none")
+"""
+
+
+def test_the_command_line_imports_no_plotting_or_data_library():
+    """``import attnflow.experiments.commands.cli`` (every command's start) imports neither matplotlib nor xarray
+    (nor scipy, optax, plotly, dask, pandas): each is imported where a figure is drawn, a Dataset built, or a
+    routine of its own used."""
+    proc = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == "none"
+
+
+RUN_IMPORTS = r"""
+import sys
+from attnflow.experiments.commands import cli
+rc = cli.main(sys.argv[1:])
+heavy = sorted({name.split(".")[0] for name in sys.modules} & {"matplotlib", "xarray", "scipy", "optax", "plotly", "dask", "pandas"})
+print(rc, " ".join(heavy) or "none")
+"""
+
+
+@pytest.mark.slow
+def test_a_run_without_figures_imports_no_plotting_or_data_library(tmp_path):
+    """``attnflow run fig4-circle --no-plot`` runs, writes and reports without matplotlib, xarray or scipy."""
+    args = [*RUN, "--out", str(tmp_path / "run")]
+    proc = subprocess.run([sys.executable, "-c", RUN_IMPORTS, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-2:] == ["0", "none"]
