@@ -309,8 +309,12 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
     max_d = max(config.d)
     failed = []  # (d, member within d, last finite time, cause) of members that became non-finite
     # an ensemble of several compiled calls reports between them, so that its programs hold no
-    # callback and stay in the compilation cache; a single call reports from inside its loop
-    calls = sum(-(-members_per_d // plan.chunk_size(config, d, members_per_d, len(ts), keep, groups)) for d in config.d)
+    # callback and stay in the compilation cache and the stored programs; one that would be a single call
+    # is split into a few when it shows progress, for the same reason; one member reports from inside its loop
+    chunks = {d: plan.chunk_size(config, d, members_per_d, len(ts), keep, groups) for d in config.d}
+    if show and nd == 1 and chunks[config.d[0]] >= members_per_d:
+        chunks = {d: plan.progress_chunk(members_per_d) for d in config.d}
+    calls = sum(-(-members_per_d // chunks[d]) for d in config.d)
     meter = Counter(nd * members_per_d, label="simulate").__enter__() if show and calls > 1 else None
     for which, d in enumerate(config.d):
         reduction = fields.span_reduction(config, d)
@@ -327,7 +331,7 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
         beta_members = np.repeat(betas, seeds)
         seed_members = np.tile(config.seed + np.arange(seeds), nb)
         # member m starts from seed m mod seeds; gathered per chunk, never tiled over the β grid
-        chunk = plan.chunk_size(config, d, members_per_d, len(ts), keep, groups)
+        chunk = chunks[d]
         pieces = []
         for lo in range(0, members_per_d, chunk):
             hi = min(lo + chunk, members_per_d)
