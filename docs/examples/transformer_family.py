@@ -1,0 +1,431 @@
+"""Train a family of small byte-level transformers and compare every member with the particle model.
+
+Run from the repository root::
+
+    python docs/examples/transformer_family.py            # the family of docs/trained.md (about 15 minutes on 2 CPU cores)
+    python docs/examples/transformer_family.py --quick    # four tiny members, about a minute (CI)
+
+The members are the model of ``train_small_transformer.py`` (byte-level, trained on Python's standard
+library, nothing downloaded) in a depth sweep at a base configuration (pre-LN, with the MLP, 4 heads) and
+one-factor variations of it: post-LN, no layer norm in the blocks, no MLP, one head. Every member is
+trained with the same settings, seed and batches. For each, on the same held-out prompts, the driver saves
+the residual stream (layers, prompts, tokens, d) and the attention weights (blocks, prompts, heads, tokens,
+tokens) in ``models/NAME/states.npz`` and measures:
+
+* ``attnflow fit --causal``: the particle model (causal SA, one head, full QᵀK and V, a time per layer)
+  fitted to the layers, its error one layer ahead from the observed states (teacher-forced) and run freely
+  from layer 0, against the identity map; the fraction of each layer's motion it explains,
+  1 − error / identity error;
+* on the tokens normalized to the sphere: the interaction energy at the fitted β, as
+  (1/n²) Σ_ij e^{β(⟨x_i, x_j⟩ − 1)} (``af.normalized_energy``, E_β up to a constant factor, so monotone
+  exactly when E_β is), which the attention flow increases layer after layer; the mean inner product; the
+  fraction of pairs within δ = 0.1 of each other (``af.clustered_fraction``);
+* from the attention weights: the effective number of tokens a token attends to (``af.effective_tokens``)
+  and the weight on the first token, the usual attention sink;
+* ``attnflow probe`` on the states file, where this attnflow has it (its summary.json is kept per member).
+
+It writes, in ``--out`` (default runs/transformer-family): ``family.json`` (every member's settings,
+losses, times and per-layer measurements), ``family.md`` (the table), the figures ``energy.png``,
+``clustering.png``, ``attention.png`` and ``fit.png``, and ``models/NAME/`` (settings.json, states.npz,
+fit/, probe/). ``--docs DIR`` copies the figures and family.json there too. Deterministic for a given
+machine and Python (the corpus is the standard library of the Python that runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_small_transformer, beside this file
+import train_small_transformer as tst  # noqa: E402
+
+# name → (blocks, norm, mlp, heads): a depth sweep of the base (pre-LN, MLP, 4 heads), then one-factor
+# variations at depths 4 and 8
+BASE = {"norm": "pre", "mlp": True, "heads": 4}
+FULL_DEPTHS = (2, 4, 8, 12)
+VARIATIONS = (
+    ("post", {"norm": "post"}),
+    ("nonorm", {"norm": "none"}),
+    ("nomlp", {"mlp": False}),
+    ("1head", {"heads": 1}),
+)
+FULL = {"d_model": 64, "context": 64, "batch": 16, "steps": 600, "warmup": 60, "corpus_mb": 2.0, "prompts": 10}
+QUICK = {"d_model": 32, "context": 32, "batch": 8, "steps": 40, "warmup": 5, "corpus_mb": 0.3, "prompts": 5}
+FIT_FULL = ["--steps", "100", "--lbfgs-steps", "30", "--substeps", "4"]
+FIT_QUICK = ["--steps", "10", "--lbfgs-steps", "0", "--substeps", "2"]
+DELTA = 0.1  # pairs with ⟨x_i, x_j⟩ ≥ 1 − δ count as clustered
+
+
+def members(quick: bool) -> list[dict]:
+    """The family: a name and the settings of each member."""
+    if quick:  # every factor once, at depths 1 and 2
+        chosen = [
+            ("pre-1", {}, 1),
+            ("pre-2", {}, 2),
+            ("post-2", {"norm": "post", "heads": 1}, 2),
+            ("nonorm-2", {"norm": "none", "mlp": False}, 2),
+        ]
+    else:
+        chosen = [(f"pre-{L}", {}, L) for L in FULL_DEPTHS]
+        chosen += [(f"{label}-{L}", change, L) for L in (4, 8) for label, change in VARIATIONS]
+    return [{"name": name, "blocks": blocks, **BASE, **change} for name, change, blocks in chosen]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="Train a family of small transformers (depth, normalization, MLP, heads) and compare each "
+        "with the particle model: fit, energy, clustering, attention sinks.",
+    )
+    p.add_argument("--out", default="runs/transformer-family", help="output directory [%(default)s]")
+    p.add_argument("--quick", action="store_true", help="four tiny members, about a minute (CI)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every member's initialization and batches [0]")
+    p.add_argument("--steps", type=tst.positive_int, help="optimizer steps of every member [600; --quick: 40]")
+    p.add_argument("--only", metavar="NAMES", help="a comma list of members to train (default: all)")
+    p.add_argument("--no-fit", action="store_true", help="do not run attnflow fit")
+    p.add_argument("--no-probe", action="store_true", help="do not run attnflow probe")
+    p.add_argument("--docs", metavar="DIR", help="also copy the figures and family.json to DIR")
+    args = p.parse_args(argv)
+    names = [m["name"] for m in members(args.quick)]
+    if args.only is not None:
+        unknown = [n for n in args.only.split(",") if n not in names]
+        if unknown:
+            p.error(f"--only: no member {unknown[0]!r}; the members are {', '.join(names)}")
+    return args
+
+
+def check_output_directory(out: Path) -> None:
+    """Refuse an --out holding anything but an earlier run of this script (whose files are replaced)."""
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"error: --out {out} is a file, not a directory")
+    ours = {"family.json", "family.md", "models", "energy.png", "clustering.png", "attention.png", "fit.png"}
+    if out.is_dir() and any(out.iterdir()):
+        others = sorted(p.name for p in out.iterdir() if p.name not in ours)
+        if others or not (out / "family.json").is_file():
+            what = ", ".join(others) if others else "and no family.json of an earlier run"
+            raise SystemExit(f"error: --out {out} holds files this script did not write ({what}); choose another")
+
+
+# -- measurements -----------------------------------------------------------------------------------
+
+
+def attnflow_command(argv: list[str]) -> int:
+    """An ``attnflow`` command, in this process."""
+    from attnflow.experiments.commands import cli
+
+    print("$ attnflow", " ".join(argv), flush=True)
+    return cli.main(argv)
+
+
+def has_probe() -> bool:
+    return importlib.util.find_spec("attnflow.experiments.commands.probe") is not None
+
+
+def geometry(states: np.ndarray, beta: float) -> dict:
+    """Per layer, on the tokens normalized to the sphere: the energy at β (normalized, in (0, 1]), the mean
+    inner product over pairs i ≠ j and the clustered fraction, each averaged over prompts."""
+    import attnflow as af
+
+    x = states / np.linalg.norm(states, axis=-1, keepdims=True)
+    n = x.shape[-2]
+    gram = np.einsum("lpid,lpjd->lpij", x, x)
+    mean_inner = (gram.sum(axis=(-2, -1)) - n) / (n * (n - 1))
+    energy = np.asarray(af.normalized_energy(x, beta)).mean(axis=1)
+    increments = np.diff(energy)
+    return {
+        "energy": energy.tolist(),
+        "energy_increasing_fraction": float(np.mean(increments > 0)),
+        "mean_inner_product": mean_inner.mean(axis=1).tolist(),
+        "clustered_fraction": np.asarray(af.clustered_fraction(x, DELTA)).mean(axis=1).tolist(),
+    }
+
+
+def attention_measures(attention: np.ndarray) -> dict:
+    """Per block, averaged over prompts, heads and the tokens after the first: the weight on the first token
+    and the effective number of tokens attended (the perplexity of a row)."""
+    import attnflow as af
+
+    rows = attention[..., 1:, :]  # the first token can attend only to itself
+    first = rows[..., 0].mean(axis=(1, 2, 3))
+    effective = np.asarray(af.effective_tokens(attention))[..., 1:].mean(axis=(1, 2, 3))
+    return {"first_token_weight": first.tolist(), "effective_tokens": effective.tolist()}
+
+
+def fit_measures(summary: dict) -> dict:
+    layer, identity = np.asarray(summary["layer_error"]), np.asarray(summary["identity_error"])
+    return {
+        "beta": summary["beta"],
+        "tau": summary["tau"],
+        "layer_error": summary["layer_error"],
+        "identity_error": summary["identity_error"],
+        "linear_error": summary["linear_error"],
+        "rollout_error": summary["rollout_error"],
+        "explained": (1 - layer / identity).tolist(),
+        "gain_over_identity": summary["gain_over_identity"],
+        "gain_over_linear": summary["gain_over_linear"],
+    }
+
+
+# -- one member -------------------------------------------------------------------------------------
+
+
+def train_member(member: dict, sizes: dict, args, corpus) -> dict:
+    """Train one member, save its states and attention, run fit and probe on them: its entry of family.json."""
+    train_tokens, held_tokens, entropy = corpus
+    out = Path(args.out) / "models" / member["name"]
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [
+        "--seed",
+        str(args.seed),
+        "--layers",
+        str(member["blocks"]),
+        "--heads",
+        str(member["heads"]),
+        "--norm",
+        member["norm"],
+        "--eval-every",
+        str(sizes["steps"]),
+        *(["--no-mlp"] if not member["mlp"] else []),
+    ]
+    for key in ("d_model", "context", "batch", "steps", "warmup", "corpus_mb", "prompts"):
+        argv += ["--" + key.replace("_", "-"), str(sizes[key])]
+    settings = tst.parse_args(argv)
+    print(f"\n== {member['name']}: {member['blocks']} blocks, {label(member, False)}", flush=True)
+    model, n_params, history, seconds = tst.train(settings, train_tokens, held_tokens, entropy)
+    prompts = tst.prompt_batch(held_tokens, sizes["prompts"], sizes["context"])
+    states, attention = tst.export_states(model, prompts)
+    np.savez(out / "states.npz", states=states, attention=attention)
+    entry = {
+        **member,
+        "parameters": int(n_params),
+        "train_seconds": round(seconds, 1),
+        "heldout_bits_per_byte": history[-1]["heldout_bits_per_byte"],
+        "train_bits_per_byte": history[-1]["train_bits_per_byte"],
+        "unigram_bits_per_byte": round(entropy, 4),
+        "states_shape": list(states.shape),
+        "attention_rows_sum_error": float(np.abs(attention.sum(-1) - 1).max()),
+    }
+    beta = 1.0
+    if not args.no_fit:
+        fit_options = FIT_QUICK if args.quick else FIT_FULL
+        start = time.perf_counter()
+        argv = ["fit", str(out / "states.npz"), "--key", "states", "--causal", "--out", str(out / "fit")]
+        rc = attnflow_command([*argv, "--overwrite", "--quiet", *fit_options])
+        if rc != 0:
+            raise SystemExit(f"error: attnflow fit exited with status {rc} on {member['name']}")
+        summary = json.loads((out / "fit" / "summary.json").read_text())
+        entry["fit"] = fit_measures(summary)
+        entry["fit_seconds"] = round(time.perf_counter() - start, 1)
+        beta = float(summary["beta"])
+    entry["energy_beta"] = beta
+    entry.update(geometry(states, beta))
+    entry.update(attention_measures(attention))
+    if not args.no_probe and has_probe():
+        rc = attnflow_command(["probe", str(out / "states.npz"), "--out", str(out / "probe"), "--overwrite"])
+        if rc != 0:
+            raise SystemExit(f"error: attnflow probe exited with status {rc} on {member['name']}")
+        entry["probe"] = json.loads((out / "probe" / "summary.json").read_text())
+    (out / "settings.json").write_text(json.dumps(entry, indent=2) + "\n")
+    return entry
+
+
+# -- the table and the figures ----------------------------------------------------------------------
+
+
+def table(family: list[dict]) -> str:
+    """The markdown table of family.json: one row per member."""
+    head = (
+        "| member | blocks | norm | MLP | heads | params | train s | held-out bits/byte | fit β | explained "
+        "| × identity | × linear | energy ↑ | clustered (last) | ⟨x_i, x_j⟩ first → last | first-token weight (last) |"
+    )
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    for m in family:
+        fit = m.get("fit")
+        fit_cells = (
+            [
+                f"{fit['beta']:.2f}",
+                f"{np.mean(fit['explained']):.2f}",
+                f"{fit['gain_over_identity']:.2f}",
+                f"{fit['gain_over_linear']:.2f}",
+            ]
+            if fit
+            else ["–"] * 4
+        )
+        cells = [
+            m["name"],
+            str(m["blocks"]),
+            m["norm"],
+            "yes" if m["mlp"] else "no",
+            str(m["heads"]),
+            f"{m['parameters'] / 1e3:.0f} k",
+            f"{m['train_seconds']:.0f}",
+            f"{m['heldout_bits_per_byte']:.3f}",
+            *fit_cells,
+            f"{m['energy_increasing_fraction']:.2f}",
+            f"{m['clustered_fraction'][-1]:.2f}",
+            f"{m['mean_inner_product'][0]:.2f} → {m['mean_inner_product'][-1]:.2f}",
+            f"{m['first_token_weight'][-1]:.2f}",
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def groups(family: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The figures' columns: the depth sweep of the base, and the variations at the deepest depth varied."""
+    sweep = [m for m in family if m["name"].startswith("pre-")]
+    varied = [m for m in family if not m["name"].startswith("pre-")]
+    out = [("depth sweep: pre-LN, MLP, 4 heads", sweep)] if sweep else []
+    if varied:
+        depth = max(m["blocks"] for m in varied)
+        same = [m for m in family if m["blocks"] == depth]
+        out.append((f"variations at {depth} blocks", same))
+    return out
+
+
+def label(m: dict, by_depth: bool) -> str:
+    if by_depth:
+        return f"{m['blocks']} blocks"
+    parts = [{"pre": "pre-LN", "post": "post-LN", "none": "no LN"}[m["norm"]]]
+    parts += [] if m["mlp"] else ["no MLP"]
+    parts += [] if m["heads"] == BASE["heads"] else [f"{m['heads']} head"]
+    return ", ".join(parts)
+
+
+def draw(path: Path, family: list[dict], rows: list[tuple], title: str) -> None:
+    """One figure: a row per measurement (a function of a member → (x, y), its axis label), a column per group."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = groups(family)
+    fig, axes = plt.subplots(
+        len(rows), len(cols), figsize=(5.2 * len(cols), 3.0 * len(rows)), squeeze=False, sharey="row", sharex="col"
+    )
+    for c, (heading, chosen) in enumerate(cols):
+        by_depth = c == 0 and heading.startswith("depth")
+        colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(chosen))) if by_depth else None
+        for r, (measure, ylabel) in enumerate(rows):
+            ax = axes[r, c]
+            for k, m in enumerate(chosen):
+                xy = measure(m)
+                if xy is None:
+                    continue
+                color = colors[k] if colors is not None else f"C{k}"
+                ax.plot(*xy, marker="o", ms=3, lw=1.5, color=color, label=label(m, by_depth))
+            ax.grid(alpha=0.3)
+            if c == 0:
+                ax.set_ylabel(ylabel)
+            if r == 0:
+                ax.set_title(heading, fontsize=10)
+            if r == len(rows) - 1:
+                ax.set_xlabel("layer")
+        axes[0, c].legend(fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def per_layer(key: str, start: int):
+    """A measurement per layer (start 0: states, from the embedding) or per block (start 1)."""
+
+    def measure(m: dict):
+        values = m.get(key)
+        return None if values is None else (np.arange(start, start + len(values)), values)
+
+    return measure
+
+
+def per_transition(key: str):
+    def measure(m: dict):
+        fit = m.get("fit")
+        return None if fit is None else (np.arange(1, len(fit[key]) + 1), fit[key])
+
+    return measure
+
+
+def figures(family: list[dict], out: Path) -> list[Path]:
+    written = []
+    specs = {
+        "energy": (
+            [(per_layer("energy", 0), "energy at fitted β\n(1/n²) Σ e^{β(⟨xᵢ,xⱼ⟩−1)}")],
+            "Interaction energy per layer (the attention flow increases it)",
+        ),
+        "clustering": (
+            [
+                (per_layer("mean_inner_product", 0), "mean ⟨xᵢ, xⱼ⟩"),
+                (per_layer("clustered_fraction", 0), f"pairs with ⟨xᵢ, xⱼ⟩ ≥ {1 - DELTA:g}"),
+            ],
+            "Tokens on the sphere, per layer",
+        ),
+        "attention": (
+            [
+                (per_layer("first_token_weight", 1), "attention on the first token"),
+                (per_layer("effective_tokens", 1), "effective tokens attended"),
+            ],
+            "Attention per block (averaged over heads, prompts and tokens)",
+        ),
+    }
+    if any("fit" in m for m in family):
+        specs["fit"] = (
+            [
+                (per_transition("explained"), "explained: 1 − error / identity"),
+                (per_transition("rollout_error"), "free run from layer 0:\nmean squared error"),
+            ],
+            "The fitted particle model (causal SA), per layer",
+        )
+    for name, (rows, title) in specs.items():
+        path = out / f"{name}.png"
+        draw(path, family, rows, title)
+        written.append(path)
+    return written
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    out = Path(args.out)
+    check_output_directory(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.steps is not None:
+        sizes["steps"] = args.steps
+        sizes["warmup"] = min(sizes["warmup"], args.steps - 1)
+    chosen = members(args.quick)
+    if args.only is not None:
+        chosen = [m for m in chosen if m["name"] in args.only.split(",")]
+    train_tokens, held_tokens, corpus = tst.read_corpus(sizes["corpus_mb"])
+    entropy = tst.unigram_entropy_bits(train_tokens)
+    family = [train_member(m, sizes, args, (train_tokens, held_tokens, entropy)) for m in chosen]
+    record = {
+        "sizes": sizes,
+        "seed": args.seed,
+        "corpus": corpus,
+        "delta": DELTA,
+        "fit_options": None if args.no_fit else (FIT_QUICK if args.quick else FIT_FULL),
+        "probe": any("probe" in m for m in family),
+        "seconds": round(time.perf_counter() - start, 1),
+        "members": family,
+    }
+    (out / "family.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / "family.md").write_text(table(family))
+    written = figures(family, out)
+    print("\n" + table(family))
+    if args.docs:
+        docs = Path(args.docs)
+        docs.mkdir(parents=True, exist_ok=True)
+        for path in [*written, out / "family.json"]:
+            shutil.copyfile(path, docs / path.name)
+    print(f"{len(family)} members in {time.perf_counter() - start:.0f} s; results in {out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
