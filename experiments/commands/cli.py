@@ -265,6 +265,12 @@ def cmd_fit(args) -> int:
     return fit.main(args)
 
 
+def cmd_export(args) -> int:
+    from . import export
+
+    return export.main(args)
+
+
 # -- entry point --------------------------------------------------------------------------------
 
 
@@ -462,6 +468,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/fit-STEM)")
     directory_flags(p)
     p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser(
+        "export",
+        help="a Hugging Face causal language model's hidden states and attention weights on prompts, as a states "
+        'file for hist, fit and probe (needs pip install "attnflow[hf]")',
+    )
+    p.add_argument("model", metavar="MODEL", help="a local model directory or a Hugging Face hub name")
+    p.add_argument("--prompts", metavar="FILE", required=True, help="a UTF-8 text file, one prompt a line")
+    p.add_argument(
+        "--tokens",
+        type=_positive_int,
+        metavar="N",
+        help="cut every prompt to its first N tokens (default: the shortest prompt's length)",
+    )
+    p.add_argument(
+        "--prompts-count", type=_positive_int, metavar="P", help="the first P prompts of the file (default: all)"
+    )
+    p.add_argument("--no-attention", action="store_true", help="save the hidden states alone, not the attention")
+    p.add_argument(
+        "--out",
+        metavar="STATES.npz",
+        required=True,
+        help="the states file to write; its provenance goes beside it, with the suffix .json",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("validate", help="check the simulator against the theory, as a table")
     p.add_argument("--quick", action="store_true", help="the fast subset (under two minutes on 2 cores)")
