@@ -23,6 +23,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -194,7 +195,7 @@ def export(
     heads = int(config.num_attention_heads)
     _check_memory((blocks + 1, ids.shape[0], ids.shape[1], d), heads, attention)
     states, weights = hidden_states(model, ids, attention)
-    arrays = {"states": states} if weights is None else {"states": states, "attention": weights}
+    arrays: dict[str, Any] = {"states": states} if weights is None else {"states": states, "attention": weights}
     provenance = {
         "command": "export",
         "model": model_name,
