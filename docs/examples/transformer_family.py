@@ -27,7 +27,9 @@ tokens) in ``models/NAME/states.npz`` and measures:
 It writes, in ``--out`` (default runs/transformer-family): ``family.json`` (every member's settings,
 losses, times and per-layer measurements), ``family.md`` (the table), the figures ``energy.png``,
 ``clustering.png``, ``attention.png`` and ``fit.png``, and ``models/NAME/`` (settings.json, states.npz,
-fit/, probe/). ``--docs DIR`` copies the figures and family.json there too. Deterministic for a given
+fit/, probe/). ``--docs DIR`` copies the figures and family.json there too. A second run into the same
+``--out`` reuses what each member's settings.json records (training, fit, probe) when made with the same
+settings, and does only what is missing. Deterministic for a given
 machine and Python (the corpus is the standard library of the Python that runs it).
 """
 
@@ -107,7 +109,7 @@ def check_output_directory(out: Path) -> None:
     ours = {"family.json", "family.md", "models", "energy.png", "clustering.png", "attention.png", "fit.png"}
     if out.is_dir() and any(out.iterdir()):
         others = sorted(p.name for p in out.iterdir() if p.name not in ours)
-        if others or not (out / "family.json").is_file():
+        if others or not ((out / "family.json").is_file() or (out / "models").is_dir()):
             what = ", ".join(others) if others else "and no family.json of an earlier run"
             raise SystemExit(f"error: --out {out} holds files this script did not write ({what}); choose another")
 
@@ -176,33 +178,63 @@ def fit_measures(summary: dict) -> dict:
 
 
 def train_member(member: dict, sizes: dict, args, corpus) -> dict:
-    """Train one member, save its states and attention, run fit and probe on them: its entry of family.json."""
+    """Train one member, save its states and attention, run fit and probe on them: its entry of family.json.
+
+    Each stage's result is kept in the member's settings.json as soon as it is done; a later run with the same
+    sizes, seed and stage options reuses it instead of training (or fitting, or probing) again."""
     train_tokens, held_tokens, entropy = corpus
     out = Path(args.out) / "models" / member["name"]
     out.mkdir(parents=True, exist_ok=True)
-    argv = [
-        "--seed",
-        str(args.seed),
-        "--layers",
-        str(member["blocks"]),
-        "--heads",
-        str(member["heads"]),
-        "--norm",
-        member["norm"],
-        "--eval-every",
-        str(sizes["steps"]),
-        *(["--no-mlp"] if not member["mlp"] else []),
-    ]
-    for key in ("d_model", "context", "batch", "steps", "warmup", "corpus_mb", "prompts"):
-        argv += ["--" + key.replace("_", "-"), str(sizes[key])]
+    record = out / "settings.json"
+    key = {**member, "sizes": sizes, "seed": args.seed}
+    entry = json.loads(record.read_text()) if record.is_file() else {}
+    if entry.get("key") != key or not (out / "states.npz").is_file():
+        entry = {"key": key, **member, **train_and_export(member, sizes, args.seed, corpus, out)}
+        record.write_text(json.dumps(entry, indent=2) + "\n")
+    else:
+        print(f"\n== {member['name']}: trained before ({record})", flush=True)
+    with np.load(out / "states.npz") as z:
+        states, attention = z["states"], z["attention"]
+    fit_options = FIT_QUICK if args.quick else FIT_FULL
+    if not args.no_fit and entry.get("fit_options") != fit_options:
+        start = time.perf_counter()
+        argv = ["fit", str(out / "states.npz"), "--key", "states", "--causal", "--out", str(out / "fit")]
+        rc = attnflow_command([*argv, "--overwrite", "--quiet", *fit_options])
+        if rc != 0:
+            raise SystemExit(f"error: attnflow fit exited with status {rc} on {member['name']}")
+        entry["fit"] = fit_measures(json.loads((out / "fit" / "summary.json").read_text()))
+        entry["fit_seconds"] = round(time.perf_counter() - start, 1)
+        entry["fit_options"] = fit_options
+    if not args.no_probe and has_probe() and "probe" not in entry:
+        start = time.perf_counter()
+        rc = attnflow_command(["probe", str(out / "states.npz"), "--out", str(out / "probe"), "--overwrite"])
+        if rc != 0:
+            raise SystemExit(f"error: attnflow probe exited with status {rc} on {member['name']}")
+        entry["probe"] = json.loads((out / "probe" / "summary.json").read_text())
+        entry["probe_seconds"] = round(time.perf_counter() - start, 1)
+    beta = float(entry["fit"]["beta"]) if "fit" in entry else 1.0
+    entry["energy_beta"] = beta
+    entry.update(geometry(states, beta))
+    entry.update(attention_measures(attention))
+    record.write_text(json.dumps(entry, indent=2) + "\n")
+    return entry
+
+
+def train_and_export(member: dict, sizes: dict, seed: int, corpus, out: Path) -> dict:
+    """Train the member with train_small_transformer's settings and save the states of the held-out prompts."""
+    train_tokens, held_tokens, entropy = corpus
+    argv = ["--seed", str(seed), "--layers", str(member["blocks"]), "--heads", str(member["heads"])]
+    argv += ["--norm", member["norm"], "--eval-every", str(sizes["steps"])]
+    argv += [] if member["mlp"] else ["--no-mlp"]
+    for name in ("d_model", "context", "batch", "steps", "warmup", "corpus_mb", "prompts"):
+        argv += ["--" + name.replace("_", "-"), str(sizes[name])]
     settings = tst.parse_args(argv)
     print(f"\n== {member['name']}: {member['blocks']} blocks, {label(member, False)}", flush=True)
     model, n_params, history, seconds = tst.train(settings, train_tokens, held_tokens, entropy)
     prompts = tst.prompt_batch(held_tokens, sizes["prompts"], sizes["context"])
     states, attention = tst.export_states(model, prompts)
     np.savez(out / "states.npz", states=states, attention=attention)
-    entry = {
-        **member,
+    return {
         "parameters": int(n_params),
         "train_seconds": round(seconds, 1),
         "heldout_bits_per_byte": history[-1]["heldout_bits_per_byte"],
@@ -211,28 +243,6 @@ def train_member(member: dict, sizes: dict, args, corpus) -> dict:
         "states_shape": list(states.shape),
         "attention_rows_sum_error": float(np.abs(attention.sum(-1) - 1).max()),
     }
-    beta = 1.0
-    if not args.no_fit:
-        fit_options = FIT_QUICK if args.quick else FIT_FULL
-        start = time.perf_counter()
-        argv = ["fit", str(out / "states.npz"), "--key", "states", "--causal", "--out", str(out / "fit")]
-        rc = attnflow_command([*argv, "--overwrite", "--quiet", *fit_options])
-        if rc != 0:
-            raise SystemExit(f"error: attnflow fit exited with status {rc} on {member['name']}")
-        summary = json.loads((out / "fit" / "summary.json").read_text())
-        entry["fit"] = fit_measures(summary)
-        entry["fit_seconds"] = round(time.perf_counter() - start, 1)
-        beta = float(summary["beta"])
-    entry["energy_beta"] = beta
-    entry.update(geometry(states, beta))
-    entry.update(attention_measures(attention))
-    if not args.no_probe and has_probe():
-        rc = attnflow_command(["probe", str(out / "states.npz"), "--out", str(out / "probe"), "--overwrite"])
-        if rc != 0:
-            raise SystemExit(f"error: attnflow probe exited with status {rc} on {member['name']}")
-        entry["probe"] = json.loads((out / "probe" / "summary.json").read_text())
-    (out / "settings.json").write_text(json.dumps(entry, indent=2) + "\n")
-    return entry
 
 
 # -- the table and the figures ----------------------------------------------------------------------
