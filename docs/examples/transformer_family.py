@@ -48,15 +48,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_small_transformer, beside this file
 import train_small_transformer as tst  # noqa: E402
 
-# name → (blocks, norm, mlp, heads): a depth sweep of the base (pre-LN, MLP, 4 heads), then one-factor
-# variations at depths 4 and 8
+# A depth sweep of the base (pre-LN, MLP, 4 heads), one-factor variations of it at 4 blocks, and the two other
+# normalizations at 8 blocks as well (whether the attention sinks and the clustering they change grow with depth)
 BASE = {"norm": "pre", "mlp": True, "heads": 4}
 FULL_DEPTHS = (2, 4, 8, 12)
 VARIATIONS = (
-    ("post", {"norm": "post"}),
-    ("nonorm", {"norm": "none"}),
-    ("nomlp", {"mlp": False}),
-    ("1head", {"heads": 1}),
+    ("post", {"norm": "post"}, (4, 8)),
+    ("nonorm", {"norm": "none"}, (4, 8)),
+    ("nomlp", {"mlp": False}, (4,)),
+    ("1head", {"heads": 1}, (4,)),
 )
 FULL = {"d_model": 64, "context": 64, "batch": 16, "steps": 600, "warmup": 60, "corpus_mb": 2.0, "prompts": 10}
 QUICK = {"d_model": 32, "context": 32, "batch": 8, "steps": 40, "warmup": 5, "corpus_mb": 0.3, "prompts": 5}
@@ -75,8 +75,9 @@ def members(quick: bool) -> list[dict]:
             ("nonorm-2", {"norm": "none", "mlp": False}, 2),
         ]
     else:
-        chosen = [(f"pre-{L}", {}, L) for L in FULL_DEPTHS]
-        chosen += [(f"{label}-{L}", change, L) for L in (4, 8) for label, change in VARIATIONS]
+        chosen = [(f"pre-{L}", {}, L) for L in FULL_DEPTHS[:3]]
+        chosen += [(f"{label}-{L}", change, L) for L in (4, 8) for label, change, depths in VARIATIONS if L in depths]
+        chosen += [(f"pre-{L}", {}, L) for L in FULL_DEPTHS[3:]]
     return [{"name": name, "blocks": blocks, **BASE, **change} for name, change, blocks in chosen]
 
 
@@ -287,32 +288,30 @@ def table(family: list[dict]) -> str:
 
 
 def groups(family: list[dict]) -> list[tuple[str, list[dict]]]:
-    """The figures' columns: the depth sweep of the base, and the variations at the deepest depth varied."""
+    """The figures' columns: the depth sweep of the base, then every member at each depth that was varied."""
     sweep = [m for m in family if m["name"].startswith("pre-")]
-    varied = [m for m in family if not m["name"].startswith("pre-")]
     out = [("depth sweep: pre-LN, MLP, 4 heads", sweep)] if sweep else []
-    if varied:
-        depth = max(m["blocks"] for m in varied)
-        same = [m for m in family if m["blocks"] == depth]
-        out.append((f"variations at {depth} blocks", same))
+    for depth in sorted({m["blocks"] for m in family if not m["name"].startswith("pre-")}):
+        out.append((f"at {depth} blocks", [m for m in family if m["blocks"] == depth]))
     return out
 
 
 def label(m: dict, by_depth: bool) -> str:
     if by_depth:
-        return f"{m['blocks']} blocks"
+        return f"{m['blocks']} block{'s' if m['blocks'] > 1 else ''}"
     parts = [{"pre": "pre-LN", "post": "post-LN", "none": "no LN"}[m["norm"]]]
     parts += [] if m["mlp"] else ["no MLP"]
     parts += [] if m["heads"] == BASE["heads"] else [f"{m['heads']} head"]
     return ", ".join(parts)
 
 
-def draw(path: Path, family: list[dict], rows: list[tuple], title: str) -> None:
+def draw(path: Path, family: list[dict], rows: list[tuple], title: str, xlabel: str) -> None:
     """One figure: a row per measurement (a function of a member → (x, y), its axis label), a column per group."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     cols = groups(family)
     fig, axes = plt.subplots(
@@ -334,8 +333,9 @@ def draw(path: Path, family: list[dict], rows: list[tuple], title: str) -> None:
                 ax.set_ylabel(ylabel)
             if r == 0:
                 ax.set_title(heading, fontsize=10)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if r == len(rows) - 1:
-                ax.set_xlabel("layer")
+                ax.set_xlabel(xlabel)
         axes[0, c].legend(fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
@@ -367,6 +367,7 @@ def figures(family: list[dict], out: Path) -> list[Path]:
         "energy": (
             [(per_layer("energy", 0), "energy at fitted β\n(1/n²) Σ e^{β(⟨xᵢ,xⱼ⟩−1)}")],
             "Interaction energy per layer (the attention flow increases it)",
+            "layer (0: the embedding)",
         ),
         "clustering": (
             [
@@ -374,6 +375,7 @@ def figures(family: list[dict], out: Path) -> list[Path]:
                 (per_layer("clustered_fraction", 0), f"pairs with ⟨xᵢ, xⱼ⟩ ≥ {1 - DELTA:g}"),
             ],
             "Tokens on the sphere, per layer",
+            "layer (0: the embedding)",
         ),
         "attention": (
             [
@@ -381,6 +383,7 @@ def figures(family: list[dict], out: Path) -> list[Path]:
                 (per_layer("effective_tokens", 1), "effective tokens attended"),
             ],
             "Attention per block (averaged over heads, prompts and tokens)",
+            "block",
         ),
     }
     if any("fit" in m for m in family):
@@ -389,11 +392,12 @@ def figures(family: list[dict], out: Path) -> list[Path]:
                 (per_transition("explained"), "explained: 1 − error / identity"),
                 (per_transition("rollout_error"), "free run from layer 0:\nmean squared error"),
             ],
-            "The fitted particle model (causal SA), per layer",
+            "The fitted particle model (causal SA), per layer, on held-out prompts",
+            "layer ℓ (predicted from layer ℓ − 1, or run from layer 0)",
         )
-    for name, (rows, title) in specs.items():
+    for name, (rows, title, xlabel) in specs.items():
         path = out / f"{name}.png"
-        draw(path, family, rows, title)
+        draw(path, family, rows, title, xlabel)
         written.append(path)
     return written
 
