@@ -78,6 +78,7 @@ _EXPORTS = {
     "solvers": ("SOLVERS", "NonFiniteError", "Solution", "enable_compilation_cache", "simulate"),
     "solvers.meanfield": ("MeanFieldError", "MeanFieldSolution", "meanfield_circle", "w1_circle"),
     "solvers.fitting": ("FitResult", "fit"),
+    "experiments.commands.probe": ("ProbeResult", "probe"),
     "solvers.meanfield_sphere": (
         "SphereMeanField",
         "SphereMeanFieldError",
@@ -176,6 +177,10 @@ if _typing.TYPE_CHECKING:
     from .solvers.fitting import (
         FitResult as FitResult,
         fit as fit,
+    )
+    from .experiments.commands.probe import (
+        ProbeResult as ProbeResult,
+        probe as probe,
     )
     from .solvers.meanfield_sphere import (
         SphereMeanField as SphereMeanField,

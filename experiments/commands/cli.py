@@ -1,4 +1,4 @@
-"""The ``attnflow`` command line: list, run, sweep, plot and validate experiments; hist of a model's token states.
+"""The ``attnflow`` command line: list, run, sweep, plot and validate experiments; hist, fit and probe of a model's token states.
 
 Results go to stdout (``--json`` prints the summary object), progress and logs to stderr.
 Bad input gets one line naming the problem and exit status 2, with nothing written.
@@ -265,6 +265,12 @@ def cmd_fit(args) -> int:
     return fit.main(args)
 
 
+def cmd_probe(args) -> int:
+    from . import probe
+
+    return probe.main(args)
+
+
 def cmd_export(args) -> int:
     from . import export
 
@@ -468,6 +474,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/fit-STEM)")
     directory_flags(p)
     p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser(
+        "probe",
+        help="measure a model's token states per layer as the theory measures the particles: clusters, the "
+        "energy E_β and whether it climbs, rank, intrinsic dimension, neighbourhoods, attention sinks",
+    )
+    p.add_argument("states", metavar="STATES.npz", help="hidden states as for hist, and optionally attention weights")
+    for flag, metavar, text in (
+        ("--key", "NAME", "the states' array in an .npz archive holding several"),
+        (
+            "--attention-key",
+            "NAME",
+            "the attention weights (blocks = layers − 1, [prompts,] heads, tokens, tokens), "
+            "rows summing to 1 (default: 'attention' when the archive holds it)",
+        ),
+        ("--layers", "LIST", "the layers to measure, e.g. 0,3,6 or 0-12 (default: all)"),
+        ("--beta", "B", "β of the energy E_β (default: the β attnflow fit finds with QᵀK = V = I)"),
+        ("--delta", "D", "clustering threshold: pairs with ⟨x_i, x_j⟩ ≥ 1 − D are together (default: 1e-3)"),
+        ("--epsilon", "EPS", "sink threshold on a head's mean attention to the first token (default: 0.3)"),
+        ("--out", "DIR", "output directory (default: runs/probe-STEM)"),
+    ):
+        p.add_argument(flag, metavar=metavar, help=text)
+    p.add_argument("--k", type=_positive_int, default=10, help="neighbours per token for the overlap (default: 10)")
+    directory_flags(p)
+    p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser(
         "export",

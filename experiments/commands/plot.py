@@ -1,7 +1,7 @@
 """``attnflow plot DIR``: redraw the figures of a run, or of every complete run of a sweep, in place; with
 ``--interactive`` their interactive views (HTML pages), and with ``--x AXIS --y STATISTIC`` a sweep's curve.
 
-A directory written by ``attnflow hist`` or ``attnflow fit`` is redrawn by that command's own figures; any
+A directory written by ``attnflow hist``, ``fit`` or ``probe`` is redrawn by that command's own figures; any
 other run by its experiment's (``results.figures``), its views by ``results.views`` and a sweep's curve by
 ``results.curves``. Only figures are written, each atomically, and only names attnflow owns there
 (``.attnflow.json``) are replaced.
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..results import curves, figures, runs, store, views
-from . import fit, hist
+from . import fit, hist, probe
 
 __all__ = ["replot"]
 
@@ -38,11 +38,13 @@ def replot(
         raise ValueError(f"{str(path)!r} is not a run or sweep directory")
     written = []
     for run_dir in dirs:
-        if hist.is_hist_run(run_dir) or fit.is_fit_run(run_dir):
+        if hist.is_hist_run(run_dir) or fit.is_fit_run(run_dir) or probe.is_probe_run(run_dir):
             if interactive:
-                print(f"{run_dir}: no interactive views for a hist or fit run", file=sys.stderr)
+                print(f"{run_dir}: no interactive views for a hist, fit or probe run", file=sys.stderr)
             elif hist.is_hist_run(run_dir):  # written by attnflow hist
                 written += hist.replot(run_dir, kinds)
+            elif probe.is_probe_run(run_dir):  # written by attnflow probe
+                written += probe.replot(run_dir, kinds)
             else:  # written by attnflow fit
                 written += fit.replot(run_dir, kinds)
         elif interactive:

@@ -20,8 +20,16 @@ import numpy as np
 
 from ..run import memory
 
-__all__ = ["DEFAULT_KEY", "read_states", "normalize_states", "parse_layers", "layer_index", "check_memory"]
-
+__all__ = [
+    "DEFAULT_KEY",
+    "read_states",
+    "read_attention",
+    "array_names",
+    "normalize_states",
+    "parse_layers",
+    "layer_index",
+    "check_memory",
+]
 
 DEFAULT_KEY = "states"  # the array read from an archive holding several when no key is given
 
@@ -72,7 +80,7 @@ def check_memory(shape: tuple, label: str) -> None:
         )
 
 
-def _read_npz(path: str, label: str, key: str | None) -> tuple[np.ndarray, str]:
+def _read_npz(path: str, label: str, key: str | None, check=_check_header) -> tuple[np.ndarray, str]:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
@@ -101,7 +109,7 @@ def _read_npz(path: str, label: str, key: str | None) -> tuple[np.ndarray, str]:
                 offset = f.tell()
         except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
             raise ValueError(f"{label}: array {key!r} is corrupt ({err})") from None
-        _check_header(dtype, shape, where)
+        check(dtype, shape, where)
         claimed, held = math.prod(shape) * dtype.itemsize, info.file_size - offset
         if claimed != held:  # a header that lies about its size is refused before anything is allocated
             raise ValueError(
@@ -190,6 +198,38 @@ def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, t
         where = _position(np.argwhere(~finite)[0][:3], array.shape)
         raise ValueError(f"{label} has non-finite entries (nan or inf), the first at {where}")
     return array, key, saved
+
+
+def array_names(path) -> list[str] | None:
+    """The names of the arrays of an ``.npz`` archive at ``path``; None for anything else (an ``.npy`` file, a
+    path that cannot be read, a pipe or a device, which could block: ``read_states`` says why)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with zipfile.ZipFile(os.fspath(path)) as archive:
+            return [m.removesuffix(".npy") for m in archive.namelist() if m.endswith(".npy")]
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return None
+
+
+def _check_attention_header(dtype: np.dtype, shape: tuple, label: str) -> None:
+    """Refuse, before reading any data, what is not a float array (blocks, [prompts,] heads, tokens, tokens)."""
+    if dtype.hasobject or dtype.kind != "f":
+        raise ValueError(f"{label} has dtype {dtype}; expected floating-point attention weights")
+    if len(shape) not in (4, 5):
+        raise ValueError(
+            f"{label} holds shape {shape}; expected (blocks, heads, tokens, tokens) or "
+            "(blocks, prompts, heads, tokens, tokens)"
+        )
+
+
+def read_attention(path, key: str) -> np.ndarray:
+    """The attention weights named ``key`` in the ``.npz`` archive ``path``, read without unpickling, the header
+    (float dtype, 4 or 5 dimensions, size) checked before any data is read. Their values are checked by
+    ``particles.probe.check_attention`` against the states."""
+    path = os.fspath(path)
+    array, _ = _read_npz(path, f"states file {path!r}", key, _check_attention_header)
+    return array
 
 
 def _position(index, shape) -> str:

@@ -31,6 +31,7 @@ from .inner_products import inner_product_vs_ode
 from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
 from .moderate import moderate_phases, moderate_times
 from .phase import phase_diagram, phase_diagram_grid
+from .probe import probe_energy, probe_geometry, probe_knn, probe_rank, probe_sinks
 from .retrieval import decay_snapshots, retrieval_profiles
 from .selectivity import selectivity_outputs, selectivity_profiles, selectivity_thresholds
 from .sphere_density import sphere_density_maps, sphere_rates_and_convergence
@@ -100,6 +101,11 @@ __all__ = [
     "phase_diagram",
     "phase_diagram_grid",
     "plateau_lifetimes",
+    "probe_energy",
+    "probe_geometry",
+    "probe_knn",
+    "probe_rank",
+    "probe_sinks",
     "renyi_snapshots",
     "sphere_trajectories",
     "sweep_curves",

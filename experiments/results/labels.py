@@ -210,7 +210,28 @@ LABELS: dict[str, Label] = {
     "rollout_error": Label("relative error of the rollout"),
     "loss": Label("fitting loss"),
     "fitted_histogram": Label("pairs ⟨x_i, x_j⟩ per bin, fitted model"),
+    # -- attnflow probe (``_normed``: the same statistic of the layer-normed tokens)
+    "effective_rank": Label("effective rank of the centred tokens (Roy–Vetterli)"),
+    "intrinsic_dimension": Label("intrinsic dimension (TwoNN)"),
+    "intrinsic_dimension_error": Label("standard error of the TwoNN dimension"),
+    "knn_overlap": Label("overlap of the k nearest neighbours with the previous layer"),
+    "first_token_norm_ratio": Label("‖x_1‖ / median of the other tokens' norms"),
+    "block": Label("block ℓ (layer ℓ − 1 → ℓ)"),
+    "first_token_attention": Label("a head's mean attention to the first token"),
+    "sink_rate": Label("fraction of heads with mean attention to the first token > ε"),
 }
+for _name in (
+    "histogram",
+    "mean_inner_product",
+    "clustered_fraction",
+    "n_clusters",
+    "energy",
+    "effective_rank",
+    "intrinsic_dimension",
+    "intrinsic_dimension_error",
+    "knn_overlap",
+):
+    LABELS[f"{_name}_normed"] = Label(f"{LABELS[_name].long_name}, layer-normed tokens", LABELS[_name].units)
 
 
 def label(name: str) -> Label | None:
