@@ -2,41 +2,40 @@
 
 Run from the repository root::
 
-    python docs/examples/transformer_family.py            # the family of docs/trained.md (about 15 minutes on 2 CPU cores)
+    python docs/examples/transformer_family.py            # the family of docs/trained.md (≈ 40 min on 2 CPU cores)
     python docs/examples/transformer_family.py --quick    # four tiny members, about a minute (CI)
 
 The members are the model of ``train_small_transformer.py`` (byte-level, trained on Python's standard
-library, nothing downloaded) in a depth sweep at a base configuration (pre-LN, with the MLP, 4 heads) and
-one-factor variations of it: post-LN, no layer norm in the blocks, no MLP, one head. Every member is
-trained with the same settings, seed and batches. For each, on the same held-out prompts, the driver saves
-the residual stream (layers, prompts, tokens, d) and the attention weights (blocks, prompts, heads, tokens,
-tokens) in ``models/NAME/states.npz`` and measures:
+library, nothing downloaded): a depth sweep at a base configuration (pre-LN, with the MLP, 4 heads; 2, 4, 8
+and 12 blocks), one-factor variations of it at 4 blocks (post-LN, no layer norm in the blocks, no MLP, one
+head) and the two other normalizations at 8 blocks. Every member is trained with the same sizes, seed and
+batches. For each, on the same held-out prompts, the driver saves the residual stream (layers, prompts,
+tokens, d) and the attention weights (blocks, prompts, heads, tokens, tokens) in ``models/NAME/states.npz``
+and runs on it:
 
 * ``attnflow fit --causal``: the particle model (causal SA, one head, full QᵀK and V, a time per layer)
-  fitted to the layers, its error one layer ahead from the observed states (teacher-forced) and run freely
+  fitted to the layers; its error one layer ahead from the observed states (teacher-forced) and run freely
   from layer 0, against the identity map; the fraction of each layer's motion it explains,
   1 − error / identity error;
-* on the tokens normalized to the sphere: the interaction energy at the fitted β, as
-  (1/n²) Σ_ij e^{β(⟨x_i, x_j⟩ − 1)} (``af.normalized_energy``, E_β up to a constant factor, so monotone
-  exactly when E_β is), which the attention flow increases layer after layer; the mean inner product; the
-  fraction of pairs within δ = 0.1 of each other (``af.clustered_fraction``);
-* from the attention weights: the effective number of tokens a token attends to (``af.effective_tokens``)
-  and the weight on the first token, the usual attention sink;
-* ``attnflow probe`` on the states file, where this attnflow has it (its summary.json is kept per member).
+* ``attnflow probe --beta 1 --delta 0.1``: per layer of the tokens' directions the interaction energy E_β
+  (β = 1 for every member, so that they compare) and whether it never decreases, as along the attention
+  flow; the mean inner product, the fraction of pairs with ⟨x_i, x_j⟩ ≥ 0.9, the effective rank, the
+  intrinsic dimension, the neighbours kept from layer to layer; per block the attention sinks (the heads
+  whose mean attention to the first token exceeds 0.3);
+* from the attention weights, the effective number of tokens a token attends to (``af.effective_tokens``).
 
 It writes, in ``--out`` (default runs/transformer-family): ``family.json`` (every member's settings,
-losses, times and per-layer measurements), ``family.md`` (the table), the figures ``energy.png``,
-``clustering.png``, ``attention.png`` and ``fit.png``, and ``models/NAME/`` (settings.json, states.npz,
-fit/, probe/). ``--docs DIR`` copies the figures and family.json there too. A second run into the same
-``--out`` reuses what each member's settings.json records (training, fit, probe) when made with the same
-settings, and does only what is missing. Deterministic for a given
-machine and Python (the corpus is the standard library of the Python that runs it).
+losses, times and measurements), ``family.md`` (the table), the figures ``energy.png``, ``clustering.png``,
+``attention.png`` and ``fit.png``, and ``models/NAME/`` (settings.json, states.npz, fit/, probe/).
+``--docs DIR`` copies the figures and family.json there too. A second run into the same ``--out`` reuses
+what each member's settings.json records (training, fit, probe) when made with the same settings, and does
+only what is missing. Deterministic on a given machine and Python (the corpus is the standard library of
+the Python that runs it).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
 import sys
@@ -63,6 +62,8 @@ QUICK = {"d_model": 32, "context": 32, "batch": 8, "steps": 40, "warmup": 5, "co
 FIT_FULL = ["--steps", "100", "--lbfgs-steps", "30", "--substeps", "4"]
 FIT_QUICK = ["--steps", "10", "--lbfgs-steps", "0", "--substeps", "2"]
 DELTA = 0.1  # pairs with ⟨x_i, x_j⟩ ≥ 1 − δ count as clustered
+BETA = 1.0  # the β of the energy E_β: one for every member, so that their energies compare
+PROBE = ["--beta", str(BETA), "--delta", str(DELTA)]
 
 
 def members(quick: bool) -> list[dict]:
@@ -92,7 +93,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=tst.positive_int, help="optimizer steps of every member [600; --quick: 40]")
     p.add_argument("--only", metavar="NAMES", help="a comma list of members to train (default: all)")
     p.add_argument("--no-fit", action="store_true", help="do not run attnflow fit")
-    p.add_argument("--no-probe", action="store_true", help="do not run attnflow probe")
     p.add_argument("--docs", metavar="DIR", help="also copy the figures and family.json to DIR")
     args = p.parse_args(argv)
     names = [m["name"] for m in members(args.quick)]
@@ -126,38 +126,28 @@ def attnflow_command(argv: list[str]) -> int:
     return cli.main(argv)
 
 
-def has_probe() -> bool:
-    return importlib.util.find_spec("attnflow.experiments.commands.probe") is not None
-
-
-def geometry(states: np.ndarray, beta: float) -> dict:
-    """Per layer, on the tokens normalized to the sphere: the energy at β (normalized, in (0, 1]), the mean
-    inner product over pairs i ≠ j and the clustered fraction, each averaged over prompts."""
-    import attnflow as af
-
-    x = states / np.linalg.norm(states, axis=-1, keepdims=True)
-    n = x.shape[-2]
-    gram = np.einsum("lpid,lpjd->lpij", x, x)
-    mean_inner = (gram.sum(axis=(-2, -1)) - n) / (n * (n - 1))
-    energy = np.asarray(af.normalized_energy(x, beta)).mean(axis=1)
-    increments = np.diff(energy)
+def probe_measures(summary: dict) -> dict:
+    """From ``attnflow probe``'s summary.json: per layer of the tokens' directions (its "raw" family) the mean
+    inner product, the clustered fraction, E_β, the effective rank, the intrinsic dimension and the neighbour
+    overlap of consecutive layers; whether E_β never decreases; per block the sink rate and the first-token
+    attention."""
+    raw = summary["raw"]
+    keys = ("mean_inner_product", "clustered_fraction", "energy", "effective_rank", "intrinsic_dimension")
     return {
-        "energy": energy.tolist(),
-        "energy_increasing_fraction": float(np.mean(increments > 0)),
-        "mean_inner_product": mean_inner.mean(axis=1).tolist(),
-        "clustered_fraction": np.asarray(af.clustered_fraction(x, DELTA)).mean(axis=1).tolist(),
+        **{key: raw[key] for key in (*keys, "knn_overlap", "energy_monotone", "energy_monotone_fraction")},
+        "sink_rate": summary["sink_rate"],
+        "first_token_attention": summary["first_token_attention"],
+        "first_token_norm_ratio": summary["first_token_norm_ratio"],
     }
 
 
 def attention_measures(attention: np.ndarray) -> dict:
-    """Per block, averaged over prompts, heads and the tokens after the first: the weight on the first token
-    and the effective number of tokens attended (the perplexity of a row)."""
+    """Per block, averaged over prompts, heads and the tokens after the first (which sees only itself): the
+    effective number of tokens attended (the perplexity of a row, ``af.effective_tokens``)."""
     import attnflow as af
 
-    rows = attention[..., 1:, :]  # the first token can attend only to itself
-    first = rows[..., 0].mean(axis=(1, 2, 3))
     effective = np.asarray(af.effective_tokens(attention))[..., 1:].mean(axis=(1, 2, 3))
-    return {"first_token_weight": first.tolist(), "effective_tokens": effective.tolist()}
+    return {"effective_tokens": effective.tolist()}
 
 
 def fit_measures(summary: dict) -> dict:
@@ -195,7 +185,7 @@ def train_member(member: dict, sizes: dict, args, corpus) -> dict:
     else:
         print(f"\n== {member['name']}: trained before ({record})", flush=True)
     with np.load(out / "states.npz") as z:
-        states, attention = z["states"], z["attention"]
+        attention = z["attention"]
     fit_options = FIT_QUICK if args.quick else FIT_FULL
     if not args.no_fit and entry.get("fit_options") != fit_options:
         start = time.perf_counter()
@@ -206,16 +196,15 @@ def train_member(member: dict, sizes: dict, args, corpus) -> dict:
         entry["fit"] = fit_measures(json.loads((out / "fit" / "summary.json").read_text()))
         entry["fit_seconds"] = round(time.perf_counter() - start, 1)
         entry["fit_options"] = fit_options
-    if not args.no_probe and has_probe() and "probe" not in entry:
+    if entry.get("probe_options") != PROBE:
         start = time.perf_counter()
-        rc = attnflow_command(["probe", str(out / "states.npz"), "--out", str(out / "probe"), "--overwrite"])
+        argv = ["probe", str(out / "states.npz"), "--out", str(out / "probe"), "--overwrite", "--quiet", *PROBE]
+        rc = attnflow_command(argv)
         if rc != 0:
             raise SystemExit(f"error: attnflow probe exited with status {rc} on {member['name']}")
-        entry["probe"] = json.loads((out / "probe" / "summary.json").read_text())
+        entry["probe"] = probe_measures(json.loads((out / "probe" / "summary.json").read_text()))
         entry["probe_seconds"] = round(time.perf_counter() - start, 1)
-    beta = float(entry["fit"]["beta"]) if "fit" in entry else 1.0
-    entry["energy_beta"] = beta
-    entry.update(geometry(states, beta))
+        entry["probe_options"] = PROBE
     entry.update(attention_measures(attention))
     record.write_text(json.dumps(entry, indent=2) + "\n")
     return entry
@@ -252,36 +241,36 @@ def train_and_export(member: dict, sizes: dict, seed: int, corpus, out: Path) ->
 def table(family: list[dict]) -> str:
     """The markdown table of family.json: one row per member."""
     head = (
-        "| member | blocks | norm | MLP | heads | params | train s | held-out bits/byte | fit β | explained "
-        "| × identity | × linear | energy ↑ | clustered (last) | ⟨x_i, x_j⟩ first → last | first-token weight (last) |"
+        "| member | params | train s | held-out bits/byte | fit β | explained | fit ÷ identity error "
+        "| fit ÷ linear error | E_β never drops | ⟨xᵢ, xⱼ⟩ first → last | clustered, last | effective rank "
+        "first → last | sink rate, max | first-token attention, last |"
     )
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     for m in family:
-        fit = m.get("fit")
+        fit, probe = m.get("fit"), m["probe"]
         fit_cells = (
             [
-                f"{fit['beta']:.2f}",
+                f"{fit['beta']:.1f}",
                 f"{np.mean(fit['explained']):.2f}",
-                f"{fit['gain_over_identity']:.2f}",
-                f"{fit['gain_over_linear']:.2f}",
+                f"{1 / fit['gain_over_identity']:.2f}",
+                f"{1 / fit['gain_over_linear']:.2f}",
             ]
             if fit
             else ["–"] * 4
         )
+        inner, rank = probe["mean_inner_product"], probe["effective_rank"]
         cells = [
             m["name"],
-            str(m["blocks"]),
-            m["norm"],
-            "yes" if m["mlp"] else "no",
-            str(m["heads"]),
             f"{m['parameters'] / 1e3:.0f} k",
             f"{m['train_seconds']:.0f}",
-            f"{m['heldout_bits_per_byte']:.3f}",
+            f"{m['heldout_bits_per_byte']:.2f}",
             *fit_cells,
-            f"{m['energy_increasing_fraction']:.2f}",
-            f"{m['clustered_fraction'][-1]:.2f}",
-            f"{m['mean_inner_product'][0]:.2f} → {m['mean_inner_product'][-1]:.2f}",
-            f"{m['first_token_weight'][-1]:.2f}",
+            f"{'yes' if probe['energy_monotone'] else 'no'} ({probe['energy_monotone_fraction']:.0%} of prompts)",
+            f"{inner[0]:.2f} → {inner[-1]:.2f}",
+            f"{probe['clustered_fraction'][-1]:.2f}",
+            f"{rank[0]:.0f} → {rank[-1]:.0f}",
+            f"{max(probe['sink_rate']):.2f}",
+            f"{probe['first_token_attention'][-1]:.2f}",
         ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
@@ -306,7 +295,8 @@ def label(m: dict, by_depth: bool) -> str:
 
 
 def draw(path: Path, family: list[dict], rows: list[tuple], title: str, xlabel: str) -> None:
-    """One figure: a row per measurement (a function of a member → (x, y), its axis label), a column per group."""
+    """One figure: a row per measurement (a function of a member → (x, y), its axis label and optionally its
+    axis limits), a column per group."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -320,8 +310,10 @@ def draw(path: Path, family: list[dict], rows: list[tuple], title: str, xlabel: 
     for c, (heading, chosen) in enumerate(cols):
         by_depth = c == 0 and heading.startswith("depth")
         colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(chosen))) if by_depth else None
-        for r, (measure, ylabel) in enumerate(rows):
+        for r, (measure, ylabel, *limits) in enumerate(rows):
             ax = axes[r, c]
+            if limits:
+                ax.set_ylim(*limits[0])
             for k, m in enumerate(chosen):
                 xy = measure(m)
                 if xy is None:
@@ -343,17 +335,20 @@ def draw(path: Path, family: list[dict], rows: list[tuple], title: str, xlabel: 
     plt.close(fig)
 
 
-def per_layer(key: str, start: int):
-    """A measurement per layer (start 0: states, from the embedding) or per block (start 1)."""
+def per_layer(key: str, start: int, source: str = "probe"):
+    """A measurement per layer (start 0: of the states, from the embedding on) or per block (start 1), read from
+    a member's probe results (``source`` "probe") or its own entry (None)."""
 
     def measure(m: dict):
-        values = m.get(key)
+        values = (m.get(source) or {}).get(key) if source else m.get(key)
         return None if values is None else (np.arange(start, start + len(values)), values)
 
     return measure
 
 
 def per_transition(key: str):
+    """A number of the fit per layer transition, against the later layer's index."""
+
     def measure(m: dict):
         fit = m.get("fit")
         return None if fit is None else (np.arange(1, len(fit[key]) + 1), fit[key])
@@ -365,24 +360,29 @@ def figures(family: list[dict], out: Path) -> list[Path]:
     written = []
     specs = {
         "energy": (
-            [(per_layer("energy", 0), "energy at fitted β\n(1/n²) Σ e^{β(⟨xᵢ,xⱼ⟩−1)}")],
-            "Interaction energy per layer (the attention flow increases it)",
+            [
+                (per_layer("energy", 0), f"E_β at β = {BETA:g}\n(1/2βn²) Σ e^(β⟨xᵢ, xⱼ⟩)"),
+                (per_layer("knn_overlap", 1), "neighbours kept from\nthe layer before (k = 10)"),
+            ],
+            "Interaction energy per layer (the attention flow on the sphere never decreases it)",
             "layer (0: the embedding)",
         ),
         "clustering": (
             [
                 (per_layer("mean_inner_product", 0), "mean ⟨xᵢ, xⱼ⟩"),
                 (per_layer("clustered_fraction", 0), f"pairs with ⟨xᵢ, xⱼ⟩ ≥ {1 - DELTA:g}"),
+                (per_layer("effective_rank", 0), "effective rank\n(of d = 64)"),
             ],
-            "Tokens on the sphere, per layer",
+            "The tokens' directions on the sphere, per layer",
             "layer (0: the embedding)",
         ),
         "attention": (
             [
-                (per_layer("first_token_weight", 1), "attention on the first token"),
-                (per_layer("effective_tokens", 1), "effective tokens attended"),
+                (per_layer("sink_rate", 1), "sink rate: heads with\nfirst-token attention > 0.3", (-0.03, 1.03)),
+                (per_layer("first_token_attention", 1), "attention to the first token"),
+                (per_layer("effective_tokens", 1, None), "effective tokens attended"),
             ],
-            "Attention per block (averaged over heads, prompts and tokens)",
+            "Attention per block (averaged over heads, prompts and queries)",
             "block",
         ),
     }
@@ -424,7 +424,7 @@ def main(argv=None) -> int:
         "corpus": corpus,
         "delta": DELTA,
         "fit_options": None if args.no_fit else (FIT_QUICK if args.quick else FIT_FULL),
-        "probe": any("probe" in m for m in family),
+        "probe_options": PROBE,
         "seconds": round(time.perf_counter() - start, 1),
         "members": family,
     }
