@@ -1,5 +1,6 @@
 """``attnflow export`` on tiny causal language models built here (random weights, a word-level tokenizer): the
-states and attention it writes against the models' own computations, then through ``attnflow hist``."""
+states and attention it writes against the models' own computations, then through ``attnflow hist`` and
+``attnflow probe``."""
 
 from __future__ import annotations
 
@@ -99,6 +100,14 @@ def test_states_and_attention_match_the_model(saved, tmp_path):
     assert rc == 0, err
     summary = json.loads((tmp_path / "hist" / "summary.json").read_text())
     assert len(summary["mean_inner_product"]) == 3
+    # and probe: the attention array beside the states, its first-token attention the file's own
+    rc, _, err = cli(
+        ["probe", out, "--beta", 1, "--k", 3, "--out", tmp_path / "probe", "--quiet", "--no-plot", "--no-cache"]
+    )
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "probe" / "summary.json").read_text())
+    assert summary["attention_key"] == "attention" and summary["sink_blocks"] == [1, 2]
+    np.testing.assert_allclose(summary["first_token_attention"], attention[..., 0].mean(axis=(1, 2, 3)), atol=1e-6)
 
 
 def test_tokens_and_prompt_count(saved, tmp_path):
