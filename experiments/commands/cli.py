@@ -282,6 +282,8 @@ def cmd_export(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``attnflow`` command line's argument parser, one subparser per command (docs/cli.md is made from it)."""
+    from . import export
+
     parser = _Parser(
         prog="attnflow",
         description="Transformers as interacting particle systems on the sphere: "
@@ -500,30 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     directory_flags(p)
     p.set_defaults(func=cmd_probe)
 
-    p = sub.add_parser(
-        "export",
-        help="a Hugging Face causal language model's hidden states and attention weights on prompts, as a states "
-        'file for hist, fit and probe (needs pip install "attnflow[hf]")',
-    )
-    p.add_argument("model", metavar="MODEL", help="a local model directory or a Hugging Face hub name")
-    p.add_argument("--prompts", metavar="FILE", required=True, help="a UTF-8 text file, one prompt a line")
-    p.add_argument(
-        "--tokens",
-        type=_positive_int,
-        metavar="N",
-        help="cut every prompt to its first N tokens (default: the shortest prompt's length)",
-    )
-    p.add_argument(
-        "--prompts-count", type=_positive_int, metavar="P", help="the first P prompts of the file (default: all)"
-    )
-    p.add_argument("--no-attention", action="store_true", help="save the hidden states alone, not the attention")
-    p.add_argument(
-        "--out",
-        metavar="STATES.npz",
-        required=True,
-        help="the states file to write; its provenance goes beside it, with the suffix .json",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p = sub.add_parser("export", help="a Hugging Face model's states and attention weights on prompts, as a file")
+    export.add_arguments(p, _positive_int)  # export imports numpy alone until it runs: the parser stays quick
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("validate", help="check the simulator against the theory, as a table")

@@ -27,9 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..run import memory
-
 __all__ = [
+    "add_arguments",
     "INSTALL_HINT",
     "read_prompts",
     "load_tokenizer",
@@ -42,6 +41,20 @@ __all__ = [
 
 INSTALL_HINT = 'attnflow export needs torch and transformers: pip install "attnflow[hf]"'
 BATCH = 8  # prompts per forward pass
+
+
+def add_arguments(p, positive_int) -> None:
+    """``attnflow export``'s arguments on its subparser ``p`` (``positive_int``: the command line's type)."""
+    p.add_argument("model", metavar="MODEL", help="a local model directory or a Hugging Face hub name")
+    for flag, metavar, kind, text in (
+        ("--prompts", "FILE", str, "a UTF-8 text file, one prompt a line (required)"),
+        ("--tokens", "N", positive_int, "cut every prompt to its first N tokens (default: the shortest one's length)"),
+        ("--prompts-count", "P", positive_int, "the first P prompts of the file (default: all)"),
+        ("--out", "STATES.npz", str, "the states file to write, its provenance beside it as .json (required)"),
+    ):
+        p.add_argument(flag, metavar=metavar, type=kind, required=flag in ("--prompts", "--out"), help=text)
+    p.add_argument("--no-attention", action="store_true", help="save the hidden states alone, not the attention")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
 
 
 def _require_hf():
@@ -123,6 +136,8 @@ def token_ids(tokenizer, prompts: list[str], tokens: int | None) -> np.ndarray:
 
 
 def _check_memory(shape: tuple, heads: int, attention: bool) -> None:
+    from ..run import memory
+
     layers, prompts, tokens, d = shape
     need = 4 * layers * prompts * tokens * d * 2  # the states, and their copy into one array
     if attention:
