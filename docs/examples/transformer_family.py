@@ -331,7 +331,7 @@ def draw(path: Path, family: list[dict], rows: list[tuple], title: str, xlabel: 
         axes[0, c].legend(fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
