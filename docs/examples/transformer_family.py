@@ -371,7 +371,7 @@ def figures(family: list[dict], out: Path) -> list[Path]:
             [
                 (per_layer("mean_inner_product", 0), "mean ⟨xᵢ, xⱼ⟩"),
                 (per_layer("clustered_fraction", 0), f"pairs with ⟨xᵢ, xⱼ⟩ ≥ {1 - DELTA:g}"),
-                (per_layer("effective_rank", 0), "effective rank\n(of d = 64)"),
+                (per_layer("effective_rank", 0), "effective rank of the\ncentred tokens"),
             ],
             "The tokens' directions on the sphere, per layer",
             "layer (0: the embedding)",
