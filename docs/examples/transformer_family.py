@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python docs/examples/transformer_family.py            # the family of docs/trained.md (≈ 40 min on 2 CPU cores)
+    python docs/examples/transformer_family.py            # the family of docs/trained.md (≈ 70 min on 2 CPU cores)
     python docs/examples/transformer_family.py --quick    # four tiny members, about a minute (CI)
 
 The members are the model of ``train_small_transformer.py`` (byte-level, trained on Python's standard
