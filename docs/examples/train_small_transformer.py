@@ -11,20 +11,26 @@ vocabulary is the 256 byte values. Nothing is downloaded.
 
 The model is a causal decoder-only transformer written with equinox: a token and a learned
 positional embedding, pre-LN blocks (x ← x + Attn(LN(x)), x ← x + MLP(LN(x))), a final layer norm and
-an unembedding. It is trained with optax (AdamW, linear warm-up then cosine decay). The loss is
-printed in bits per byte, next to the unigram entropy of the corpus (what a model that ignores the
-context would reach): a trained model ends well below it.
+an unembedding; ``--norm post`` makes the blocks post-LN (x ← LN(x + Attn(x)), x ← LN(x + MLP(x))),
+``--norm none`` drops their layer norms (the final one stays), ``--no-mlp`` their MLPs. It is trained
+with optax (AdamW, linear warm-up then cosine decay). The loss is printed in bits per byte, next to the
+unigram entropy of the corpus (what a model that ignores the context would reach): a trained model ends
+well below it.
 
 After training, the residual stream of held-out prompts (files the model never saw) is saved after
 the embedding and after each block, an array (layers = blocks + 1, prompts, tokens, d) of float32
-in ``states.npz`` — the input of ``attnflow hist`` and ``attnflow fit`` — and the script runs both on it.
+in ``states.npz`` with the attention weights of every block and head — the input of ``attnflow hist`` and
+``attnflow fit`` (``--key states``) — and the script runs both on it.
 The output directory (``--out``, default runs/small-transformer) holds:
 
-    states.npz    "states": (blocks + 1, prompts, tokens, d_model) float32, the residual stream
+    states.npz    "states": (blocks + 1, prompts, tokens, d_model) float32, the residual stream;
+                  "attention": (blocks, prompts, heads, tokens, tokens) float32, each row summing to 1
     weights.npz   per block and head, the attention's bilinear forms (see ``head_matrices``):
                   "qk": (blocks, heads, d, d) with logit(x, y) = LN(x)ᵀ qk LN(y) (1/√d_head included),
                   "ov": (blocks, heads, d, d) with head output = Σ_j A_ij ov LN(x_j),
-                  and the layer norms' gains "ln1_gain", "ln2_gain" (blocks, d)
+                  and the layer norms' gains "ln1_gain", "ln2_gain" (blocks, d) where the blocks have them
+                  (LN(x) is x itself with --norm post, whose blocks read the previous block's normed output,
+                  and with --norm none)
     model.eqx     the trained parameters (equinox.tree_serialise_leaves; rebuild the model with the
                   sizes in settings.json, then equinox.tree_deserialise_leaves)
     settings.json the command's settings, the corpus, the run time and the losses
@@ -128,6 +134,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--layers", type=positive_int, help=f"transformer blocks [{DEFAULTS['layers']}]")
     g.add_argument("--heads", type=positive_int, help=f"attention heads, dividing --d-model [{DEFAULTS['heads']}]")
     g.add_argument("--context", type=positive_int, help=f"context length in bytes [{DEFAULTS['context']}]")
+    g.add_argument(
+        "--norm",
+        choices=NORMS,
+        default="pre",
+        help="the blocks' layer norms: pre (x + Attn(LN(x))), post (LN(x + Attn(x))) or none [%(default)s]",
+    )
+    g.add_argument("--no-mlp", action="store_true", help="blocks of attention alone, without the MLP")
     g = p.add_argument_group("training")
     g.add_argument("--steps", type=positive_int, help=f"optimizer steps [{DEFAULTS['steps']}]")
     g.add_argument("--batch", type=positive_int, help=f"sequences per step [{DEFAULTS['batch']}]")
@@ -240,14 +253,19 @@ class CausalSelfAttention(eqx.Module):
         self.wv = jax.random.normal(kv, (heads, dh, d)) / math.sqrt(d)
         self.wo = jax.random.normal(ko, (heads, d, dh)) * out_scale / math.sqrt(d)
 
-    def __call__(self, x):  # x: (T, d), already layer-normed
+    def weights(self, x):  # x: (T, d), the block's input to the attention → (heads, T, T)
         q = jnp.einsum("hed,td->hte", self.wq, x)
         k = jnp.einsum("hed,td->hte", self.wk, x)
-        v = jnp.einsum("hed,td->hte", self.wv, x)
         logits = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # (heads, T, T)
         causal = jnp.tril(jnp.ones(logits.shape[-2:], dtype=bool))  # token i sees tokens j ≤ i
-        attn = jax.nn.softmax(jnp.where(causal, logits, -jnp.inf), axis=-1)
+        return jax.nn.softmax(jnp.where(causal, logits, -jnp.inf), axis=-1)
+
+    def apply(self, attn, x):  # the heads' outputs summed, (T, d), for weights attn (heads, T, T)
+        v = jnp.einsum("hed,td->hte", self.wv, x)
         return jnp.einsum("hde,hte->td", self.wo, attn @ v)
+
+    def __call__(self, x):
+        return self.apply(self.weights(x), x)
 
 
 class MLP(eqx.Module):
@@ -264,24 +282,55 @@ class MLP(eqx.Module):
         return jax.vmap(lambda t: self.down(jax.nn.gelu(self.up(t))))(x)
 
 
+NORMS = ("pre", "post", "none")
+
+
+def _norm(layer, x):
+    """A layer norm applied token by token, or nothing (``layer`` None: the model without normalization)."""
+    return x if layer is None else jax.vmap(layer)(x)
+
+
 class Block(eqx.Module):
-    """Pre-LN block: x ← x + Attn(LN(x)); x ← x + MLP(LN(x))."""
+    """One block, its normalization chosen by ``norm``:
 
-    ln1: eqx.nn.LayerNorm
+    pre   x ← x + Attn(LN(x));  x ← x + MLP(LN(x))     (GPT-2 and later)
+    post  x ← LN(x + Attn(x));  x ← LN(x + MLP(x))     (the original transformer, BERT)
+    none  x ← x + Attn(x);      x ← x + MLP(x)
+
+    Without the MLP (``mlp`` False) the block is its attention sublayer alone."""
+
+    ln1: eqx.nn.LayerNorm | None
     attn: CausalSelfAttention
-    ln2: eqx.nn.LayerNorm
-    mlp: MLP
+    ln2: eqx.nn.LayerNorm | None
+    mlp: MLP | None
+    post: bool = eqx.field(static=True)
 
-    def __init__(self, d: int, heads: int, n_blocks: int, *, key):
+    def __init__(self, d: int, heads: int, n_blocks: int, *, key, norm: str = "pre", mlp: bool = True):
         k1, k2 = jax.random.split(key)
         out_scale = 1 / math.sqrt(2 * n_blocks)  # the usual down-scaling of the residual branches
-        self.ln1, self.ln2 = eqx.nn.LayerNorm(d), eqx.nn.LayerNorm(d)
+        self.post = norm == "post"
+        self.ln1 = None if norm == "none" else eqx.nn.LayerNorm(d)
+        self.ln2 = None if norm == "none" or not mlp else eqx.nn.LayerNorm(d)
         self.attn = CausalSelfAttention(d, heads, out_scale, key=k1)
-        self.mlp = MLP(d, out_scale, key=k2)
+        self.mlp = MLP(d, out_scale, key=k2) if mlp else None
+
+    def trace(self, x):
+        """The block's output (T, d) and its attention weights (heads, T, T)."""
+        if self.post:
+            attn = self.attn.weights(x)
+            x = _norm(self.ln1, x + self.attn.apply(attn, x))
+            if self.mlp is not None:
+                x = _norm(self.ln2, x + self.mlp(x))
+            return x, attn
+        y = _norm(self.ln1, x)
+        attn = self.attn.weights(y)
+        x = x + self.attn.apply(attn, y)
+        if self.mlp is not None:
+            x = x + self.mlp(_norm(self.ln2, x))
+        return x, attn
 
     def __call__(self, x):
-        x = x + self.attn(jax.vmap(self.ln1)(x))
-        return x + self.mlp(jax.vmap(self.ln2)(x))
+        return self.trace(x)[0]
 
 
 class Transformer(eqx.Module):
@@ -291,22 +340,24 @@ class Transformer(eqx.Module):
     ln_f: eqx.nn.LayerNorm
     unembed: eqx.nn.Linear
 
-    def __init__(self, d: int, n_blocks: int, heads: int, context: int, *, key):
+    def __init__(self, d: int, n_blocks: int, heads: int, context: int, *, key, norm: str = "pre", mlp: bool = True):
         kt, kp, kb, ku = jax.random.split(key, 4)
         self.tok = 0.02 * jax.random.normal(kt, (VOCAB, d))
         self.pos = 0.02 * jax.random.normal(kp, (context, d))
-        self.blocks = [Block(d, heads, n_blocks, key=k) for k in jax.random.split(kb, n_blocks)]
-        self.ln_f = eqx.nn.LayerNorm(d)
+        self.blocks = [Block(d, heads, n_blocks, key=k, norm=norm, mlp=mlp) for k in jax.random.split(kb, n_blocks)]
+        self.ln_f = eqx.nn.LayerNorm(d)  # every variant keeps the final layer norm before the unembedding
         self.unembed = eqx.nn.Linear(d, VOCAB, use_bias=False, key=ku)
 
     def residual_stream(self, tokens):
-        """The states (blocks + 1, T, d): after the embedding, then after each block."""
+        """The states (blocks + 1, T, d), after the embedding then after each block, and the attention
+        weights (blocks, heads, T, T)."""
         x = self.tok[tokens] + self.pos[: tokens.shape[0]]
-        states = [x]
+        states, weights = [x], []
         for block in self.blocks:
-            x = block(x)
+            x, attn = block.trace(x)
             states.append(x)
-        return jnp.stack(states)
+            weights.append(attn)
+        return jnp.stack(states), jnp.stack(weights)
 
     def __call__(self, tokens):  # (T,) int → logits (T, VOCAB)
         x = self.tok[tokens] + self.pos[: tokens.shape[0]]
@@ -326,12 +377,12 @@ def head_matrices(model: Transformer) -> dict[str, np.ndarray]:
         scale = 1 / math.sqrt(a.wq.shape[1])
         qk.append(jnp.einsum("hed,hef->hdf", a.wq, a.wk) * scale)
         ov.append(jnp.einsum("hde,hef->hdf", a.wo, a.wv))
-    return {
-        "qk": np.asarray(jnp.stack(qk), np.float32),
-        "ov": np.asarray(jnp.stack(ov), np.float32),
-        "ln1_gain": np.stack([np.asarray(b.ln1.weight, np.float32) for b in model.blocks]),
-        "ln2_gain": np.stack([np.asarray(b.ln2.weight, np.float32) for b in model.blocks]),
-    }
+    out = {"qk": np.asarray(jnp.stack(qk), np.float32), "ov": np.asarray(jnp.stack(ov), np.float32)}
+    for name in ("ln1", "ln2"):  # a model without normalization (or without the MLP's) has no such gains
+        norms = [getattr(b, name) for b in model.blocks]
+        if all(n is not None for n in norms):
+            out[f"{name}_gain"] = np.stack([np.asarray(n.weight, np.float32) for n in norms])
+    return out
 
 
 # -- training ---------------------------------------------------------------------------------------
@@ -357,7 +408,15 @@ def make_optimizer(args):
 
 
 def train(args, train_tokens, held_tokens, entropy):
-    model = Transformer(args.d_model, args.layers, args.heads, args.context, key=jax.random.key(args.seed))
+    model = Transformer(
+        args.d_model,
+        args.layers,
+        args.heads,
+        args.context,
+        key=jax.random.key(args.seed),
+        norm=args.norm,
+        mlp=not args.no_mlp,
+    )
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array)))
     optimizer = make_optimizer(args)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
@@ -420,6 +479,15 @@ def prompt_batch(held_tokens: np.ndarray, prompts: int, length: int) -> np.ndarr
     return windows(held_tokens, np.array(starts), length)
 
 
+def export_states(model: Transformer, prompts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The residual stream (blocks + 1, prompts, tokens, d) and the attention weights (blocks, prompts, heads,
+    tokens, tokens) of ``prompts`` (prompts, tokens), float32."""
+    states, attention = eqx.filter_jit(lambda m, p: jax.vmap(m.residual_stream)(p))(model, prompts)
+    # (prompts, layers, ...) → (layers, prompts, ...)
+    states = np.ascontiguousarray(np.moveaxis(np.asarray(states, np.float32), 0, 1))
+    return states, np.ascontiguousarray(np.moveaxis(np.asarray(attention, np.float32), 0, 1))
+
+
 def run_hist(states_path: Path, out: Path) -> int:
     """``attnflow hist STATES --out OUT``, in a fresh interpreter (the same one that runs this script)."""
     command = [
@@ -428,12 +496,14 @@ def run_hist(states_path: Path, out: Path) -> int:
         "attnflow.experiments.commands.cli",
         "hist",
         str(states_path),
+        "--key",
+        "states",
         "--out",
         str(out),
         "--overwrite",
         "--quiet",
     ]
-    print("$ attnflow hist", states_path, "--out", out, "--overwrite --quiet", flush=True)
+    print("$ attnflow hist", states_path, "--key states --out", out, "--overwrite --quiet", flush=True)
     return subprocess.run(command, check=False).returncode
 
 
@@ -449,13 +519,15 @@ def run_fit(states_path: Path, out: Path, quick: bool) -> int:
         "attnflow.experiments.commands.cli",
         "fit",
         str(states_path),
+        "--key",
+        "states",
         "--causal",
         "--out",
         str(out),
         "--overwrite",
         *steps,
     ]
-    print("$ attnflow fit", states_path, "--causal --out", out, "--overwrite", *steps, flush=True)
+    print("$ attnflow fit", states_path, "--key states --causal --out", out, "--overwrite", *steps, flush=True)
     return subprocess.run(command, check=False).returncode
 
 
@@ -502,9 +574,8 @@ def main(argv=None) -> int:
 
     # The hidden states of held-out prompts, (layers = blocks + 1, prompts, tokens, d) in float32.
     prompts = prompt_batch(held_tokens, args.prompts, args.context)
-    states = np.asarray(eqx.filter_jit(lambda m, p: jax.vmap(m.residual_stream)(p))(model, prompts), np.float32)
-    states = np.ascontiguousarray(np.moveaxis(states, 0, 1))  # (prompts, layers, ...) → (layers, prompts, ...)
-    np.savez(out / "states.npz", states=states)
+    states, attention = export_states(model, prompts)
+    np.savez(out / "states.npz", states=states, attention=attention)
     np.savez(out / "prompts.npz", tokens=prompts.astype(np.uint8))  # the prompts' bytes, to decode them
     np.savez(out / "weights.npz", **head_matrices(model))
     eqx.tree_serialise_leaves(out / "model.eqx", model)

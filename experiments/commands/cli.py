@@ -271,11 +271,19 @@ def cmd_probe(args) -> int:
     return probe.main(args)
 
 
+def cmd_export(args) -> int:
+    from . import export
+
+    return export.main(args)
+
+
 # -- entry point --------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``attnflow`` command line's argument parser, one subparser per command (docs/cli.md is made from it)."""
+    from . import export
+
     parser = _Parser(
         prog="attnflow",
         description="Transformers as interacting particle systems on the sphere: "
@@ -493,6 +501,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=_positive_int, default=10, help="neighbours per token for the overlap (default: 10)")
     directory_flags(p)
     p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("export", help="a Hugging Face model's states and attention weights on prompts, as a file")
+    export.add_arguments(p, _positive_int)  # export imports numpy alone until it runs: the parser stays quick
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("validate", help="check the simulator against the theory, as a table")
     p.add_argument("--quick", action="store_true", help="the fast subset (under two minutes on 2 cores)")

@@ -1,7 +1,8 @@
 """A model's token states per layer, read from the user's file as hist and fit take them.
 
 An array (layers, tokens, d) or (layers, batch, tokens, d) in an ``.npz`` (one array, or the one named by
-``--key``) or ``.npy`` file: read without unpickling, only from a regular file (a pipe or a device could
+``--key``; the one named ``states`` in an archive holding several, as ``attnflow export`` writes) or
+``.npy`` file: read without unpickling, only from a regular file (a pipe or a device could
 block), checked from its header (dtype, shape, the memory it needs) before any data is read, then checked
 finite; tokens scaled to the unit sphere as layer norm does; layers chosen with ``--layers``.
 """
@@ -20,6 +21,7 @@ import numpy as np
 from ..run import memory
 
 __all__ = [
+    "DEFAULT_KEY",
     "read_states",
     "read_attention",
     "array_names",
@@ -28,6 +30,8 @@ __all__ = [
     "layer_index",
     "check_memory",
 ]
+
+DEFAULT_KEY = "states"  # the array read from an archive holding several when no key is given
 
 
 def _npz_header(f, label: str, name: str):
@@ -85,6 +89,8 @@ def _read_npz(path: str, label: str, key: str | None, check=_check_header) -> tu
         names = [m.removesuffix(".npy") for m in archive.namelist() if m.endswith(".npy")]
         if not names:
             raise ValueError(f"{label} holds no arrays; save the hidden states with numpy.savez(path, states=...)")
+        if key is None and len(names) > 1 and DEFAULT_KEY in names:
+            key = DEFAULT_KEY  # the states beside other arrays (attnflow export's attention, for one)
         if key is None:
             if len(names) > 1:
                 raise ValueError(
@@ -132,7 +138,8 @@ def _file_kind(mode: int) -> str:
 
 
 def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, tuple]:
-    """Hidden states from an ``.npz`` archive (the single array, or the one named ``key``) or an
+    """Hidden states from an ``.npz`` archive (the single array, the one named ``key``, else the one named
+    ``states`` among several) or an
     ``.npy`` file, read without unpickling: (array of shape (layers, batch, tokens, d), the array's
     name, the shape as saved). The header is checked (float dtype, 3 or 4 dimensions, size) before any data is read;
     the values are checked to be finite. Every problem is a one-line ValueError.
