@@ -167,6 +167,7 @@ def _family_summary(f: dict) -> dict:
         "n_clusters": f["n_clusters"].mean(axis=1).tolist(),
         "energy": f["energy"].mean(axis=1).tolist(),
         "energy_monotone": trend["monotone"],
+        "energy_trend_of": f["trend_of"],
         "energy_monotone_per_prompt": trend["monotone_per_prompt"].tolist(),
         "energy_monotone_fraction": trend["monotone_fraction"],
         "energy_increment_min": trend["increment_min"].tolist(),
@@ -188,6 +189,7 @@ def _measure_family(x: np.ndarray, beta: float, delta: float, k: int, bins: int)
     measures = _probe()
     per = measures.layers_metrics(jnp.asarray(x), beta, delta, k=k, bins=bins)
     per = {name: np.asarray(v) for name, v in per.items()}
+    trend = measures.trend_values(per)
     L = x.shape[0]
     dim, err, used = measures.twonn(per["twonn_ratios"].reshape(L, -1))
     nb = per["neighbours"]
@@ -203,7 +205,8 @@ def _measure_family(x: np.ndarray, beta: float, delta: float, k: int, bins: int)
         "intrinsic_dimension_error": err,
         "twonn_used": used,
         "knn_overlap": overlap,
-        "trend": measures.energy_trend(per["energy"]),
+        "trend": measures.energy_trend(trend[1]),
+        "trend_of": trend[0],
     }
 
 

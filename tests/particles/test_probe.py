@@ -49,6 +49,26 @@ def test_sa_climbs_the_energy_and_k_separated_caps_become_k_clusters():
     np.testing.assert_allclose(raw["clustered_fraction"][-1], k * m * (m - 1) / (n * (n - 1)))
 
 
+def test_the_energy_trend_keeps_its_digits_at_every_beta():
+    # E_β = 1/(2β) + (1/(2β n²)) Σ_ij (e^{β⟨x_i,x_j⟩} − 1): the excess has E_β's increments, and tends to half the
+    # mean of all ⟨x_i, x_j⟩ (i = j included) as β → 0, where E_β itself is 1/(2β) to within rounding
+    states = sa_layers(caps(2, 4, 5, prompts=2, spread=0.4), 2.0, np.linspace(0.0, 3.0, 4))
+    x = jnp.asarray(states)
+    np.testing.assert_allclose(pr.energy_excess(x, 2.0), np.asarray(af.energy(x, 2.0)) - 1 / 4.0, rtol=1e-12)
+    half_mean = 0.5 * np.mean(np.einsum("lpid,lpjd->lpij", states, states), axis=(-2, -1))
+    np.testing.assert_allclose(pr.energy_excess(x, 1e-14), half_mean, rtol=1e-12)
+    # at β = 1e-14 the SA layers' mean inner product rises: the trend says so from the excess, where E_β's own
+    # increments are rounding (≈ 5e13 · 1e-16) of either sign
+    metrics = {"energy_excess": pr.energy_excess(x, 1e-14), "log_energy": af.log_energy(x, 1e-14)}
+    name, values = pr.trend_values(metrics)
+    assert name == "energy_excess" and pr.energy_trend(values)["monotone_fraction"] == 1.0
+    assert np.all(np.diff(half_mean, axis=0) > 1e-3)
+    # beyond float64's range (β = 2000) the excess overflows and log E_β decides: SA still climbs E_β
+    big = {"energy_excess": pr.energy_excess(x, 2000.0), "log_energy": af.log_energy(x, 2000.0)}
+    name, values = pr.trend_values(big)
+    assert name == "log_energy" and np.all(np.isfinite(values))
+
+
 @pytest.mark.slow
 def test_effective_rank_falls_to_one_as_the_clusters_merge():
     # From uniform tokens in d = 4 at β = 4 SA forms a few clusters, which merge: the centred tokens' effective
