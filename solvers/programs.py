@@ -231,7 +231,9 @@ def _traced(leaves) -> bool:
 
 def _aval(leaf) -> str:
     weak = bool(getattr(leaf, "weak_type", False))
-    return f"{np.dtype(leaf.dtype)}{tuple(leaf.shape)}{'w' if weak else ''}"
+    # typed PRNG keys (a noisy run's Brownian paths) have an extended dtype, which NumPy cannot name
+    dtype = str(leaf.dtype) if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.extended) else str(np.dtype(leaf.dtype))
+    return f"{dtype}{tuple(leaf.shape)}{'w' if weak else ''}"
 
 
 class Entry:

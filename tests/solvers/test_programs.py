@@ -218,3 +218,22 @@ def test_under_the_callers_trace_nothing_is_stored(store):
     inside = jax.jit(final)(betas)
     assert programs.EVENTS == {} and entries(store) == []
     np.testing.assert_allclose(inside, final(betas), rtol=0, atol=1e-12)
+
+
+def test_a_noisy_run_with_its_typed_key_is_stored_and_loaded(store):
+    # the Brownian paths' key is a typed PRNG key (an extended dtype NumPy cannot name): the program is
+    # still keyed, exported and loaded, and a later process draws the very same paths
+    from attnflow.particles.noise import Noisy
+
+    def noisy():
+        x0 = af.init.uniform(jax.random.key(4), 6, 3, batch=2)
+        field = Noisy(af.SA(beta=jnp.asarray([1.0, 2.0])), 0.5)
+        return af.simulate(field, x0, 1.0, ts=np.linspace(0, 1, 3), solver="rk4", dt=0.1, key=jax.random.key(9))
+
+    first = noisy()
+    assert programs.EVENTS == {"exported": 1} and len(entries(store)) == 1
+    fresh_process()
+    again = noisy()
+    assert programs.EVENTS == {"loaded": 1}
+    np.testing.assert_array_equal(np.asarray(again.xs), np.asarray(first.xs))
+    assert np.all(np.isfinite(np.asarray(first.xs)))
