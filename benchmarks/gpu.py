@@ -85,7 +85,8 @@ def torch_euler(torch, x, beta: float, steps: int, total: int, *, M=None, Vt=Non
     record = set(np.linspace(0, steps, max(2, round(200 * steps / total)), dtype=int).tolist())
     off = ~torch.eye(n, dtype=torch.bool, device=x.device)
     fractions = []
-    torch.cuda.synchronize() if x.is_cuda else None
+    if x.is_cuda:
+        torch.cuda.synchronize()
     start = time.perf_counter()
     for k in range(steps + 1):
         xt = x.transpose(1, 2)

@@ -146,17 +146,7 @@ def run(config, *, progress=None) -> RunResult:
         "prefactor": member(prefactor),
     }
     extra = {"context": (lengths, ["context"]), "regime": (np.asarray(REGIMES), ["regime"])}
-    shape = (len(dims), 1, 1)
-    return RunResult(
-        config=config,
-        ts=np.zeros(1),
-        stats=stats,
-        xs=None,
-        steps=np.zeros(shape, dtype=np.int64),
-        t_event=np.full(shape, np.inf),
-        wall_time_s=time.perf_counter() - start,
-        extra=extra,
-    )
+    return RunResult.of_statistics(config, stats, extra, start=start, members=(len(dims), 1, 1))
 
 
 def _angle(u: np.ndarray, q: np.ndarray) -> np.ndarray:
