@@ -14,6 +14,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..solvers import compilations
 from .config import Config, ConfigError
 from .run import plan, preflight, runner
 from .run.runner import RunResult
@@ -149,9 +150,13 @@ class Experiment:
         """Run ``config``: the experiment's own runner, or the particle ensemble computing, besides its
         ``statistics``, what the experiment reads."""
         preflight.check(config, experiment=self)
-        if self.run is not None:
-            return self.run(config, progress=progress)
-        return runner.run(config, progress=progress, needs=self.needs(config), checked=True)
+        with compilations.record() as compiled:  # every program the run compiles, for summary.json
+            if self.run is not None:
+                result = self.run(config, progress=progress)
+            else:
+                result = runner.run(config, progress=progress, needs=self.needs(config), checked=True)
+        result.compilations = compiled.summary()
+        return result
 
 
 EXPERIMENTS: dict[str, Experiment] = {}

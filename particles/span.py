@@ -46,6 +46,7 @@ from .sphere import normalize
 
 __all__ = [
     "uniform",
+    "bartlett_rows",
     "haar_frame",
     "span_basis",
     "to_ambient",
@@ -56,11 +57,17 @@ __all__ = [
 ]
 
 
-def _bartlett_rows(key, n: int, d: int):
-    """L_i / ‖L_i‖ for the Bartlett factor L of a Wishart(d, I_n) matrix (module docstring)."""
+def bartlett_rows(key, n: int, d) -> Float[Array, "n n"]:
+    """L_i / ‖L_i‖ for the Bartlett factor L of a Wishart(d, I_n) matrix (module docstring): the coordinates
+    of ``uniform``, in the default float dtype.
+
+    ``d`` may be a traced integer (a program argument): d enters only as the χ² degrees of freedom, so one
+    compiled program draws the reduced configurations of every d ≥ n (the runner's span rows share it).
+    ``n`` is a shape and stays static. No checks: ``uniform`` is the checked entry point.
+    """
     k_diag, k_low = jax.random.split(key)
     f = jnp.result_type(float)
-    df = (d - jnp.arange(n)).astype(f)  # d − i + 1 for i = 1 … n
+    df = (jnp.asarray(d).astype(f) - jnp.arange(n, dtype=f)).astype(f)  # d − i + 1 for i = 1 … n
     diagonal = jnp.sqrt(jax.random.chisquare(k_diag, df, shape=(n,), dtype=f))
     below = jnp.tril(jax.random.normal(k_low, (n, n), f), -1)
     return normalize(below + jnp.diag(diagonal))
@@ -100,7 +107,7 @@ def uniform(key, n: int, d: int, *, batch: int | None = None, dtype=None) -> Flo
             f"uniform in the span needs d ≥ n (the span of n points of R^d has dimension n), got n = {n}, d = {d}"
         )
     key, batch = _keys_or_key(key, batch)
-    return _draw(key, sample=_bartlett_rows, batch=batch, dtype=float_dtype(dtype), shape=(n, d))
+    return _draw(key, sample=bartlett_rows, batch=batch, dtype=float_dtype(dtype), shape=(n, d))
 
 
 def haar_frame(key, d: int, r: int, *, batch: int | None = None, dtype=None) -> Float[Array, "... d r"]:

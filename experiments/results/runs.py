@@ -72,6 +72,8 @@ def summarize(result: runner.RunResult) -> dict:
         "steps": int(round(float(np.mean(result.steps)))),
         "wall_time_s": float(result.wall_time_s),
         "versions": runner.versions(),
+        # the programs the run compiled (or loaded from the compilation cache) and the compiler's seconds
+        **({"compilations": result.compilations} if result.compilations is not None else {}),
     }
 
 
@@ -162,6 +164,10 @@ def print_report(result: runner.RunResult, experiment: Experiment, out: Path) ->
     c = result.config
     members = int(np.prod(result.steps.shape))
     print(f"{experiment.name}: {experiment.describe(c, members)}; {result.wall_time_s:.1f} s")
+    if result.compilations is not None:
+        compiled = result.compilations
+        hits = f", {compiled['cached']} loaded from the compilation cache" if compiled["cached"] else ""
+        print(f"  {compiled['compiled']} programs compiled in {compiled['seconds']:.2f} s{hits}")
     checks = experiment.checks(result)
     # a configuration of one's own has no theory checks to skip
     changed = builtin.changed_model_keys(c, experiment) if experiment.name in builtin.EXPERIMENTS else []

@@ -24,7 +24,7 @@ import numpy as np
 from ... import particles
 from ...particles import attention_stats, observables
 from ...particles.energy import energy, normalized_energy
-from ...solvers import NonFiniteError, programs, simulate
+from ...solvers import NonFiniteError, compiler, programs, simulate
 from ...solvers.fusion import materialized
 from ...solvers.progress import Counter
 from ..config import Config
@@ -50,6 +50,7 @@ class RunResult:
     t_event: np.ndarray
     wall_time_s: float
     extra: dict = dc_field(default_factory=dict)
+    compilations: dict | None = None  # ``solvers.compilations.Compilations.summary()`` of the run, where recorded
 
     @classmethod
     def of_statistics(
@@ -155,7 +156,15 @@ def initial_conditions(config: Config, d: int) -> jnp.ndarray:
         raise ValueError(f"unknown init {init!r}")
     # the parameters of the chosen sampler alone: the others' keys do not change the program
     params = tuple((name, config[name]) for name in SAMPLER_KEYS.get(init, ()))
-    return _draw(config.seed + np.arange(seeds), init=init, n=n, d=d, dtype=dtype, params=params)
+    return _draw(
+        config.seed + np.arange(seeds),
+        init=init,
+        n=n,
+        d=d,
+        dtype=dtype,
+        params=params,
+        compiler_options=compiler.sampler_options(),
+    )
 
 
 SAMPLERS: dict[str, Callable[..., jax.Array]] = {
@@ -195,10 +204,28 @@ def span_initial_conditions(config: Config, d: int, frames: bool = False):
     if config.init != "uniform":
         U, y = particles.span.span_basis(initial_conditions(config, d))
         return y, U
-    keys = jax.vmap(jax.random.split)(jax.vmap(jax.random.key)(config.seed + jnp.arange(seeds)))
-    y = jax.vmap(lambda k: particles.span.uniform(k, n, d, dtype=dtype))(keys[:, 0])
-    U = jax.vmap(lambda k: particles.span.haar_frame(k, d, n, dtype=dtype))(keys[:, 1]) if frames else None
+    if d < n:  # span_reduction reduces only d ≥ n
+        raise ValueError(f"uniform configurations in the span need d ≥ n, got n = {n}, d = {d}")
+    member_seeds = config.seed + np.arange(seeds)
+    options = compiler.sampler_options()
+    y = _draw_span_rows(member_seeds, np.int64(d), n=n, dtype=dtype, compiler_options=options)
+    U = _draw_span_frames(member_seeds, d=d, n=n, dtype=dtype, compiler_options=options) if frames else None
     return y, U
+
+
+@programs.jit
+def _draw_span_rows(seeds, d, *, n: int, dtype: str):
+    """The reduced uniform configurations (seeds, n, n) of ``seeds`` at dimension ``d``, a program argument: one
+    compiled program for every d ≥ n of a run (the span rows of the phase diagram share it)."""
+    keys = jax.vmap(jax.random.split)(jax.vmap(jax.random.key)(seeds))
+    return jax.vmap(lambda k: particles.span.bartlett_rows(k, n, d))(keys[:, 0]).astype(dtype)
+
+
+@programs.jit
+def _draw_span_frames(seeds, *, d: int, n: int, dtype: str):
+    """The Haar frames (seeds, d, n) of ``seeds``, independent of their rows (the second key of each seed's split)."""
+    keys = jax.vmap(jax.random.split)(jax.vmap(jax.random.key)(seeds))
+    return jax.vmap(lambda k: particles.span.haar_frame(k, d, n, dtype=dtype))(keys[:, 1])
 
 
 def _in_span(field, frames, r: int):
@@ -328,6 +355,8 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
                 print(f"\r{note:<80}", file=sys.stderr)
         if fields.in_angles(config, d):
             x0 = particles.to_angles(x0)  # the field moves angles; statistics see their points on the circle
+        # on the host: each call's members are gathered by NumPy, not by a small program compiled per shape
+        x0, frames = np.asarray(x0), None if frames is None else np.asarray(frames)
         beta_members = np.repeat(betas, seeds)
         seed_members = np.tile(config.seed + np.arange(seeds), nb)
         # member m starts from seed m mod seeds; gathered per chunk, never tiled over the β grid
