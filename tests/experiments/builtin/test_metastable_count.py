@@ -178,9 +178,7 @@ def _made_up(counts_of_beta) -> runner.RunResult:
     energy = np.where(ts < 3, 2.0, 1.0) * level
     stats = {"n_clusters": counts, "cluster_level": level, "normalized_energy": energy}
     members = shape[:3]
-    return runner.RunResult(
-        config, ts, stats, None, np.zeros(members, np.int64), np.full(members, np.inf), 0.0
-    )
+    return runner.RunResult(config, ts, stats, None, np.zeros(members, np.int64), np.full(members, np.inf), 0.0)
 
 
 def test_every_check_compares_with_the_theory_and_fails_where_it_is_broken():
