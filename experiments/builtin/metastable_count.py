@@ -1,7 +1,8 @@
 """``metastable-count``: the first metastable state on the circle, its clusters and lifetime against β.
 
-Its cluster count is compared with the fastest unstable mode k*(β) and with √β growth, its lifetime
-T₂ fitted as log T₂ = a + bβ (arXiv 2410.23228, 2512.01868 §5.3, 2410.06833).
+Its cluster count is compared with the fastest unstable mode k*(β) and with √β growth; its lifetime
+T₂ is fitted as log T₂ = a + bβ and drawn, with no value of b to check (arXiv 2410.23228, 2512.01868 §5.3,
+2410.06833).
 """
 
 from __future__ import annotations
@@ -116,7 +117,11 @@ def figures(result: RunResult) -> dict:
 
 
 def checks(result: RunResult) -> list[Check]:
-    """At d = 2: the count against k*(β) for moderate β, its √β growth for large β, and the slope of log T₂."""
+    """At d = 2: the count against k*(β) for moderate β, and its √β growth for large β.
+
+    The lifetime T₂ of the first state is drawn with its fit log T₂ = a + bβ (``figures``) but not checked: the
+    theory gives no value of b to compare it with (clusters ≈ 2π/k* apart have β(1 − cos θ) ≈ π², a slope near 0
+    only as β → ∞)."""
     from ...particles.modes import fastest_mode
 
     c = result.config
@@ -163,17 +168,6 @@ def checks(result: RunResult) -> list[Check]:
                 0.35 <= slope <= 0.65,
             )
         )
-    fit, used = _lifetime_fit(betas, *_lifetimes(states, i))
-    # arXiv 2410.06833: log T₂ ~ β for clusters a fixed angle θ apart; the first metastable clusters are
-    # only ≈ 2π/k* ≈ π√(2/β) apart, so β(1 − cos θ) ≈ π² and the slope is close to 0
-    out.append(
-        Check(
-            "first metastable state: slope b of log T₂ = a + bβ (d = 2, uncensored, ≥ 2 clusters)",
-            "reported",
-            "no two β with an uncensored run" if fit is None else f"{fit[1]:+.3g} per unit β ({used} runs)",
-            fit is not None,
-        )
-    )
     return out
 
 

@@ -152,3 +152,44 @@ def test_figures_draw_counts_and_lifetimes(quick_run, tmp_path, monkeypatch):
     path = tmp_path / "lifetime.png"
     figures["plateau_lifetime"](path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- the checks, judged on made-up statistics ----------------------------------------------------------------
+
+
+def _kstar(beta: float) -> int:
+    """k*(β) = argmax k² I_k(β) from scipy, apart from ``fastest_mode``'s recurrence."""
+    k = np.arange(1, 200)
+    return int(k[np.argmax(k**2 * special.ive(k, beta))])
+
+
+def _made_up(counts_of_beta) -> runner.RunResult:
+    """A run whose every member sits, from t = 3 to t = 30, in a tight state of ``counts_of_beta(β)`` clusters
+    (its normalized energy at Σm²/n²), after a start that is not tight, and is one cluster after t = 30."""
+    e = builtin.EXPERIMENTS["metastable-count"]
+    config = load_config(None, ["progress=false", "beta=[2,5,9,15,40,80,160]"], base={**e.defaults, **e.quick})
+    ts = np.concatenate([[0.0], np.geomspace(0.01, 100.0, 60)])
+    shape = (1, len(config.beta), config.seeds, ts.size)
+    counts = np.full(shape, float(config.n))
+    for j, beta in enumerate(config.beta):
+        counts[0, j, :, (ts >= 3) & (ts < 30)] = counts_of_beta(beta)
+    counts[..., ts >= 30] = 1.0
+    level = np.full(shape, 0.25)
+    energy = np.where(ts < 3, 2.0, 1.0) * level
+    stats = {"n_clusters": counts, "cluster_level": level, "normalized_energy": energy}
+    members = shape[:3]
+    return runner.RunResult(config, ts, stats, None, np.zeros(members, np.int64), np.full(members, np.inf), 0.0)
+
+
+def test_every_check_compares_with_the_theory_and_fails_where_it_is_broken():
+    e = builtin.EXPERIMENTS["metastable-count"]
+    checks = e.checks(_made_up(_kstar))
+    # one count against k*(β) per β in [2, 30], the √β growth over the three β ≥ 30; nothing merely reported
+    assert len(checks) == 5 and all(c.passed for c in checks), checks
+    assert sum("k*(β)" in c.name for c in checks) == 4 and sum("β^p" in c.name for c in checks) == 1
+    # two clusters too many: exactly the four counts against k*(β) fail
+    failed = [c.name for c in e.checks(_made_up(lambda b: _kstar(b) + 2)) if c.failed]
+    assert len(failed) == 4 and all("k*(β)" in name for name in failed)
+    # counts growing like β past β = 30 (k* below): only the √β growth fails
+    failed = [c.name for c in e.checks(_made_up(lambda b: _kstar(b) if b <= 30 else round(b / 4))) if c.failed]
+    assert len(failed) == 1 and "β^p" in failed[0]
