@@ -1,5 +1,9 @@
 """The machine a run is on: its memory, read once per question, and the refusal of what cannot fit in it.
 
+``device_memory`` is an accelerator's memory (total and free, as JAX's allocator reports it, so that JAX's own
+``XLA_PYTHON_CLIENT_MEM_FRACTION`` and the like are honoured), for sizing the compiled calls that run there
+(``experiments/run/plan.py``); on CPUs the device's memory is the machine's.
+
 ``machine_bytes`` is the physical memory (or a smaller container limit), not the memory free at the
 moment: a run is refused when it can never fit, not because other programs happen to be running. The
 experiments' estimates (``experiments/memory.py``) and the solvers that allocate by their arguments
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["machine_bytes", "format_bytes", "check_memory"]
+__all__ = ["machine_bytes", "device_memory", "accelerated", "format_bytes", "check_memory"]
 
 
 def _meminfo_bytes(field: str) -> int | None:
@@ -52,6 +56,30 @@ def machine_bytes() -> int | None:
     if limit is not None:
         total = limit if total is None else min(total, limit)
     return total if total and total > 0 else None
+
+
+def accelerated() -> bool:
+    """Whether JAX's default backend is an accelerator (a GPU or TPU), whose memory is its own."""
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
+def device_memory() -> tuple[int, int] | None:
+    """(total, free) bytes of the default accelerator's memory, as its allocator reports them (``bytes_limit``
+    and what is not ``bytes_in_use``); None on CPUs or where the backend reports no memory statistics."""
+    import jax
+
+    if not accelerated():
+        return None
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+    except Exception:  # a backend without memory statistics: sized as on a CPU
+        return None
+    total = stats.get("bytes_limit")
+    if not total:
+        return None
+    return int(total), max(0, int(total) - int(stats.get("bytes_in_use", 0)))
 
 
 def format_bytes(nbytes: int) -> str:

@@ -210,7 +210,7 @@ _CORE_KEYS = (
         "memory_gb",
         "float",
         2.0,
-        "memory budget of one compiled batch; larger ensembles run in chunks",
+        "memory budget of one compiled batch; larger ensembles run in chunks (on a GPU, at least half its free memory)",
         minimum=0.0,
         strict_min=True,
     ),

@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Iterable
 
 from ...particles.models import MODELS
+from ...solvers import machine
 from ...solvers.machine import format_bytes, machine_bytes
 from ...solvers.methods import METHODS
 from ..config import Config, ConfigError
@@ -120,6 +121,9 @@ def estimate_bytes(config: Config, *, block="auto", needs: Iterable[str] = ()) -
     return sum(_parts(config, block, needs)[0].values())
 
 
+DEVICE_PARTS = ("states", "jacobian", "attention", "weights")
+"""The parts of a run's memory that one compiled call holds on the device it runs on."""
+
 _WHAT = {
     "states": "states and solver stages",
     "jacobian": "the implicit solver's Jacobians",
@@ -138,10 +142,23 @@ def check_fits(config: Config, *, block="auto", needs: Iterable[str] = ()) -> No
     the run. Nothing is refused when the machine's memory cannot be read. ``needs``: as for
     :func:`estimate_bytes`.
     """
+    parts, dense = _parts(config, block, needs)
+    device = machine.device_memory()
+    if device is not None:
+        # on an accelerator one call's arrays are the device's (chunks sized to fit it: ``plan.call_budget``),
+        # and the host keeps the initial conditions, the statistics and the trajectories
+        on_device = sum(parts[k] for k in DEVICE_PARTS)
+        if on_device > device[0]:
+            largest = max(DEVICE_PARTS, key=lambda part: parts[part])
+            raise ConfigError(
+                f"one compiled call of this run needs about {format_bytes(on_device)} of the GPU's memory (mostly "
+                f"{_WHAT[largest]}), more than its {format_bytes(device[0])}; try fewer particles (n) or dimensions "
+                "(d), or the blocked evaluation (block = 'auto')"
+            )
+        parts = {k: (0 if k in DEVICE_PARTS else v) for k, v in parts.items()}
     have = machine_bytes()
     if have is None:
         return
-    parts, dense = _parts(config, block, needs)
     need = sum(parts.values())
     if need <= have:
         return

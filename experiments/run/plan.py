@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import jax
-
+from ...solvers import machine
 from ..config import Config
 from . import fields
 
@@ -22,6 +21,8 @@ __all__ = [
     "keep_states",
     "keep_attention",
     "chunk_size",
+    "call_budget",
+    "DEVICE_SHARE",
     "ensemble_key",
     "STATES_LIMIT",
     "ATTENTION_MATRIX_LIMIT",
@@ -48,6 +49,22 @@ def statistics_groups(config: Config, needs: Iterable[str] = ()) -> tuple[str, .
     return tuple(g for g in GROUPS if g in wanted)
 
 
+DEVICE_SHARE = 0.5
+"""The share of an accelerator's free memory one compiled call may take (``call_budget``): its arrays and XLA's
+temporaries beyond the estimate, and the next call's inputs while the host reads this one's results."""
+
+
+def call_budget(config: Config) -> float:
+    """Bytes one compiled call may take: ``memory_gb``; on an accelerator at least ``DEVICE_SHARE`` of its free
+    memory (``machine.device_memory``), so that a row of a figure is one call where it fits (on a 139 GB GPU
+    the 92 160 members of a Fig. 5 row instead of 22 calls of 4 190)."""
+    budget = config.memory_gb * 2**30
+    memory = machine.device_memory()
+    if memory is not None:
+        budget = max(budget, DEVICE_SHARE * memory[1])
+    return budget
+
+
 CPU_CHUNK_BYTES = 8 * 2**20  # n×n attention bytes per compiled call on CPU backends (measured in benchmarks/)
 CPU_STATE_BYTES = 2 * 2**20  # bytes of one state array (members × n × d) per compiled call on CPU backends
 
@@ -68,8 +85,8 @@ def chunk_size(config: Config, d: int, members: int, n_times: int, keep: bool, g
         per_member += itemsize * 3 * d * d * layers
     if keep:
         per_member += itemsize * n_times * n * d
-    chunk = min(members, config.memory_gb * 2**30 // per_member)
-    if jax.default_backend() == "cpu":
+    chunk = min(members, call_budget(config) // per_member)
+    if not machine.accelerated():
         # a chunk whose n×n attention arrays stay in cache: on CPUs, 2048 members of n = 32 in
         # float32 run 2.4× faster per member than one call for all 184 320 of the phase diagram
         chunk = min(chunk, CPU_CHUNK_BYTES // (itemsize * n * n))
