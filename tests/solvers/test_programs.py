@@ -2,6 +2,7 @@
 with results bitwise equal to the traced program's; unusable entries are rebuilt, never used; a change of
 anything that determines the program misses."""
 
+import hashlib
 import logging
 import os
 
@@ -153,18 +154,25 @@ def test_whatever_determines_the_program_is_in_its_key(store, monkeypatch):
 
 
 def test_the_source_digest_changes_with_a_file_of_attnflow(tmp_path, monkeypatch):
-    for sub in ("particles", "solvers", "experiments"):
+    from attnflow.solvers import program_keys
+
+    for sub in programs.PACKAGE_DIRS:
         (tmp_path / sub).mkdir()
     (tmp_path / "solvers" / "a.py").write_text("x = 1\n")
-    monkeypatch.setattr(programs, "PACKAGE_ROOT", tmp_path)
-    programs.source_digest.cache_clear()
-    try:
-        before = programs.source_digest()
-        (tmp_path / "solvers" / "a.py").write_text("x = 2\n")
-        programs.source_digest.cache_clear()
-        assert programs.source_digest() != before
-    finally:
-        programs.source_digest.cache_clear()
+    monkeypatch.setattr(program_keys, "PACKAGE_ROOT", tmp_path)
+    monkeypatch.setattr(program_keys, "IMPORTED", {})
+    before = programs.source_digest()  # a.py read from disk: not imported
+
+    def imported(source):
+        program_keys.IMPORTED["solvers/a.py"] = hashlib.sha256(source).hexdigest()
+
+    imported(b"x = 2\n")  # imported with another source than the one read
+    edited = programs.source_digest()
+    assert edited != before
+    (tmp_path / "solvers" / "a.py").write_text("x = 3\n")  # an edit after the import: not the code that runs
+    assert programs.source_digest() == edited
+    imported(b"x = 1\n")
+    assert programs.source_digest() == before
 
 
 def test_a_program_with_a_callback_is_traced_and_said_so(store, caplog):
@@ -427,10 +435,10 @@ def test_the_oldest_entries_are_evicted_beyond_the_cap_and_nothing_else(tmp_path
 
 def test_a_write_evicts_beyond_the_cap_and_a_load_counts_as_a_use(store, monkeypatch):
     store.mkdir(parents=True, exist_ok=True)
-    old = fake_entry(store, "f" * 40, 8 << 20, age_s=10_000)
-    monkeypatch.setenv(cc.PROGRAMS_SIZE_VAR, "9MiB")
+    old = fake_entry(store, "f" * 40, (1 << 20) - 2000, age_s=10_000)  # alone within the cap, not with another
+    monkeypatch.setenv(cc.PROGRAMS_SIZE_VAR, "1MiB")
     run()
-    assert not old.exists() and len(entries(store)) == 1  # the new entry fits beside nothing older
+    assert not old.exists() and len(entries(store)) == 1  # the new entry, and nothing older
     (path,) = store.glob(f"*{programs.SUFFIX}")
     os.utime(path, (1_600_000_000, 1_600_000_000))
     fresh_process()
