@@ -32,6 +32,7 @@ import os
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -149,9 +150,10 @@ class RecordingLoader(importlib.machinery.SourceFileLoader):
 
 def _install() -> None:
     for module in list(sys.modules.values()):  # attnflow's modules imported before this one
-        if getattr(module, "__name__", "").split(".")[0] == PACKAGE and _relative(getattr(module, "__file__", None)):
+        file = getattr(module, "__file__", None)
+        if getattr(module, "__name__", "").split(".")[0] == PACKAGE and file and _relative(file):
             try:
-                _record(module.__file__, Path(module.__file__).read_bytes())
+                _record(file, Path(file).read_bytes())
             except OSError:
                 pass
     if not any(isinstance(finder, SourceRecorder) for finder in sys.meta_path):
@@ -240,7 +242,7 @@ def _at_its_place(obj) -> str | None:
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     if not _known(module) or not isinstance(name, str) or module not in sys.modules:
         return None
-    found = sys.modules[module]
+    found: Any = sys.modules[module]
     for part in name.split("."):
         found = getattr(found, part, None)
     return f"{module}.{name}" if found is obj else None
@@ -331,7 +333,8 @@ def _describe_code(code: types.CodeType, depth: int) -> str:
     if depth > 40:
         raise Unkeyable("a function nested too deeply")
     consts = ",".join(
-        _describe_code(c, depth + 1) if isinstance(c, types.CodeType) else describe(c, depth + 1) for c in code.co_consts
+        _describe_code(c, depth + 1) if isinstance(c, types.CodeType) else describe(c, depth + 1)
+        for c in code.co_consts
     )
     shape = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
     return (

@@ -7,20 +7,28 @@ with JAX's public serialization (``jax.export``), in ``programs/`` of the compil
 directory. A later process with the same program deserializes it and calls it; the call is
 compiled with the same compiler options and finds its executable in the compilation cache.
 
-An entry is found by a key of everything that determines the program: the function, the static
-arguments (every value that is not an array: numbers, flags, the save function with the values
-its closure holds, the field's static structure, the method), the shapes and dtypes of the array
-arguments, the compiler options, JAX's configuration that changes tracing (x64, the default PRNG,
-matmul precision, EQX_ON_ERROR), the backend, the versions of Python, jax, jaxlib, equinox, diffrax
-and attnflow, and a hash of attnflow's own source files (computed once per process), so that an
-edit of attnflow never reuses a program traced from older code.
+An entry is found by a key of everything that determines the program (``program_keys.py``): the
+function, the static arguments (every value that is not an array: numbers, flags, the save function
+with its code, constants and the values its closure holds, the field's static structure, the method),
+described exactly, the shapes and dtypes of the array arguments, the compiler options, JAX's whole
+configuration but the options known not to change tracing (``UNTRACED``: logging, the caches'
+settings, time-outs), the ``EQX_*`` variables, the backend, the versions of Python, jax, jaxlib,
+equinox, diffrax and attnflow, and a digest of attnflow's source as imported, so that neither an edit
+of attnflow nor another setting ever reuses a program traced otherwise.
 
-A program that cannot be exported (it calls back into Python: progress bars; it holds effects; an
-argument that has no stable description, such as a function defined outside attnflow and the
-libraries it runs on) is traced as before; the debug log (``logging.getLogger("attnflow")``) says
-why. An entry that is truncated, corrupt, written for another key or version, or that fails to
-deserialize, is rebuilt and never used. Entries are written to a temporary file and renamed.
-Under an outer trace (``jax.grad``, ``jax.jit``) and on several devices nothing is stored: the
+A program that cannot be keyed (a static value with no exact description: a function defined outside
+attnflow and the libraries it runs on, an object of a kind the describer does not know) is traced, not
+stored; the debug log (``logging.getLogger("attnflow")``) says why. A program that cannot be exported
+(it calls back into Python: progress bars; it holds effects) is traced too, and a refusal marker
+beside its entry spares later processes the attempt for ``REFUSAL_LIFETIME_S`` (a day); a marker that
+is older, or not attnflow's, is not honoured, and a good entry (another process's) wins over it and
+removes it. A change of the source or of a version changes the key, so it never meets an old marker.
+An entry that is truncated, corrupt, written for another key or version, or that fails to
+deserialize, is rebuilt and never used. Entries are written to a temporary file and renamed. A load
+renews an entry's modification time; after each write, the least recently used entries and markers
+are evicted until ``programs/`` holds at most $ATTNFLOW_PROGRAMS_MAX_SIZE (default 1 GiB,
+``compilation_cache.programs_size_cap``); only files whose first line is attnflow's are counted or
+removed. Under an outer trace (``jax.grad``, ``jax.jit``) and on several devices nothing is stored: the
 caller's trace, or the sharding, decides the program.
 """
 
