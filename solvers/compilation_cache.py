@@ -4,16 +4,22 @@ A run spends most of its start-up compiling its integration loop; with the cache
 process of the same shapes (and solver, statistics, dtype) loads the compiled program from disk
 instead, and the loop's traced program too (``programs.py``, in ``programs/`` of the same directory),
 so that it is not traced again. ``attnflow run``, ``sweep`` and ``validate`` turn it on; from Python,
-call ``af.enable_compilation_cache()`` once, before the first simulation.
+call ``af.enable_compilation_cache()`` once, before the first simulation. $ATTNFLOW_PROGRAMS_MAX_SIZE
+caps ``programs/`` (default 1 GiB; its least recently used entries are evicted beyond it); JAX's own
+``jax_compilation_cache_max_size`` caps the compiled programs.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 
 ENV_VAR = "ATTNFLOW_CACHE_DIR"
+PROGRAMS_SIZE_VAR = "ATTNFLOW_PROGRAMS_MAX_SIZE"
+PROGRAMS_SIZE_DEFAULT = 1 << 30
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 _OFF = ("off", "0", "false", "no", "none")
 _warned = False
 
@@ -30,6 +36,22 @@ def default_cache_dir() -> Path | None:
     return (Path(base).expanduser() if base else Path.home() / ".cache") / "attnflow" / "jax"
 
 
+def programs_size_cap() -> int:
+    """The most bytes the stored programs (``programs/``) may hold: $ATTNFLOW_PROGRAMS_MAX_SIZE, in bytes
+    (``1000000``) or with a binary unit (``512MiB``, ``2GiB``; KiB, MiB, GiB, TiB); default 1 GiB.
+    ValueError for anything else."""
+    value = os.environ.get(PROGRAMS_SIZE_VAR, "").strip()
+    if not value:
+        return PROGRAMS_SIZE_DEFAULT
+    match = re.fullmatch(r"(\d+(?:\.\d*)?)\s*([A-Za-z]*)", value)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise ValueError(
+            f"{PROGRAMS_SIZE_VAR}={value!r} is not a size: give bytes (1073741824) or a number with a unit "
+            "of KiB, MiB, GiB or TiB (1GiB, 512MiB)"
+        )
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
 def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | None:
     """Keep compiled programs on disk so that later processes of the same shapes skip compilation.
 
@@ -42,7 +64,9 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
     else changes. Every compilation is cached, however short (JAX's default keeps only those
     over a second). Call it before the first simulation; it sets JAX's global options
     ``jax_compilation_cache_dir``, ``jax_persistent_cache_min_compile_time_secs`` and
-    ``jax_persistent_cache_min_entry_size_bytes``. Delete the directory to clear the cache.
+    ``jax_persistent_cache_min_entry_size_bytes``. Delete the directory to clear the cache. The traced
+    programs kept in its ``programs/`` are capped by $ATTNFLOW_PROGRAMS_MAX_SIZE (``programs_size_cap``;
+    a value that is not a size raises ValueError before anything changes).
 
     JAX does not cache programs that call back into Python: progress bars (``progress=True``)
     and the runtime checks equinox compiles into diffrax's adaptive solves (diffrax's checks of the
@@ -52,6 +76,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
     """
     import jax
 
+    programs_size_cap()  # a bad cap is refused before anything changes
     target = Path(path).expanduser() if path is not None else default_cache_dir()
     if target is None:
         return None

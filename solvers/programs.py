@@ -7,34 +7,39 @@ with JAX's public serialization (``jax.export``), in ``programs/`` of the compil
 directory. A later process with the same program deserializes it and calls it; the call is
 compiled with the same compiler options and finds its executable in the compilation cache.
 
-An entry is found by a key of everything that determines the program: the function, the static
-arguments (every value that is not an array: numbers, flags, the save function with the values
-its closure holds, the field's static structure, the method), the shapes and dtypes of the array
-arguments, the compiler options, JAX's configuration that changes tracing (x64, the default PRNG,
-matmul precision, EQX_ON_ERROR), the backend, the versions of Python, jax, jaxlib, equinox, diffrax
-and attnflow, and a hash of attnflow's own source files (computed once per process), so that an
-edit of attnflow never reuses a program traced from older code.
+An entry is found by a key of everything that determines the program (``program_keys.py``): the
+function, the static arguments (every value that is not an array: numbers, flags, the save function
+with its code, constants and the values its closure holds, the field's static structure, the method),
+described exactly, the shapes and dtypes of the array arguments, the compiler options, JAX's whole
+configuration but the options known not to change tracing (``UNTRACED``: logging, the caches'
+settings, time-outs), the ``EQX_*`` variables, the backend, the versions of Python, jax, jaxlib,
+equinox, diffrax and attnflow, and a digest of attnflow's source as imported, so that neither an edit
+of attnflow nor another setting ever reuses a program traced otherwise.
 
-A program that cannot be exported (it calls back into Python: progress bars; it holds effects; an
-argument that has no stable description, such as a function defined outside attnflow and the
-libraries it runs on) is traced as before; the debug log (``logging.getLogger("attnflow")``) says
-why. An entry that is truncated, corrupt, written for another key or version, or that fails to
-deserialize, is rebuilt and never used. Entries are written to a temporary file and renamed.
-Under an outer trace (``jax.grad``, ``jax.jit``) and on several devices nothing is stored: the
+A program that cannot be keyed (a static value with no exact description: a function defined outside
+attnflow and the libraries it runs on, an object of a kind the describer does not know) is traced, not
+stored; the debug log (``logging.getLogger("attnflow")``) says why. A program that cannot be exported
+(it calls back into Python: progress bars; it holds effects) is traced too, and a refusal marker
+beside its entry spares later processes the attempt for ``REFUSAL_LIFETIME_S`` (a day); a marker that
+is older, or not attnflow's, is not honoured, and a good entry (another process's) wins over it and
+removes it. A change of the source or of a version changes the key, so it never meets an old marker.
+An entry that is truncated, corrupt, written for another key or version, or that fails to
+deserialize, is rebuilt and never used. Entries are written to a temporary file and renamed. A load
+renews an entry's modification time; after each write, the least recently used entries and markers
+are evicted until ``programs/`` holds at most $ATTNFLOW_PROGRAMS_MAX_SIZE (default 1 GiB,
+``compilation_cache.programs_size_cap``); only files whose first line is attnflow's are counted or
+removed. Under an outer trace (``jax.grad``, ``jax.jit``) and on several devices nothing is stored: the
 caller's trace, or the sharding, decides the program.
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import hashlib
-import importlib.metadata
 import logging
 import os
-import sys
 import tempfile
-import types
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
@@ -43,7 +48,38 @@ from typing import Any
 
 import equinox as eqx
 import jax
-import numpy as np
+
+from .compilation_cache import programs_size_cap
+from .program_keys import (
+    PACKAGE_DIRS,
+    PACKAGE_ROOT,
+    UNTRACED,
+    Unkeyable,
+    aval,
+    describe,
+    describe_treedef,
+    environment,
+    settings,
+    source_digest,
+)
+
+__all__ = [
+    "EVENTS",
+    "PACKAGE_DIRS",
+    "PACKAGE_ROOT",
+    "UNTRACED",
+    "Entry",
+    "Program",
+    "Refusal",
+    "Unkeyable",
+    "describe",
+    "environment",
+    "evict",
+    "forget",
+    "jit",
+    "settings",
+    "source_digest",
+]
 
 log = logging.getLogger("attnflow")
 
@@ -52,38 +88,17 @@ FORMAT = b"attnflow-program 1\n"
 
 SUFFIX = ".jaxexport"
 REFUSED = ".traced"
-"""Beside an entry's name: a program that cannot be exported (the file holds why), traced by every process."""
+"""Beside an entry's name: a program that could not be exported (``Refusal``), traced while the marker lives."""
+REFUSAL_FORMAT = b"attnflow-refusal 1\n"
+REFUSAL_LIFETIME_S = 24 * 3600
+"""How long a refusal marker holds: then the export is tried again (and the marker written again if it fails)."""
 SUBDIRECTORY = "programs"
 
 EVENTS: Counter[str] = Counter()
 """How programs were obtained in this process: "loaded" (from disk), "exported" (traced, written),
 "traced" (not stored), "rebuilt" (an unusable entry replaced). Read by tests and benchmarks."""
 
-# the modules whose functions a key may name: attnflow (its source is hashed) and the libraries whose
-# versions are in the key; a function of any other module (a user's save function) is traced
-_KNOWN_MODULES = (
-    "attnflow",
-    "jax",
-    "jaxlib",
-    "numpy",
-    "equinox",
-    "diffrax",
-    "optimistix",
-    "lineax",
-    "math",
-    "builtins",
-    "collections",
-)
-_VERSIONED = ("jax", "jaxlib", "equinox", "diffrax", "optimistix", "lineax", "numpy", "attnflow")
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-_PACKAGE_DIRS = ("particles", "solvers", "experiments")
-
-
 _PROGRAMS: weakref.WeakSet[Program] = weakref.WeakSet()
-
-
-class Unkeyable(Exception):
-    """A static argument with no stable description across processes."""
 
 
 def store_directory() -> Path | None:
@@ -92,148 +107,8 @@ def store_directory() -> Path | None:
     return None if not cache else Path(cache) / SUBDIRECTORY
 
 
-@functools.cache
-def source_digest() -> str:
-    """A hash of attnflow's own source files (its package's .py files), once per process."""
-    h = hashlib.sha256()
-    files = [PACKAGE_ROOT / name for name in ("__init__.py", "_version.py")]
-    for sub in _PACKAGE_DIRS:
-        files += sorted((PACKAGE_ROOT / sub).rglob("*.py"))
-    for path in files:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        h.update(str(path.relative_to(PACKAGE_ROOT)).encode())
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-    return h.hexdigest()
-
-
-@functools.cache
-def environment() -> str:
-    """The versions and settings every key shares (the process's configuration, read once)."""
-    versions = []
-    for dist in _VERSIONED:
-        try:
-            versions.append(f"{dist}={importlib.metadata.version(dist)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{dist}=?")
-    return "|".join(
-        [
-            f"python={sys.version_info[:3]}",
-            *versions,
-            f"source={source_digest()}",
-            f"backend={jax.default_backend()}:{jax.devices()[0].device_kind}",
-        ]
-    )
-
-
-def settings() -> str:
-    """JAX's options and the environment that change what a function traces to (may change at run time)."""
-    config = jax.config
-    return "|".join(
-        [
-            f"x64={config.jax_enable_x64}",  # type: ignore[attr-defined]
-            f"prng={config.jax_default_prng_impl}",  # type: ignore[attr-defined]
-            f"matmul={config.jax_default_matmul_precision}",  # type: ignore[attr-defined]
-            f"eqx_on_error={os.environ.get('EQX_ON_ERROR', '')}",
-        ]
-    )
-
-
-def _known(module: str | None) -> bool:
-    return module is not None and module.split(".")[0] in _KNOWN_MODULES
-
-
-def describe(obj, depth: int = 0) -> str:
-    """A description of a static value that is the same in every process where the value is the same.
-
-    Raises ``Unkeyable`` for what has none (an object whose only identity is its address, a function
-    of a module outside attnflow and its libraries)."""
-    if depth > 40:
-        raise Unkeyable("a static value nested too deeply")
-    d = depth + 1
-    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
-        return f"{type(obj).__name__}:{obj!r}"
-    if isinstance(obj, enum.Enum):
-        return f"enum:{type(obj).__module__}.{type(obj).__qualname__}.{obj.name}"
-    if isinstance(obj, (tuple, list)):
-        return f"{type(obj).__name__}(" + ",".join(describe(v, d) for v in obj) + ")"
-    if isinstance(obj, dict):
-        items = sorted((describe(k, d), describe(v, d)) for k, v in obj.items())
-        return "dict(" + ",".join(f"{k}:{v}" for k, v in items) + ")"
-    if isinstance(obj, (frozenset, set)):
-        return f"{type(obj).__name__}(" + ",".join(sorted(describe(v, d) for v in obj)) + ")"
-    if isinstance(obj, jax.core.Tracer):  # a value of the caller's trace, held in a closure: the caller's program
-        raise Unkeyable("a traced value")
-    if isinstance(obj, (np.ndarray, np.generic, jax.Array)):
-        a = np.asarray(obj)
-        return f"array:{a.dtype}{a.shape}:{hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()}"
-    if isinstance(obj, np.dtype):
-        return f"dtype:{obj}"
-    if isinstance(obj, type):
-        if not _known(obj.__module__):
-            raise Unkeyable(f"the class {obj.__module__}.{obj.__qualname__}")
-        return f"class:{obj.__module__}.{obj.__qualname__}"
-    if isinstance(obj, jax.tree_util.PyTreeDef):
-        return _describe_treedef(obj, d)
-    if isinstance(obj, functools.partial):
-        return f"partial({describe(obj.func, d)},{describe(obj.args, d)},{describe(obj.keywords, d)})"
-    if isinstance(obj, types.MethodType):
-        return f"method({describe(obj.__self__, d)},{describe(obj.__func__, d)})"
-    if isinstance(obj, types.FunctionType):
-        return _describe_function(obj, d)
-    if isinstance(obj, (types.BuiltinFunctionType, types.ModuleType)):
-        name = getattr(obj, "__qualname__", obj.__name__)
-        return f"builtin:{getattr(obj, '__module__', None)}.{name}"
-    treedef = jax.tree_util.tree_structure(obj)
-    if not jax.tree_util.treedef_is_leaf(treedef):  # a pytree node (an equinox module, say)
-        leaves = jax.tree_util.tree_leaves(obj)
-        return f"tree({_describe_treedef(treedef, d)};" + ",".join(describe(v, d) for v in leaves) + ")"
-    wrapped = getattr(obj, "__wrapped__", None)
-    if wrapped is not None and _known(getattr(obj, "__module__", None)) and "<locals>" not in obj.__qualname__:
-        # a module-level wrapper (jax.jit, custom_vmap, ...): named by its place, its code is in the source hash
-        return f"wrapper:{type(obj).__qualname__}:{obj.__module__}.{obj.__qualname__}"
-    cls = type(obj)
-    if _known(cls.__module__) and not getattr(obj, "__dict__", None) and not getattr(cls, "__slots__", None):
-        return f"instance:{cls.__module__}.{cls.__qualname__}"  # a stateless marker (equinox's Missing)
-    if cls.__module__.split(".")[0] == "attnflow" and isinstance(getattr(obj, "__dict__", None), dict):
-        # attnflow's own plain objects (a save function's adapter, say): their class and what they hold
-        return f"object:{cls.__module__}.{cls.__qualname__}({describe(vars(obj), d)})"
-    raise Unkeyable(f"a {cls.__module__}.{cls.__qualname__} value")
-
-
-def _describe_treedef(treedef, depth: int) -> str:
-    data = treedef.node_data()
-    if data is None:
-        return "*"
-    kind, aux = data
-    children = ",".join(_describe_treedef(c, depth + 1) for c in treedef.children())
-    return f"{describe(kind, depth)}[{describe(aux, depth)}]({children})"
-
-
-def _describe_function(fn: types.FunctionType, depth: int) -> str:
-    if not _known(fn.__module__):
-        raise Unkeyable(f"the function {fn.__module__}.{fn.__qualname__}")
-    code = fn.__code__
-    cells = tuple(c.cell_contents for c in fn.__closure__ or ())
-    return (
-        f"function:{fn.__module__}.{fn.__qualname__}@{code.co_firstlineno}:"
-        f"{hashlib.sha256(code.co_code).hexdigest()[:16]}"
-        f"({describe(cells, depth)};{describe(fn.__defaults__, depth)};{describe(fn.__kwdefaults__, depth)})"
-    )
-
-
 def _traced(leaves) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
-
-
-def _aval(leaf) -> str:
-    weak = bool(getattr(leaf, "weak_type", False))
-    # typed PRNG keys (a noisy run's Brownian paths) have an extended dtype, which NumPy cannot name
-    dtype = str(leaf.dtype) if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.extended) else str(np.dtype(leaf.dtype))
-    return f"{dtype}{tuple(leaf.shape)}{'w' if weak else ''}"
 
 
 class Entry:
@@ -261,6 +136,82 @@ class Entry:
         if hashlib.sha256(payload).hexdigest() != checksum:
             raise ValueError("its checksum does not match")
         return payload
+
+
+class Refusal:
+    """A refusal marker's file: its format line, the entry's name it stands for, and why the export failed."""
+
+    @staticmethod
+    def pack(name: str, reason: str) -> bytes:
+        return REFUSAL_FORMAT + f"{name}\n{reason}".encode()
+
+    @staticmethod
+    def holds(path: Path) -> str | None:
+        """The reason of the marker at ``path`` while it holds: attnflow's, for this entry, younger than
+        ``REFUSAL_LIFETIME_S``. None otherwise (a marker that expired is removed)."""
+        try:
+            blob = path.read_bytes()
+            age = time.time() - path.stat().st_mtime
+        except OSError:
+            return None
+        if not blob.startswith(REFUSAL_FORMAT):
+            return None  # not attnflow's, or of another format: not honoured, and not deleted
+        name, _, reason = blob[len(REFUSAL_FORMAT) :].decode(errors="replace").partition("\n")
+        if name != path.stem:
+            return None
+        if age > REFUSAL_LIFETIME_S:
+            _unlink(path)
+            return None
+        return reason
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _ours(path: Path) -> bool:
+    """Whether attnflow wrote the file: its first line is an entry's or a refusal marker's."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(max(len(FORMAT), len(REFUSAL_FORMAT)))
+    except OSError:
+        return False
+    return head.startswith(FORMAT) or head.startswith(REFUSAL_FORMAT)
+
+
+def evict(directory: Path, cap: int) -> None:
+    """Remove attnflow's least recently used entries and markers (by modification time, which a load
+    renews) until those left hold at most ``cap`` bytes. Files attnflow did not write are neither
+    counted nor removed; temporaries of interrupted writes count once they are an hour old."""
+    found = []
+    now = time.time()
+    try:
+        candidates = list(directory.iterdir())
+    except OSError:
+        return
+    for path in candidates:
+        name = path.name
+        temporary = name.endswith(".tmp") and (SUFFIX in name or REFUSED in name)
+        if not (name.endswith(SUFFIX) or name.endswith(REFUSED) or temporary):
+            continue
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if temporary and now - st.st_mtime < 3600:
+            continue  # another process may be writing it
+        if _ours(path):
+            found.append((st.st_mtime, name, st.st_size, path))
+    total = sum(size for _, _, size, _ in found)
+    for _, _, size, path in sorted(found):
+        if total <= cap:
+            break
+        _unlink(path)
+        total -= size
+        log.debug("the stored program %s evicted (the store is capped at %d bytes)", path, cap)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -314,8 +265,8 @@ class Program:
                         [
                             self.name,
                             describe(static),
-                            _describe_treedef(treedef, 0),
-                            ",".join(_aval(leaf) for leaf in leaves),
+                            describe_treedef(treedef, 0),
+                            ",".join(aval(leaf) for leaf in leaves),
                             describe(options),
                             settings(),
                             environment(),
@@ -334,10 +285,11 @@ class Program:
         or exported and written; where it cannot be exported, the traced one."""
         if digest not in self.calls:
             path = directory / f"{digest[:40]}{SUFFIX}"
-            refusal = path.with_suffix(REFUSED)
-            exported = None if refusal.exists() else self.load(path, digest)
+            exported = self.load(path, digest)
             if exported is None:
                 exported = self.export(path, digest, options, static, treedef, leaves)
+            else:
+                _unlink(path.with_suffix(REFUSED))  # a good entry: a marker of an earlier failure is moot
             self.calls[digest] = exported if callable(exported) else self.compiled(exported, options)
         return self.calls[digest]
 
@@ -370,14 +322,19 @@ class Program:
             except OSError:
                 pass
             return None
+        try:
+            os.utime(path)  # its last use, which eviction reads
+        except OSError:
+            pass
         EVENTS["loaded"] += 1
         log.debug("%s loaded from %s", self.name, path)
         return exported
 
     def export(self, path: Path, digest: str, options: tuple, static, treedef, leaves):
-        """Trace, lower and export the program for these arguments and write it to ``path``. Where it cannot
-        be exported (the reason in the debug log, and a marker beside the entry so that later processes
-        do not try again), the traced function over the leaves, whose trace the export attempt made."""
+        """Trace, lower and export the program for these arguments and write it to ``path``, then evict beyond
+        the store's cap. Where it cannot be exported (the reason in the debug log, and a marker beside the
+        entry so that later processes do not try again while it holds), the traced function over the
+        leaves, whose trace the export attempt made."""
 
         def flat(*flat_leaves):
             args, kwargs = eqx.combine(jax.tree_util.tree_unflatten(treedef, flat_leaves), static)
@@ -386,10 +343,12 @@ class Program:
         flat.__name__ = flat.__qualname__ = self.fn.__name__  # the program's name in JAX's logs and profiles
         jitted = _compiled(flat, options)
         refusal = path.with_suffix(REFUSED)
-        if refusal.exists():
+        reason = Refusal.holds(refusal)
+        if reason is not None:
             EVENTS["traced"] += 1
-            log.debug("%s traced: it cannot be exported (%s)", self.name, _read_reason(refusal))
+            log.debug("%s traced: it cannot be exported (%s)", self.name, reason)
             return jitted
+        cap = programs_size_cap()  # a bad setting is refused before anything is written
         specs = [
             jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, weak_type=getattr(leaf, "weak_type", False)) for leaf in leaves
         ]
@@ -401,14 +360,17 @@ class Program:
             EVENTS["traced"] += 1
             log.debug("%s cannot be exported, traced instead: %s", self.name, reason)
             try:
-                _write_atomically(refusal, reason.encode())
+                _write_atomically(refusal, Refusal.pack(path.stem, reason))
             except OSError:
                 pass
+            evict(path.parent, cap)
             return jitted
         try:
             _write_atomically(path, Entry.pack(digest, bytes(payload)))
         except OSError as err:
             log.debug("cannot write the stored program %s (%s)", path, err)
+        _unlink(refusal)
+        evict(path.parent, cap)
         EVENTS["exported"] += 1
         log.debug("%s exported to %s", self.name, path)
         return exported
@@ -416,13 +378,6 @@ class Program:
 
 def _compiled(fn: Callable, options: tuple) -> Any:  # jax.jit's wrapper, which jax.export takes
     return jax.jit(fn, compiler_options=dict(options)) if options else jax.jit(fn)
-
-
-def _read_reason(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return "unknown"
 
 
 def forget() -> None:

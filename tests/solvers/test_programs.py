@@ -2,7 +2,9 @@
 with results bitwise equal to the traced program's; unusable entries are rebuilt, never used; a change of
 anything that determines the program misses."""
 
+import hashlib
 import logging
+import os
 
 import jax
 import jax.numpy as jnp
@@ -152,18 +154,25 @@ def test_whatever_determines_the_program_is_in_its_key(store, monkeypatch):
 
 
 def test_the_source_digest_changes_with_a_file_of_attnflow(tmp_path, monkeypatch):
-    for sub in ("particles", "solvers", "experiments"):
+    from attnflow.solvers import program_keys
+
+    for sub in programs.PACKAGE_DIRS:
         (tmp_path / sub).mkdir()
     (tmp_path / "solvers" / "a.py").write_text("x = 1\n")
-    monkeypatch.setattr(programs, "PACKAGE_ROOT", tmp_path)
-    programs.source_digest.cache_clear()
-    try:
-        before = programs.source_digest()
-        (tmp_path / "solvers" / "a.py").write_text("x = 2\n")
-        programs.source_digest.cache_clear()
-        assert programs.source_digest() != before
-    finally:
-        programs.source_digest.cache_clear()
+    monkeypatch.setattr(program_keys, "PACKAGE_ROOT", tmp_path)
+    monkeypatch.setattr(program_keys, "IMPORTED", {})
+    before = programs.source_digest()  # a.py read from disk: not imported
+
+    def imported(source):
+        program_keys.IMPORTED["solvers/a.py"] = hashlib.sha256(source).hexdigest()
+
+    imported(b"x = 2\n")  # imported with another source than the one read
+    edited = programs.source_digest()
+    assert edited != before
+    (tmp_path / "solvers" / "a.py").write_text("x = 3\n")  # an edit after the import: not the code that runs
+    assert programs.source_digest() == edited
+    imported(b"x = 1\n")
+    assert programs.source_digest() == before
 
 
 def test_a_program_with_a_callback_is_traced_and_said_so(store, caplog):
@@ -237,3 +246,263 @@ def test_a_noisy_run_with_its_typed_key_is_stored_and_loaded(store):
     assert programs.EVENTS == {"loaded": 1}
     np.testing.assert_array_equal(np.asarray(again.xs), np.asarray(first.xs))
     assert np.all(np.isfinite(np.asarray(first.xs)))
+
+
+# --- what makes a stored program stale: each of these returned a program of other settings or other code
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("jax_threefry_partitionable", "flip"),
+        ("jax_random_seed_offset", 7),
+        ("jax_numpy_dtype_promotion", "strict"),
+        ("jax_numpy_rank_promotion", "raise"),
+        ("jax_disable_jit", True),
+        ("jax_default_matmul_precision", "highest"),
+        ("jax_enable_x64", "flip"),
+        ("jax_default_prng_impl", "rbg"),
+    ],
+)
+def test_every_jax_setting_that_changes_tracing_is_in_the_key(name, value):
+    before = getattr(jax.config, name)
+    keyed = programs.settings()
+    try:
+        jax.config.update(name, (not before) if value == "flip" else value)
+        assert programs.settings() != keyed
+    finally:
+        jax.config.update(name, before)
+    assert programs.settings() == keyed
+
+
+def test_a_setting_in_a_context_is_keyed_and_the_untraced_ones_are_not():
+    keyed = programs.settings()
+    with jax.numpy_rank_promotion("raise"):  # a thread-local value, as jax's context managers set it
+        assert programs.settings() != keyed
+    # JAX's whole configuration is keyed, so that a setting this version does not know yet is too
+    assert programs.settings({**jax.config.values, "jax_a_new_setting": 1}) != keyed
+    # but not the settings that cannot change a traced program (logging, the cache's own directory)
+    for name in ("jax_log_compiles", "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs"):
+        assert name in programs.UNTRACED
+        assert programs.settings({**jax.config.values, name: "changed"}) == keyed
+
+
+def noisy_run():
+    from attnflow.particles.noise import Noisy
+
+    x0 = af.init.uniform(jax.random.key(4), 6, 3, batch=2)
+    field = Noisy(af.SA(beta=jnp.asarray([1.0, 2.0])), 0.5)
+    sol = af.simulate(field, x0, 1.0, ts=np.linspace(0, 1, 3), solver="rk4", dt=0.1, key=jax.random.key(9))
+    return np.asarray(sol.xs)
+
+
+def test_the_random_bits_setting_misses_instead_of_returning_the_default_draws(store):
+    default = noisy_run()
+    before = jax.config.jax_threefry_partitionable
+    jax.config.update("jax_threefry_partitionable", not before)
+    try:
+        fresh_process()
+        stored = noisy_run()
+        assert programs.EVENTS == {"exported": 1}  # another program, not the default setting's
+        jax.config.update("jax_compilation_cache_dir", None)
+        programs.forget()
+        traced = noisy_run()  # the traced program under this setting, no store at all
+    finally:
+        jax.config.update("jax_threefry_partitionable", before)
+    np.testing.assert_array_equal(stored, traced)
+    assert np.max(np.abs(stored - default)) > 0.05  # other draws: a stale program would return `default`
+
+
+SNIPPET = """
+import json, sys
+from pathlib import Path
+from attnflow.solvers import programs
+root = Path(programs.PACKAGE_ROOT)
+if sys.argv[1] == "edit":
+    assert "attnflow.particles.fields" in sys.modules and "attnflow.particles.polytopes" not in sys.modules
+    for name in ("particles/fields.py", "particles/polytopes.py"):  # imported, not imported yet
+        path = root / name
+        path.write_text(path.read_text() + "\\n# edited\\n")
+    first = programs.source_digest()
+    import attnflow.particles.polytopes  # now imported with its edit
+    imported = programs.source_digest()
+    path = root / "particles/polytopes.py"
+    path.write_text(path.read_text() + "\\n# edited after its import\\n")
+    print(json.dumps([first, imported, programs.source_digest()]))
+else:
+    print(json.dumps([programs.source_digest()]))
+"""
+
+
+def test_the_source_digest_is_of_the_code_imported_not_of_the_files_at_the_first_call(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = programs.PACKAGE_ROOT
+    copy = tmp_path / "attnflow"
+    copy.mkdir()
+    for name in ("__init__.py", "_version.py"):
+        shutil.copy2(root / name, copy / name)
+    for sub in programs.PACKAGE_DIRS:
+        shutil.copytree(root / sub, copy / sub, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def digests(mode):
+        out = subprocess.run(
+            [sys.executable, "-c", SNIPPET, mode], env=env, capture_output=True, text=True, check=True, cwd=tmp_path
+        )
+        return __import__("json").loads(out.stdout.strip().splitlines()[-1])
+
+    (pristine,) = digests("plain")
+    pristine_fields = (copy / "particles/fields.py").read_text()
+    first, imported, after = digests("edit")
+    # the process runs fields.py as imported (unedited) and polytopes.py as it will import it (edited):
+    # a fresh process over exactly those files has the same digest
+    (copy / "particles/fields.py").write_text(pristine_fields)
+    polytopes = (copy / "particles/polytopes.py").read_text()
+    (copy / "particles/polytopes.py").write_text(polytopes.removesuffix("\n# edited after its import\n"))
+    (expected,) = digests("plain")
+    assert first == expected != pristine
+    assert imported == after == expected  # an edit after a module's import is not the code that runs
+
+
+def export_fails(*args, **kwargs):
+    raise RuntimeError("an export that failed once")
+
+
+def test_a_refusal_marker_expires_and_gives_way_to_a_good_entry(store, monkeypatch):
+    first = run()
+    (path,) = store.glob(f"*{programs.SUFFIX}")
+    good = path.read_bytes()
+    path.unlink()
+    monkeypatch.setattr(jax.export, "export", export_fails)
+    fresh_process()
+    run()  # the export fails: a marker, this key is traced for now
+    monkeypatch.undo()
+    marker = path.with_suffix(programs.REFUSED)
+    assert programs.EVENTS == {"traced": 1} and marker.exists() and not path.exists()
+    fresh_process()
+    run()
+    assert programs.EVENTS == {"traced": 1}  # a fresh marker holds
+    # a marker older than its lifetime is dropped and the export tried again
+    old = marker.stat().st_mtime - programs.REFUSAL_LIFETIME_S - 60
+    os.utime(marker, (old, old))
+    fresh_process()
+    assert same(run(), first)
+    assert programs.EVENTS == {"exported": 1} and path.exists() and not marker.exists()
+    # a good entry (another process's) beside a fresh marker is loaded, and the marker removed
+    marker.write_bytes(programs.Refusal.pack(path.stem, "an export that failed once"))
+    path.write_bytes(good)
+    fresh_process()
+    assert same(run(), first)
+    assert programs.EVENTS == {"loaded": 1} and not marker.exists()
+    # a marker that is not attnflow's (or of another format) is not honoured
+    path.unlink()
+    marker.write_bytes(b"callbacks")
+    fresh_process()
+    run()
+    assert programs.EVENTS == {"exported": 1} and path.exists()
+
+
+def fake_entry(directory, name, size, age_s):
+    path = directory / f"{name}{programs.SUFFIX}"
+    path.write_bytes(programs.Entry.pack("0" * 64, b"p" * size))
+    stamp = 1_700_000_000 - age_s
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_the_oldest_entries_are_evicted_beyond_the_cap_and_nothing_else(tmp_path):
+    entries_ = [fake_entry(tmp_path, f"e{i}", 1000, age_s=100 * (4 - i)) for i in range(4)]  # e0 oldest
+    marker = tmp_path / f"m{programs.REFUSED}"
+    marker.write_bytes(programs.Refusal.pack("m", "why"))
+    os.utime(marker, (1_600_000_000, 1_600_000_000))  # older than all
+    foreign = tmp_path / f"notes{programs.SUFFIX}"  # not attnflow's: never deleted, never counted
+    foreign.write_bytes(b"x" * 5000)
+    os.utime(foreign, (1, 1))
+    other = tmp_path / "readme.txt"
+    other.write_bytes(b"y" * 5000)
+    size = entries_[0].stat().st_size
+    programs.evict(tmp_path, cap=2 * size + 10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["e2" + programs.SUFFIX, "e3" + programs.SUFFIX, foreign.name, other.name]
+    )
+    programs.evict(tmp_path, cap=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([foreign.name, other.name])
+
+
+def test_a_write_evicts_beyond_the_cap_and_a_load_counts_as_a_use(store, monkeypatch):
+    store.mkdir(parents=True, exist_ok=True)
+    old = fake_entry(store, "f" * 40, (1 << 20) - 2000, age_s=10_000)  # alone within the cap, not with another
+    monkeypatch.setenv(cc.PROGRAMS_SIZE_VAR, "1MiB")
+    run()
+    assert not old.exists() and len(entries(store)) == 1  # the new entry, and nothing older
+    (path,) = store.glob(f"*{programs.SUFFIX}")
+    os.utime(path, (1_600_000_000, 1_600_000_000))
+    fresh_process()
+    run()
+    assert programs.EVENTS == {"loaded": 1} and path.stat().st_mtime > 1_700_000_000  # its last use
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [(None, 1 << 30), ("", 1 << 30), ("1000", 1000), ("512MiB", 512 << 20), ("2 GiB", 2 << 30), ("1.5KiB", 1536)],
+)
+def test_the_cap_is_read_from_its_variable(monkeypatch, value, size):
+    if value is None:
+        monkeypatch.delenv(cc.PROGRAMS_SIZE_VAR, raising=False)
+    else:
+        monkeypatch.setenv(cc.PROGRAMS_SIZE_VAR, value)
+    assert cc.programs_size_cap() == size
+
+
+def test_a_bad_cap_is_refused_before_anything_changes(monkeypatch, tmp_path):
+    monkeypatch.setenv(cc.PROGRAMS_SIZE_VAR, "lots")
+    before = jax.config.jax_compilation_cache_dir
+    with pytest.raises(ValueError, match=r"ATTNFLOW_PROGRAMS_MAX_SIZE='lots'.*GiB"):
+        cc.enable_compilation_cache(tmp_path / "cache")
+    assert jax.config.jax_compilation_cache_dir == before and not (tmp_path / "cache").exists()
+
+
+def made_in_attnflow(source):
+    """A function as attnflow's own code would make it (its module is attnflow's; every one on line 1)."""
+    return eval(source, {"__name__": "attnflow.generated", "np": np})
+
+
+def test_functions_ranges_and_slices_are_described_exactly():
+    double, triple = made_in_attnflow("lambda x: x * 2"), made_in_attnflow("lambda x: x * 3")
+    assert programs.describe(double) != programs.describe(triple)  # only a constant differs
+    assert programs.describe(double) == programs.describe(made_in_attnflow("lambda x: x * 2"))
+    sine, cosine = made_in_attnflow("lambda x: np.sin(x)"), made_in_attnflow("lambda x: np.cos(x)")
+    assert programs.describe(sine) != programs.describe(cosine)  # only a name differs
+    nested = made_in_attnflow("lambda: (lambda y: y + 1)"), made_in_attnflow("lambda: (lambda y: y + 2)")
+    assert programs.describe(nested[0]) != programs.describe(nested[1])  # a constant of an inner function
+    assert programs.describe(range(3)) != programs.describe(range(4))
+    assert programs.describe(range(0, 6, 2)) != programs.describe(range(0, 6, 3))
+    assert programs.describe(slice(1, 2)) != programs.describe(slice(1, 3))
+    assert programs.describe(slice(None, 2)) != programs.describe(slice(0, 2))
+    assert programs.describe(range(3)) == programs.describe(range(3))
+    assert programs.describe(np.sin) != programs.describe(np.cos)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [jax.devices()[0], np.random.default_rng(0), np.frompyfunc(lambda x: x, 1, 1), object()],
+    ids=["device", "generator", "user-ufunc", "object"],
+)
+def test_an_object_the_describer_does_not_know_is_refused(value):
+    with pytest.raises(programs.Unkeyable):
+        programs.describe(value)
+
+
+def test_a_refused_static_value_is_traced_with_its_reason(store, caplog):
+    # a save function of attnflow's whose default is an object the describer does not know
+    save = made_in_attnflow("lambda t, x, g=None: {'first': x[0, 0]}")
+    save.__defaults__ = (np.random.default_rng(0),)
+    with caplog.at_level(logging.DEBUG, logger="attnflow"):
+        sol = run(save=save)
+    assert programs.EVENTS == {"traced": 1} and entries(store) == []
+    assert "has no stable description" in caplog.text and "Generator" in caplog.text
+    assert np.isfinite(np.asarray(sol.stats["first"])).all()
