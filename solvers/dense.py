@@ -121,8 +121,10 @@ def prepare(p: Problem, plan=None):
         # compiler options apply to a top-level jit only: none under the caller's trace
         hold_saves=not p.save_reads_time,
         compiler_options=None if p.traced else loop_options(p.x0.shape[-1]),
-        # under the caller's trace (jax.grad among others): loops of static length, which reverse mode needs
-        bounds=(int(np.max(np.diff(index, prepend=-1))) + 1, int(n_steps)) if p.traced else None,
+        # loops of static length under the caller's trace (jax.grad among others: reverse mode needs them) and on
+        # accelerators (no predicate read back per step; their skipped steps selected, not branched)
+        bounds=(int(np.max(np.diff(index, prepend=-1))) + 1, int(n_steps)) if loop.fixed_trips(p.traced) else None,
+        select=loop.fixed_trips(p.traced) and not p.traced,
     )
 
 
@@ -144,6 +146,7 @@ def run_dense(
     method="rk4",
     hold_saves=False,
     bounds=None,
+    select=False,
 ):
     """Steps of ``method`` ("rk4" or "ab4") of size h from t0, saves at ``times`` (step ``index``,
     fraction ``theta``), vmapped. With ``hold_saves`` (``save_fn`` does not read t), a save of
@@ -151,8 +154,9 @@ def run_dense(
     repeats its values: the saves after every member has stopped cost nothing.
 
     The steps between saves are while loops that end once no member runs; with ``bounds`` (static: the
-    most steps before a save and in all, under the caller's trace) loops of those fixed lengths whose
-    extra steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through.
+    most steps before a save and in all; ``loop.fixed_trips``) loops of those fixed lengths whose extra steps
+    are skipped, which reverse-mode differentiation (``jax.grad``) can go through and an accelerator runs
+    without reading a predicate back at every step (with ``select``: ``loop.steps_while``).
 
     Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite).
     """
@@ -209,9 +213,7 @@ def run_dense(
         def go(s):
             return (s[0] < target) & running(s)
 
-        if bounds is None:
-            return jax.lax.while_loop(go, step, state)
-        return jax.lax.fori_loop(0, most, lambda _, s: jax.lax.cond(go(s), step, lambda s: s, s), state)
+        return loop.steps_while(go, step, state, most, select)
 
     # start as if at the end of an interval ending at t0 (j = −1); one step gives [t0, t0 + h]
     fa0 = vfield(field, t0, x0)
@@ -232,7 +234,7 @@ def run_dense(
         if hold_saves:
             # the predicate is shared by the members: one branch runs
             moved = (k == 0) | running(state) | (state[0] != mark[0]) | (at != mark[1])
-            out = jax.lax.cond(moved, values, lambda s, a, i: last, state, at, k)
+            out = loop.where_moved(moved, values, last, state, at, k, select=select)
         else:
             out = values(state, at, k)
         loop.report(progress, times[k])

@@ -52,8 +52,8 @@ def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
         clamp=bool(len(p.jumps)),
         keep=keep if len(p.jumps) else None,
     )
-    if p.traced:  # under the caller's trace (jax.grad among others): loops of static length, which reverse mode needs
-        args.update(max_substeps=int(substeps.max()))
+    if loop.fixed_trips(p.traced):  # loops of static length: for reverse mode, and on accelerators
+        args.update(max_substeps=int(substeps.max()), select=not p.traced)
     if p.noisy:
         args.update(method=Strang(method), key=as_key(p.key))
     return run, args
@@ -61,8 +61,10 @@ def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
 
 def run(*, keep=None, **kwargs):
     """``run_fixed``, with the layer switches' knots dropped from the saves."""
-    # compiler options apply to a top-level jit only: none under the caller's trace (max_substeps given)
-    options = None if kwargs.get("max_substeps") is not None else loop_options(kwargs["x0"].shape[-1])
+    # compiler options apply to a top-level jit only: none under the caller's trace (loops of static length whose
+    # skipped steps are branched, not selected)
+    traced = kwargs.get("max_substeps") is not None and not kwargs.get("select")
+    options = None if traced else loop_options(kwargs["x0"].shape[-1])
     saved, *rest = run_fixed(**kwargs, compiler_options=options)
     if keep is not None:
         saved = jax.tree_util.tree_map(lambda a: a[:, keep], saved)
@@ -110,13 +112,27 @@ class Clamped(eqx.Module):
 
 @jit_with_options
 def run_fixed(
-    *, field, axes, x0, save_fn, delta, progress, method, knots, substeps, key=None, clamp=False, max_substeps=None
+    *,
+    field,
+    axes,
+    x0,
+    save_fn,
+    delta,
+    progress,
+    method,
+    knots,
+    substeps,
+    key=None,
+    clamp=False,
+    max_substeps=None,
+    select=False,
 ):
     """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
 
     Between knots the steps are a while loop that ends early once no member runs; with ``max_substeps``
-    (static: ``simulate`` under the caller's trace) they are a loop of that fixed length whose extra
-    steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through.
+    (static: under the caller's trace and on accelerators, ``loop.fixed_trips``) they are a loop of that fixed
+    length whose extra steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through and
+    an accelerator runs without reading a predicate back at every step (with ``select``: ``loop.steps_while``).
 
     Returns (saves, final states, steps, event times, last finite times). A member whose step
     produces a non-finite state is frozen at its last finite state, like a member stopped at
@@ -159,12 +175,7 @@ def run_fixed(
         def running(c):
             return (c[0] < m) & jnp.any(c[2].active)
 
-        if max_substeps is None:
-            _, x, members_, count = jax.lax.while_loop(running, body, (0, x, members_, count))
-        else:
-            _, x, members_, count = jax.lax.fori_loop(
-                0, max_substeps, lambda _, c: jax.lax.cond(running(c), body, lambda c: c, c), (0, x, members_, count)
-            )
+        _, x, members_, count = loop.steps_while(running, body, (0, x, members_, count), max_substeps, select)
         loop.report(progress, tb)
         return (x, members_, count), save_all(field, tb, x)
 

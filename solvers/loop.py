@@ -13,6 +13,7 @@ only its stepping; what they all do to the members is here, once:
 * ``saves``: the save function vmapped over the members; ``hold_after``: saves past a member's end
   hold its final values; ``statistics_of``: the save function over states saved by the loop;
 * ``report``: progress from inside a compiled loop (a host callback, only where progress is on);
+* ``fixed_trips``, ``steps_while``, ``where_moved``: the loops' shape on each backend (below);
 * ``MemberParts``: a field's per-member leaves taken in another order (groups, the queue's slots);
 * ``Status``: how a member's solve ended, the one code every adaptive loop returns per member.
 """
@@ -27,11 +28,47 @@ import jax
 import jax.numpy as jnp
 
 from ..particles.sphere import within
+from . import machine
 from . import progress as _progress
 
 STATES_AFTER_LOOP_BYTES = 64 * 2**20
 """Adaptive solves whose states at all save times take at most this many bytes keep them and
 compute the statistics afterwards, vectorized over members and times."""
+
+
+def fixed_trips(traced: bool) -> bool:
+    """Whether the fixed-step loops run loops of static length (their extra steps skipped) instead of while loops
+    that end once no member runs: under the caller's trace (reverse-mode differentiation needs them), and on
+    accelerators, where a while loop's condition and a conditional's predicate are read back by the host at
+    every step (a round trip of tens of microseconds, more than a small ensemble's step costs there)."""
+    return traced or machine.accelerated()
+
+
+def steps_while(go: Callable, step: Callable, state, most: int | None, select: bool):
+    """``step`` applied while ``go(state)``: a while loop (``most`` None), or ``most`` iterations each taking the
+    step where ``go`` holds; with ``select`` the step is computed and selected (no conditional: the accelerators'
+    form), else by ``jax.lax.cond`` (one branch runs: the form reverse mode goes through cheaply). The same steps
+    are taken in every form, so the results are the same bits."""
+    if most is None:
+        return jax.lax.while_loop(go, step, state)
+    if select:
+
+        def body(_, s):
+            taken = step(s)
+            keep = go(s)
+            return jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), taken, s)
+
+        return jax.lax.fori_loop(0, most, body, state)
+    return jax.lax.fori_loop(0, most, lambda _, s: jax.lax.cond(go(s), step, lambda s: s, s), state)
+
+
+def where_moved(moved, values: Callable, last, *args, select: bool):
+    """``values(*args)`` if ``moved`` else ``last``: by ``jax.lax.cond`` (one branch runs) or, with ``select``, both
+    evaluated and selected (the accelerators' form, as in ``steps_while``)."""
+    if select:
+        out = values(*args)
+        return jax.tree_util.tree_map(lambda a, b: jnp.where(moved, a, b), out, last)
+    return jax.lax.cond(moved, values, lambda *a: last, *args)
 
 
 class Status(enum.IntEnum):
