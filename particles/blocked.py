@@ -185,14 +185,21 @@ def pallas_step(kernel: str, n: int, d: int, *, plain: bool) -> bool:
 
 
 def resolve_kernel(kernel: str, normalized: bool, dtype) -> str:
-    """ "fused" or "xla" for this evaluation, decided at trace time.
+    """ "fused" or "xla" for one evaluation of the drift, decided at trace time.
 
     "auto" takes the fused kernel on GPU backends ("gpu", "cuda", "rocm") for softmax attention
     in float32 or narrower, and attnflow's own dense or blocked evaluation everywhere else:
     ``jax.nn.dot_product_attention`` has no unnormalized variant and computes its softmax in
     float32, which would cost float64 runs their precision. Forcing "fused" where it does not
-    apply is an error.
+    apply is an error. "pallas" has no evaluation of the drift alone: it is SA's whole RK4 step
+    (``pallas_step``), which only the fixed-step and uniform-grid loops take, so it is refused here.
     """
+    if kernel == "pallas":
+        raise ValueError(
+            "SA(kernel='pallas') is evaluated only as whole RK4 steps, by simulate with solver='rk4' "
+            "(fixed steps or dense=True); other solvers and functions evaluating its drift alone need "
+            "kernel='auto', 'xla' or 'fused'"
+        )
     if kernel == "auto":
         fits = normalized and jnp.dtype(dtype).itemsize <= 4
         return "fused" if fits and jax.default_backend() in ("gpu", "cuda", "rocm") else "xla"
