@@ -95,11 +95,11 @@ def _velocity(x, beta, Q, K, V):
 def _kernel(*refs, members: int, given: bool, step: bool, after: bool, weights: tuple[str, ...]):
     """One program: ``members`` members, each with k1 given (``given``) or evaluated, one RK4 step (``step``),
     and the velocity at the end point (``after``). refs: scalars (β, h), x, [k1], weights..., outputs."""
-    refs = list(refs)
-    scalars, x_ref = refs.pop(0), refs.pop(0)
-    f_ref = refs.pop(0) if given else None
-    weight_refs = {name: refs.pop(0) for name in weights}
-    out_refs = refs
+    queue = list(refs)
+    scalars, x_ref = queue.pop(0), queue.pop(0)
+    f_ref = queue.pop(0) if given else None
+    weight_refs = {name: queue.pop(0) for name in weights}
+    out_refs = queue
 
     def member(i, carry):
         beta, h = scalars[i, 0], scalars[i, 1]
