@@ -39,8 +39,9 @@ from .methods import spoken
 __all__ = ["BLOCK_MEMBERS", "FusedRK4", "GPU_BACKENDS", "check", "fused", "interpreted"]
 
 BLOCK_MEMBERS = 8
-"""The most members one program of the kernel's grid advances; a block is the largest divisor of the
-ensemble's size up to this, so that no member is padded."""
+"""The most members one program of the kernel's grid advances; a block is the largest power of two up to this
+that divides the ensemble's size, so that no member is padded (Pallas' GPU lowering takes blocks whose sides
+are powers of two, as n = 32 and d = 8 … 128 of the figures are)."""
 
 GPU_BACKENDS = ("gpu", "cuda", "rocm")
 """Backends where the kernel is compiled (Pallas' GPU lowering); elsewhere it runs interpreted."""
@@ -79,7 +80,8 @@ def check(p) -> bool:
 
 
 def _block(members: int) -> int:
-    return max(b for b in range(1, min(BLOCK_MEMBERS, members) + 1) if members % b == 0)
+    """The members of one program: the largest power of two up to ``BLOCK_MEMBERS`` that divides ``members``."""
+    return max(b for b in (1, 2, 4, 8, 16, 32) if b <= BLOCK_MEMBERS and members % b == 0)
 
 
 def _velocity(x, beta, Q, K, V):

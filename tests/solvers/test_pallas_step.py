@@ -99,10 +99,11 @@ def test_step_equals_the_xla_step_in_float32(beta, weights):
 
 
 def test_blocks_cover_every_member_without_padding():
-    """11 members (a prime beyond BLOCK_MEMBERS = 8) run as 11 blocks of one, 12 as 2 blocks of 6: the same steps."""
+    """Blocks are the largest power of two up to BLOCK_MEMBERS = 8 dividing the members: 11 members run as 11
+    blocks of one, 12 as 3 blocks of 4, 16 as 2 blocks of 8; every member's step is the XLA path's."""
     dtype = jnp.float64
     assert fused_rk4.BLOCK_MEMBERS == 8
-    for members, block in ((11, 1), (12, 6)):
+    for members, block in ((11, 1), (12, 4), (16, 8)):
         x = _states(dtype, members)
         betas = jnp.linspace(1.0, 8.0, members, dtype=dtype)
         kernel = _kernel(betas, None, None, None, dtype, members)
