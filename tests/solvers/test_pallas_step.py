@@ -103,8 +103,9 @@ def test_blocks_cover_every_member_without_padding():
     blocks of one, 12 as 3 blocks of 4, 16 as 2 blocks of 8; every member's step is the XLA path's."""
     dtype = jnp.float64
     assert fused_rk4.BLOCK_MEMBERS == 8
-    for members, block in ((11, 1), (12, 4), (16, 8)):
-        x = _states(dtype, members)
+    assert fused_rk4.FusedRK4((1.0, None, None, None), 16, dtype).block == 8
+    for members, block in ((11, 1), (12, 4)):
+        x = _states(dtype, members, n=8, d=4)
         betas = jnp.linspace(1.0, 8.0, members, dtype=dtype)
         kernel = _kernel(betas, None, None, None, dtype, members)
         assert kernel.block == block
