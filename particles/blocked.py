@@ -19,7 +19,9 @@ padded keys are masked out and the padded queries dropped. Under a causal mask t
 entirely above the diagonal are skipped.
 
 ``fused_attention`` is the other route: ``jax.nn.dot_product_attention``, the kernel JAX dispatches
-to on accelerators, with the query multiplied by β beforehand and scale 1.
+to on accelerators, with the query multiplied by β beforehand and scale 1. ``kernel="pallas"`` is a
+third, for whole steps rather than one evaluation: SA's RK4 step fused into one Pallas kernel per block
+of ensemble members (``solvers/fused_rk4.py``); the checks of that choice are here.
 """
 
 from __future__ import annotations
@@ -33,11 +35,15 @@ from .checks import check_choice
 
 __all__ = [
     "DENSE_LIMIT_BYTES",
+    "PALLAS_AUTO",
+    "PALLAS_MAX_ELEMENTS",
+    "PALLAS_MAX_TOKENS",
     "PARTICLE_AXIS",
     "TILE",
     "blocked_attention",
     "dense_limit_bytes",
     "fused_attention",
+    "pallas_step",
     "resolve_block",
     "resolve_kernel",
     "tile_side",
@@ -56,7 +62,20 @@ a multiple of 8). On CPU a 1024 × 1024 tile of float64 logits is 8 MiB, which s
 while being large enough for the matrix products to run near full speed; GPUs take larger tiles,
 so that each launch has enough work."""
 
-_KERNELS = ("auto", "xla", "fused")
+_KERNELS = ("auto", "xla", "fused", "pallas")
+
+PALLAS_MAX_TOKENS = 128
+"""The most tokens n of a member whose RK4 steps the fused Pallas kernel takes: its n × n logits stay on chip."""
+
+PALLAS_MAX_ELEMENTS = 4096
+"""The most numbers n·d of one member's configuration the fused Pallas kernel keeps resident (n = 32, d = 128):
+a step holds about eight such arrays (the state, its velocity, a stage, the sum of the stages, queries, keys,
+values, the update), 128 KiB in float32, within a GPU multiprocessor's shared memory."""
+
+PALLAS_AUTO: dict[str, int] = {}
+"""Where ``kernel="auto"`` takes the fused Pallas RK4 step: JAX backend → the largest n·d per member at which
+it was measured faster than the XLA loop (``benchmarks/pallas_step.py``). Empty: nothing is measured yet, so
+"auto" never takes it; a GPU measurement that shows it faster adds its backend here, and nothing else changes."""
 
 PARTICLE_AXIS = "particles"
 """Name of the mesh axis over which a run's particles are split (``solvers/sharding.py``)."""
@@ -102,20 +121,85 @@ def check_block(block) -> int | str | None:
     return int(block)
 
 
-def check_kernel(kernel: str) -> str:
-    """Validate the ``kernel`` option of an attention field: "auto", "xla" or "fused"."""
-    return check_choice("kernel", kernel, _KERNELS)
+def check_kernel(kernel: str, field: str = "SA", *, mask: str = "none", positional: str = "none", block="auto") -> str:
+    """Validate the ``kernel`` option of an attention field: "auto", "xla", "fused" or "pallas".
+
+    "pallas" steps SA without a mask or a positional bias (``pallas_step``), and keeps the logits whole:
+    ``block`` must be "auto" or None. "fused" does not take a positional bias.
+    """
+    check_choice("kernel", kernel, _KERNELS)
+    if kernel == "fused" and positional != "none":
+        raise ValueError(
+            f"positional={positional!r} is evaluated by attnflow's dense or blocked attention: "
+            "use kernel='auto' or 'xla', not 'fused'"
+        )
+    if kernel != "pallas":
+        return kernel
+    what = (
+        f"{field}'s attention"
+        if field != "SA"
+        else f"positional={positional!r}"
+        if positional != "none"
+        else f"mask={mask!r}"
+        if mask != "none"
+        else f"block={block!r}"
+        if isinstance(block, int)
+        else None
+    )
+    if what is not None:
+        raise ValueError(
+            f"kernel='pallas' fuses whole RK4 steps of SA without a mask or positional bias, its logits whole "
+            f"(block 'auto' or None): {what} needs kernel='auto', 'xla' or 'fused'"
+        )
+    return kernel
+
+
+def check_kernel_size(kernel: str, n: int, d: int) -> None:
+    """Refuse a configuration of n tokens in R^d too large for the fused Pallas step (``PALLAS_MAX_TOKENS``,
+    ``PALLAS_MAX_ELEMENTS``)."""
+    if kernel == "pallas" and (n > PALLAS_MAX_TOKENS or n * d > PALLAS_MAX_ELEMENTS):
+        raise ValueError(
+            f"kernel='pallas' keeps a member's tokens on chip: at most n = {PALLAS_MAX_TOKENS} tokens and "
+            f"n·d = {PALLAS_MAX_ELEMENTS} numbers, got n = {n}, d = {d} (n·d = {n * d}); use kernel='auto' or 'xla'"
+        )
+
+
+def pallas_step(kernel: str, n: int, d: int, *, plain: bool) -> bool:
+    """Whether SA with this ``kernel`` takes its RK4 steps by the fused Pallas kernel for n tokens in R^d.
+
+    plain   the field is SA itself, without a mask, a positional bias or tiles of its own
+
+    "pallas" always (its field checks have refused what it cannot take); "auto" only on a backend of
+    ``PALLAS_AUTO`` and within its measured size; "xla" and "fused" never.
+    """
+    if kernel == "pallas":
+        return True
+    limit = PALLAS_AUTO.get(jax.default_backend())
+    return (
+        kernel == "auto"
+        and plain
+        and limit is not None
+        and n <= PALLAS_MAX_TOKENS
+        and n * d <= min(limit, PALLAS_MAX_ELEMENTS)
+    )
 
 
 def resolve_kernel(kernel: str, normalized: bool, dtype) -> str:
-    """ "fused" or "xla" for this evaluation, decided at trace time.
+    """ "fused" or "xla" for one evaluation of the drift, decided at trace time.
 
     "auto" takes the fused kernel on GPU backends ("gpu", "cuda", "rocm") for softmax attention
     in float32 or narrower, and attnflow's own dense or blocked evaluation everywhere else:
     ``jax.nn.dot_product_attention`` has no unnormalized variant and computes its softmax in
     float32, which would cost float64 runs their precision. Forcing "fused" where it does not
-    apply is an error.
+    apply is an error. "pallas" has no evaluation of the drift alone: it is SA's whole RK4 step
+    (``pallas_step``), which only the fixed-step and uniform-grid loops take, so it is refused here.
     """
+    if kernel == "pallas":
+        raise ValueError(
+            "SA(kernel='pallas') is evaluated only as whole RK4 steps, by simulate with solver='rk4' "
+            "(fixed steps or dense=True); other solvers and functions evaluating its drift alone need "
+            "kernel='auto', 'xla' or 'fused'"
+        )
     if kernel == "auto":
         fits = normalized and jnp.dtype(dtype).itemsize <= 4
         return "fused" if fits and jax.default_backend() in ("gpu", "cuda", "rocm") else "xla"

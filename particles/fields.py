@@ -22,6 +22,7 @@ import numpy as np
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float
 
+from . import blocked
 from .blocked import blocked_attention, check_block, check_kernel, fused_attention, resolve_block, resolve_kernel
 from .checks import as_beta, as_parameter, as_weights, check_choice, check_weights
 from .span import span_weights
@@ -164,6 +165,16 @@ class Field(eqx.Module):
         """Whether some attention term evaluates n tokens of ``dtype`` by the blocked path (its inner fields')."""
         return any(f.uses_blocked(n, dtype) for f in self.inner_fields())
 
+    def fused_step(self, n: int, d: int, dtype) -> tuple | None:
+        """(β, Q, K, V) of the SA whose whole RK4 steps the fused Pallas kernel takes (``solvers/fused_rk4.py``)
+        for n tokens in R^d, when this field is one that chooses it; None for every other field (this default)."""
+        return None
+
+    @property
+    def asks_fused_step(self) -> bool:
+        """Whether this field or one inside it asks for the fused RK4 step by name (SA's ``kernel="pallas"``)."""
+        return any(f.asks_fused_step for f in self.inner_fields())
+
     def growth_norm(self) -> float | None:
         """The largest κ = ‖QᵀK‖₂ of the USA terms in [GLPR]'s time (velocities of order e^{κβ}); None if none."""
         norms = [k for k in (f.growth_norm() for f in self.inner_fields()) if k is not None]
@@ -275,7 +286,8 @@ class Attention(Field):
                  an int forces blocked tiles of that side; None forces the dense path.
     kernel       "auto" (default): ``jax.nn.dot_product_attention`` for SA in float32 on GPU
                  backends, attnflow's own dense/blocked evaluation otherwise; "fused" forces the
-                 former (SA, float32 only), "xla" the latter.
+                 former (SA, float32 only), "xla" the latter. "pallas" (SA, no mask): whole RK4 steps
+                 fused into one Pallas kernel (``solvers/fused_rk4.py``), never chosen by "auto" yet.
     positional   "none", "alibi" (SA, USA) or "decay" (USA), with ``mask="causal"``: a bias by the
                  distance in the sequence, described in ``Attention``.
     alibi_slope  the slope m ≥ 0 of the positional bias; one per member allowed.
@@ -320,7 +332,7 @@ class Attention(Field):
         self.Q, self.K, self.V = as_weights(Q, K, V)
         self.mask = check_choice("mask", mask, MASKS)
         self.block = check_block(block)
-        self.kernel = check_kernel(kernel)
+        self.kernel = check_kernel(kernel, type(self).__name__, mask=mask, positional=positional, block=block)
         self.positional = check_choice("positional", positional, POSITIONAL)
         if self.positional != "none":
             if self.positional not in self.positional_modes:
@@ -331,11 +343,6 @@ class Attention(Field):
                 )
             if self.mask != "causal":
                 raise ValueError(f"positional={positional!r} weighs earlier tokens: it needs mask='causal'")
-            if self.kernel == "fused":
-                raise ValueError(
-                    f"positional={positional!r} is evaluated by attnflow's dense or blocked attention: "
-                    "use kernel='auto' or 'xla', not 'fused'"
-                )
             if self.positional == "decay" and isinstance(self.block, int):
                 raise ValueError("positional='decay' is evaluated densely: use block='auto' or None")
             self.alibi_slope = as_parameter("alibi_slope", alibi_slope, "slope")
@@ -449,6 +456,11 @@ class Attention(Field):
     # -- validation against a configuration ---------------------------------------------
     def check(self, n: int, d: int, dtype) -> None:
         check_weights(self.Q, self.K, self.V, d)
+        blocked.check_kernel_size(self.kernel, n, d)
+
+    @property
+    def asks_fused_step(self) -> bool:
+        return self.kernel == "pallas"
 
     def in_span(self, U) -> Self | None:
         """With V = λI (or None): the same attention on y = x U, with K' = UᵀQᵀK U (r × r), Q' = I, V' = λI_r.
@@ -525,6 +537,13 @@ class SA(Attention):
         ):
             return _circle_velocity(self.beta.astype(x.dtype), x)
         return super().__call__(t, x)
+
+    def fused_step(self, n, d, dtype):
+        """(β, Q, K, V) with ``kernel="pallas"`` (or "auto" where ``blocked.PALLAS_AUTO`` has measured it faster)."""
+        plain = self.mask == "none" and self.positional == "none" and not isinstance(self.block, int)
+        if type(self).drift is not SA.drift or not blocked.pallas_step(self.kernel, n, d, plain=plain):
+            return None
+        return self.beta, self.Q, self.K, self.V
 
     def drift(self, t, x):
         fast = self._without_matrix(x, normalized=True)

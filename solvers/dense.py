@@ -39,7 +39,7 @@ import numpy as np
 
 from ..particles import coalesce as _coalesce
 from ..particles.sphere import normalize
-from . import loop
+from . import fused_rk4, loop
 from .compiler import jit_with_options, loop_options
 from .fusion import materialized
 from .methods import names, spoken
@@ -109,9 +109,11 @@ def prepare(p: Problem, plan=None):
             f"not apply to noisy fields or to layer-wise weights that switch during the run "
             f"(solver={p.solver!r})"
         )
+    fused = fused_rk4.check(p)  # refuses what SA(kernel="pallas") cannot take
     n_steps, h, index, theta = grid(p.t0, p.t1, p.fixed_dt, p.ts)
     return run_dense, dict(
         method=p.solver,
+        fused=fused,
         t0=jnp.asarray(p.t0, p.dtype),
         h=jnp.asarray(h, p.dtype),
         n_steps=jnp.asarray(n_steps),
@@ -147,6 +149,7 @@ def run_dense(
     hold_saves=False,
     bounds=None,
     select=False,
+    fused=False,
 ):
     """Steps of ``method`` ("rk4" or "ab4") of size h from t0, saves at ``times`` (step ``index``,
     fraction ``theta``), vmapped. With ``hold_saves`` (``save_fn`` does not read t), a save of
@@ -158,11 +161,17 @@ def run_dense(
     are skipped, which reverse-mode differentiation (``jax.grad``) can go through and an accelerator runs
     without reading a predicate back at every step (with ``select``: ``loop.steps_while``).
 
+    With ``fused`` (SA with kernel="pallas", ``fused_rk4.check``) each RK4 step and the velocity at its end
+    are one Pallas kernel over blocks of members (``fused_rk4.py``): the same numbers to rounding.
+
     Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite).
     """
     sphere = field.geometry == "sphere"
     finish = normalize if sphere else (lambda y: y)
     vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(axes, None, 0))
+    kernel = fused_rk4.fused(field, *x0.shape, x0.dtype) if fused else None
+    if kernel is not None:  # SA is autonomous: its velocity does not read t
+        vfield = lambda f, t, x: kernel.velocity(x)  # noqa: E731
     save_all = loop.saves(save_fn, axes)
     test = None if delta is None else loop.consensus(axes, delta)
     clustered = None if delta is None else (lambda kept: test(field, kept[0]))
@@ -191,9 +200,12 @@ def run_dense(
         """One step from (x_b, f_b) at the end of the current interval; returns the shifted state."""
         j, xa, fa, xb, fb, history, members = state
         t = t0 + (j + 1) * h
-        # the update written before it is normalized: fused, the two ran 3× slower (``fusion``)
-        xn = settle(finish(materialized(t, advance(j, t, xb, fb, history))))
-        fn = vfield(field, t + h, xn)
+        if kernel is not None:
+            xn, fn = kernel.step(xb, h, fb)
+        else:
+            # the update written before it is normalized: fused, the two ran 3× slower (``fusion``)
+            xn = settle(finish(materialized(t, advance(j, t, xb, fb, history))))
+            fn = vfield(field, t + h, xn)
         # the velocity counts too: the interpolant at the new step end uses it; a stopped member
         # holds its state: zero velocity makes the interpolant constant
         zero = jnp.zeros_like(fn)

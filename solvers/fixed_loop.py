@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles import coalesce as _coalesce
-from . import loop
+from . import fused_rk4, loop
 from .compiler import jit_with_options, loop_options
 from .methods import METHODS
 from .problem import Problem, check_steps
@@ -47,6 +47,7 @@ def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
     method = METHODS[p.solver].make()
     args = dict(
         method=method,
+        fused=fused_rk4.check(p),  # refuses what SA(kernel="pallas") cannot take
         knots=jnp.asarray(points, p.dtype),
         substeps=jnp.asarray(substeps.astype(np.int64)),
         clamp=bool(len(p.jumps)),
@@ -126,6 +127,7 @@ def run_fixed(
     clamp=False,
     max_substeps=None,
     select=False,
+    fused=False,
 ):
     """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
 
@@ -138,7 +140,9 @@ def run_fixed(
     produces a non-finite state is frozen at its last finite state, like a member stopped at
     consensus, and its last finite time recorded (inf for members that stay finite); the loop
     ends when no member is left running. With ``key`` (noisy fields) each step also gets its
-    Brownian key: member m, step k draws from fold_in(fold_in(key, m), k), so no path is stored.
+    Brownian key: member m, step k draws from fold_in(fold_in(key, m), k), so no path is stored. With
+    ``fused`` (SA with kernel="pallas", ``fused_rk4.check``) each RK4 step is one Pallas kernel over blocks of
+    members (``fused_rk4.py``), the same numbers to rounding.
     """
     members = x0.shape[0]
     stochastic = key is not None
@@ -147,6 +151,9 @@ def run_fixed(
         member_keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(members))
         step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))
         step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None, 0))
+    elif fused:  # SA is autonomous and has no layer switches: the kernel needs neither t nor a clamp
+        kernel = fused_rk4.fused(field, *x0.shape, x0.dtype)
+        step_all = lambda f, t, x, h: kernel.step(x, h, after=False)  # noqa: E731
     else:
         step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None))
     save_all = loop.saves(save_fn, axes)
