@@ -160,7 +160,7 @@ def test_the_precision_keys_the_compiled_programs_of_a_process():
         assert counts[1] > counts[0] and counts[2] == counts[1] and counts[3] == counts[2], (solver, counts)
 
 
-@pytest.mark.parametrize("solver", ["rk4", "ab4", "tsit5"])
+@pytest.mark.parametrize("solver", ["rk4", "ab4", pytest.param("tsit5", marks=pytest.mark.slow)])  # tsit5: 30 s
 def test_the_default_gives_the_states_of_a_loop_traced_without_precision(solver):
     """The loop as ``simulate`` ran it before it stated a precision (traced at JAX's default, the products
     unmarked): on CPU float32 products are full precision already, so the states are bitwise the same."""
