@@ -113,11 +113,12 @@ def small_d_gaps(x: Float[Array, "... n d"]) -> Float[Array, "... n n"]:
 def within(x: Float[Array, "n d"], delta) -> Array:
     """Whether every pair of directions x_i/‖x_i‖ has ⟨x_i, x_j⟩ ≥ 1 − δ (one cluster at threshold δ).
 
-    From the Gram matrix: one matrix product, accurate to rounding for δ ≫ machine epsilon. It
-    is the stopping test of ``simulate(stop_when_clustered=δ)``.
+    From the Gram matrix: one matrix product, accurate to rounding for δ ≫ machine epsilon (formed at
+    full precision whatever ``jax.default_matmul_precision`` says). It is the stopping test of
+    ``simulate(stop_when_clustered=δ)``.
     """
     x = normalize(x)
-    return jnp.min(x @ x.T) >= 1.0 - delta
+    return jnp.min(jnp.matmul(x, x.T, precision="highest")) >= 1.0 - delta
 
 
 def geodesic_distance(x: Float[Array, "... d"], y: Float[Array, "... d"]) -> Float[Array, ...]:

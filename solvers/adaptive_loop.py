@@ -208,7 +208,9 @@ def run_adaptive(
             def gap(t, y, args, **kw):
                 y = normalize(f.directions(y))  # clustering is about directions, also off the sphere
                 # in the default float dtype: diffrax's root find pairs it with a Python 0.0 (float64 under x64)
-                return (jnp.min(y @ y.T) - (1.0 - delta)).astype(jnp.result_type(float))
+                # at full precision, as ``within``, whatever the run's precision
+                gram = jnp.matmul(y, y.T, precision="highest")
+                return (jnp.min(gram) - (1.0 - delta)).astype(jnp.result_type(float))
 
             # the crossing to ~100 ulps of the state's precision (float32 times cannot do 1e-10)
             tol = 100.0 * float(jnp.finfo(x0_m.dtype).eps)

@@ -37,6 +37,12 @@ ONE_STEP = names("fixed", grid_only=False)
 MAX_COUNTED_STEPS = 2**31 - 1
 """The most steps a fixed-step run takes per member, whatever ``max_steps``: its step counters are int32."""
 
+PRECISIONS = {"float32": "float32", "tf32": "tensorfloat32", "bf16": "BF16_BF16_F32"}
+"""The precisions of a run's matrix products, by name, as ``jax.default_matmul_precision`` names them:
+"float32" full float32 products (``Precision.HIGHEST``; the default, and the only one of float64 runs),
+"tf32" TensorFloat-32 products where the accelerator has them (``Precision.HIGH``: unit roundoff 2⁻¹¹ on
+NVIDIA GPUs), "bf16" bfloat16 operands accumulated in float32 (the ``BF16_BF16_F32`` dot algorithm: 2⁻⁸)."""
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -71,6 +77,7 @@ class Problem:
     group_size: Any
     shard: bool | None
     save_reads_time: bool
+    precision: str = "float32"
 
     @property
     def members(self) -> int:
@@ -87,6 +94,11 @@ class Problem:
         if self.dt is None:
             raise ValueError(f"dt is required to run {self.solver!r} with constant steps (e.g. dt=0.01)")
         return self.dt
+
+    @property
+    def matmul_precision(self) -> str:
+        """The run's ``precision`` as ``jax.default_matmul_precision`` takes it (``PRECISIONS``)."""
+        return PRECISIONS[self.precision]
 
     @property
     def noisy(self) -> bool:
@@ -119,9 +131,11 @@ def describe(
     dense,
     shard,
     save_reads_time,
+    precision="float32",
 ) -> Problem:
     """``simulate``'s arguments checked, as a ``Problem`` (see ``simulate`` for their meaning)."""
     check_choice("solver", solver, SOLVERS)
+    check_choice("precision", precision, tuple(PRECISIONS))
     t0 = check_real("t0", t0)
     t1 = check_real("t1", t1, 0.0)
     if t1 <= t0:
@@ -152,6 +166,11 @@ def describe(
         stop_when_clustered = check_real("stop_when_clustered", stop_when_clustered, 0.0, 2.0, strict_min=True)
 
     dtype = _run_dtype(x0, dtype)
+    if precision != "float32" and dtype != jnp.dtype("float32"):
+        raise ValueError(
+            f"precision={precision!r} lowers the precision of float32 matrix products; a {dtype.name} run "
+            "forms its products in float64: use dtype='float32', or leave precision='float32'"
+        )
     sphere = field.geometry == "sphere"
     # in angles the methods that can step them, in R^d those that do not only rotate
     usable = names(angles=True) if field.in_angles else names(rotating=False)
@@ -200,13 +219,20 @@ def describe(
         jumps=jumps,
         dtype=dtype,
         batched=batch_x is not None or batch_f is not None,
-        save_fn=_identity if save is None else _with_field(save),
+        save_fn=_measured(_identity if save is None else _with_field(save), precision),
         states=save is None,
         key=key,
         group_size=group_size,
         shard=shard,
         save_reads_time=bool(save_reads_time),
+        precision=precision,
     )
+
+
+def products(precision: str, dtype) -> str:
+    """The precision a run of ``dtype`` forms its matrix products in: "float64" for a float64 run, else the
+    run's ``precision`` ("float32", "tf32" or "bf16"), as ``Solution.precision`` and summary.json state it."""
+    return "float64" if jnp.dtype(dtype) == jnp.dtype("float64") else precision
 
 
 def _run_dtype(x0, dtype):
@@ -310,6 +336,29 @@ def _with_field(save):
     except TypeError:
         pass
     return wrapped
+
+
+def _measured(save_fn, precision: str):
+    """The save function, computed at full precision whatever the run's ``precision``: its statistics
+    compare inner products with 1 − δ (δ = 10⁻³), which TF32 or bfloat16 products would not resolve."""
+    return save_fn if precision == "float32" else _FullPrecision(save_fn)
+
+
+class _FullPrecision:
+    """``fn`` traced with full float32 matrix products inside a run of lower precision."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, t, x, field):
+        with jax.default_matmul_precision(PRECISIONS["float32"]):
+            return self.fn(t, x, field)
+
+    def __hash__(self):
+        return hash(self.fn)
+
+    def __eq__(self, other):
+        return isinstance(other, _FullPrecision) and other.fn == self.fn
 
 
 class _TwoArgs:

@@ -19,7 +19,17 @@ import numpy as np
 from . import adaptive_loop, dense, fixed_loop
 from . import progress as _progress
 from . import sharding as _sharding
-from .problem import GRID_ONLY, MAX_COUNTED_STEPS, ONE_STEP, SOLVERS, Problem, check_steps, describe
+from .problem import (
+    GRID_ONLY,
+    MAX_COUNTED_STEPS,
+    ONE_STEP,
+    PRECISIONS,
+    SOLVERS,
+    Problem,
+    check_steps,
+    describe,
+    products,
+)
 from .solution import NonFiniteError, Solution, finish, non_finite_error
 
 __all__ = [
@@ -33,6 +43,7 @@ __all__ = [
     "MAX_COUNTED_STEPS",
     "GRID_ONLY",
     "ONE_STEP",
+    "PRECISIONS",
 ]
 
 LOOPS = {"dense": dense.prepare, "fixed": fixed_loop.prepare, "adaptive": adaptive_loop.prepare}
@@ -66,6 +77,7 @@ def simulate(
     dense: bool = False,
     shard: bool | None = None,
     save_reads_time: bool = True,
+    precision: str = "float32",
 ) -> Solution:
     """Integrate ẋ = field(t, x) on (S^{d-1})^n from x(t0) = x0 to t1.
 
@@ -138,6 +150,15 @@ def simulate(
                with fewer members than devices whose attention is evaluated blocked (large n)
                is split along its particles, each device taking the attention of its rows.
                Results equal the one-device ones to rounding. With one device it does nothing.
+    precision  the matrix products of the field (``PRECISIONS``): "float32" (default) full float32
+               products (``jax.lax.Precision.HIGHEST``), which recent NVIDIA GPUs would otherwise
+               run as TF32, whose unit roundoff 2⁻¹¹ ≈ 4.9e-4 is as large as a clustering
+               threshold δ = 1e-3; "tf32" TensorFloat-32 products (2⁻¹¹) and "bf16" bfloat16
+               operands summed in float32 (2⁻⁸), faster on accelerators (XLA's CPU forms every
+               float32 product in full precision). float64 runs take only "float32". The save
+               function and the consensus test keep full precision. The time loops are traced
+               under it, so each precision has its own compiled (and stored) program;
+               ``Solution.precision`` states it ("float64" for a float64 run).
 
     The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
     never recompile.
@@ -175,19 +196,29 @@ def simulate(
         dense=dense,
         shard=shard,
         save_reads_time=save_reads_time,
+        precision=precision,
     )
     # under an outer trace the caller's jit decides the layout
     plan = None if p.traced else _sharding.plan(p.shard, p.field, p.x0.shape[1], p.members, p.dtype)
-    run, args = LOOPS[loop_for(p)](p, plan)
-    x0_run, field_run = (p.x0, p.field) if plan is None else _sharding.place(plan, p.x0, p.field, p.axes)
     label = progress if isinstance(progress, str) else "simulate"
-    with (
-        _progress.Progress(p.t0, p.t1, p.members, label=label) if progress else contextlib.nullcontext(),
-        jax.set_mesh(plan.mesh) if plan is not None else contextlib.nullcontext(),
-    ):
-        out = run(
-            field=field_run, axes=p.axes, x0=x0_run, save_fn=p.save_fn, delta=p.delta, progress=bool(progress), **args
-        )
+    # the loops are traced under the run's precision: it is part of what keys their compiled programs
+    # (JAX's trace context) and their stored ones (``programs.settings``)
+    with jax.default_matmul_precision(p.matmul_precision):
+        run, args = LOOPS[loop_for(p)](p, plan)
+        x0_run, field_run = (p.x0, p.field) if plan is None else _sharding.place(plan, p.x0, p.field, p.axes)
+        with (
+            _progress.Progress(p.t0, p.t1, p.members, label=label) if progress else contextlib.nullcontext(),
+            jax.set_mesh(plan.mesh) if plan is not None else contextlib.nullcontext(),
+        ):
+            out = run(
+                field=field_run,
+                axes=p.axes,
+                x0=x0_run,
+                save_fn=p.save_fn,
+                delta=p.delta,
+                progress=bool(progress),
+                **args,
+            )
     if plan is not None:
         out = _sharding.cut(plan, out, p.members)
     saved, x_final, steps, t_event, t_fail = out
@@ -199,6 +230,7 @@ def simulate(
         steps=steps,
         t_event=t_event,
         solver=solver,
+        precision=products(p.precision, p.dtype),
     )
     if not isinstance(t_fail, jax.core.Tracer) and not np.all(np.isinf(np.asarray(t_fail))):
         raise non_finite_error(

@@ -21,6 +21,9 @@ class Solution(eqx.Module):
     steps    (...,)           accepted steps taken
     t_event  (...,)           time the member was found clustered when ``stop_when_clustered``
                               was given (inf if never, or if no event was asked for)
+    solver                    the integration method
+    precision                 the matrix products' precision: "float32", "tf32" or "bf16"
+                              (``simulate``'s ``precision``), "float64" for a float64 run
     """
 
     ts: Float[Array, " T"]
@@ -30,6 +33,7 @@ class Solution(eqx.Module):
     steps: Int[Array, ...]
     t_event: Float[Array, ...]
     solver: str = eqx.field(static=True)
+    precision: str = eqx.field(static=True, default="float32")
 
 
 class NonFiniteError(FloatingPointError):
@@ -73,6 +77,7 @@ def finish(solution: Solution, batched: bool, states: bool) -> Solution:
         steps=steps,
         t_event=t_event,
         solver=solution.solver,
+        precision=solution.precision,
     )
 
 
@@ -97,6 +102,7 @@ def non_finite_error(
         steps=solution.steps,
         t_event=solution.t_event,
         solver=solution.solver,
+        precision=solution.precision,
     )
     partial = finish(blanked, batched, states)
     first, t = int(bad[0]), float(t_fail[bad[0]])

@@ -175,6 +175,15 @@ _CORE_KEYS = (
     Key("atol", "float", 1e-9, "absolute tolerance of adaptive solvers", minimum=0.0, strict_min=True),
     Key("dtype", "str", "float64", "floating-point precision", choices=("float32", "float64")),
     Key(
+        "precision",
+        "str",
+        "float32",
+        "matrix products of a float32 run: float32 (full), or faster on accelerators tf32 (unit roundoff "
+        "2^-11 ≈ 4.9e-4, as large as δ = 1e-3) or bf16 (2^-8); statistics keep full precision",
+        choices=("float32", "tf32", "bf16"),
+        applies=("dtype", ("float32",)),
+    ),
+    Key(
         "delta",
         "float",
         1e-3,

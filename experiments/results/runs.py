@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...solvers.problem import products
 from .. import builtin
 from ..config import load_config, to_toml
 from ..registry import Experiment
@@ -70,6 +71,8 @@ def summarize(result: runner.RunResult) -> dict:
         "energy": mean("energy"),
         "t_clustered": _finite_or_none(runner.t_clustered(result)),
         "steps": int(round(float(np.mean(result.steps)))),
+        # the matrix products' precision, as ``Solution.precision`` states it
+        "precision": products(result.config.precision, result.config.dtype),
         "wall_time_s": float(result.wall_time_s),
         "versions": runner.versions(),
         # the programs the run compiled (or loaded from the compilation cache) and the compiler's seconds

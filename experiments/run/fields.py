@@ -4,7 +4,7 @@ The keys compose the way the fields do: an attention term (``model``, ``heads``,
 ``weights``, ``value``, ``layer_tau``/``weights_file``), an optional feed-forward term
 (``ff_width``), a layer-norm scheme wrapped around the sum (``norm``), and noise on top
 (``noise``). Combinations that make no sense are refused with one clear line. The method keys
-(``solver``, ``dt``, tolerances, ``dtype``, ``dense``, ``max_steps``, ``stop_when_clustered``) become
+(``solver``, ``dt``, tolerances, ``dtype``, ``precision``, ``dense``, ``max_steps``, ``stop_when_clustered``) become
 ``simulate``'s keywords in :func:`simulate_arguments`.
 """
 
@@ -164,7 +164,8 @@ def simulate_arguments(
     (dt > 0); a run stopping at consensus stops at δ/2, which leaves its final state unambiguously one
     cluster at δ. ``key``: the Brownian key of a noisy run. ``method_only`` keeps the integration
     method alone (solver, dt, tolerances, max_steps), for particles that are not the configuration's
-    ensemble: they keep the precision they are given, are saved where asked only and run to the end.
+    ensemble: they keep the dtype they are given (and full-precision products), are saved where asked only
+    and run to the end.
     """
     out = dict(
         ts=ts,
@@ -179,6 +180,7 @@ def simulate_arguments(
     if not method_only:
         out.update(
             dtype=config.dtype,
+            precision=config.precision,
             dense=config.dense,
             stop_when_clustered=config.delta / 2 if config.stop_when_clustered else None,
         )

@@ -44,6 +44,7 @@ CONTRACT_KEYS = {
     "energy",
     "t_clustered",
     "steps",
+    "precision",
     "wall_time_s",
     "versions",
 }
@@ -208,6 +209,7 @@ def test_json_stdout_is_exactly_the_contract_object(json_run):
     assert len(s["t_clustered"]) == members
     assert all(t is None or 0.0 <= t <= T1 for t in s["t_clustered"])
     assert s["steps"] == round(T1 / DT) == 40
+    assert s["precision"] == "float64"  # a float64 run's products
     assert isinstance(s["wall_time_s"], float) and s["wall_time_s"] > 0
     assert s["versions"]["attnflow"] == af.__version__
     assert {"python", "jax", "numpy"} <= set(s["versions"])
@@ -803,7 +805,8 @@ def test_beta_only_sweep_is_one_ensemble_equal_to_separate_runs(beta_sweep):
                 np.testing.assert_allclose(a[name], s[name], rtol=1e-12, atol=1e-12, err_msg=name)
         sa, ss = (json.loads((p / store.SUMMARY_FILE).read_text()) for p in (swept, single))
         assert sa["config"] == ss["config"]
-        for key in CONTRACT_KEYS - {"config", "wall_time_s", "versions"}:
+        assert sa["precision"] == ss["precision"]
+        for key in CONTRACT_KEYS - {"config", "precision", "wall_time_s", "versions"}:
             np.testing.assert_allclose(
                 np.asarray(sa[key], dtype=float), np.asarray(ss[key], dtype=float), rtol=1e-12, atol=1e-12, err_msg=key
             )
