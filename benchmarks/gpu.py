@@ -1,5 +1,7 @@
 """attnflow on one GPU: a GPU test subset, then the paper's whole Fig. 3 and Fig. 5 through the command line,
-against the authors' scheme in PyTorch on the same GPU.
+cold and warm, against the authors' scheme in PyTorch on the same GPU; the compilations of each figure (count and
+seconds, from its summary.json), Fig. 5's arithmetic rate against the device's float32 rate, the fused Pallas
+step against the XLA step, and CPU and GPU compared on one configuration.
 
     bash benchmarks/gpu.sh                  # on a GPU machine: sets up, then runs this (≈ 8 minutes)
     python benchmarks/gpu.py --quick        # anywhere: shrunk figures, to check the script itself
@@ -36,8 +38,17 @@ import baseline  # noqa: E402
 
 FIG3, FIG5 = "fig3-phase-diagram", "fig5-random-matrices"
 SAMPLE_STEPS = 30
-PARTS = ("tests", "baseline", "fig3", "fig5", "fig3-warm", "cell")
-TESTS = ["tests/particles/test_blocked.py", "tests/solvers/test_dense.py"]
+PARTS = ("tests", "baseline", "fig5", "fig5-warm", "fig3", "fig3-warm", "cell", "agree", "pallas")
+TESTS = [
+    "tests/particles/test_blocked.py",
+    "tests/solvers/test_dense.py",
+    "tests/solvers/test_device_loops.py",
+    "tests/solvers/test_pallas_step.py",
+    "tests/solvers/test_precision.py",
+    "tests/experiments/run/test_device_plan.py",
+]
+FLOAT32_RATE = 67e12
+"""The H200's dense float32 rate (flop/s, without tensor cores), against which Fig. 5's arithmetic is measured."""
 
 
 class Clock:
@@ -141,6 +152,91 @@ def baseline_fig5(torch, device, config, seeds: int) -> float:
 # -- the parts --------------------------------------------------------------------------------------
 
 
+def compilations(out: str) -> dict | None:
+    """The compilations a run recorded in its summary.json (``solvers/compilations.py``), None without one."""
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            return json.load(f).get("compilations")
+    except (OSError, ValueError):
+        return None
+
+
+def fig5_flop() -> float:
+    """Fig. 5's arithmetic: per member and RK4 stage the logits (x M) xᵀ and the values A (x V), n·d² + n²·d
+    multiply-adds each (QᵀK formed once per member), 4 stages per step, t1/dt steps."""
+    from attnflow.experiments.builtin import EXPERIMENTS
+    from attnflow.experiments.config import load_config
+
+    c = load_config(None, [], base=EXPERIMENTS[FIG5].defaults)
+    n, d = int(c.n), int(np.ravel(c.d)[0])
+    members = 4 * len(np.asarray(c.beta)) * int(c.seeds)
+    per_stage = 2 * 2 * (n * d * d + n * n * d)
+    return float(members * per_stage * 4 * round(c.t1 / c.dt))
+
+
+def agreement(cache: str, work: str, limit: float, log: str) -> list[tuple[str, str, str]]:
+    """The same configuration on the GPU and on the CPU (``JAX_PLATFORMS=cpu``): Fig. 3's d = 8 row at 256 seeds
+    (clustered fractions within 4 binomial standard errors) and 4 members' states at t = 3 in float32 (within
+    float32 rounding, 1e-5)."""
+    if limit < 30:
+        return [("CPU and GPU on the same configuration", "—", "skipped (no time left)")]
+    row = ["--set", "d=[8]", "--set", "seeds=256", "--no-plot"]
+    states = [
+        "--set",
+        "d=[8]",
+        "--set",
+        "seeds=4",
+        "--set",
+        "t1=3",
+        "--set",
+        "n_save=4",
+        "--set",
+        "beta=[1,4]",
+        "--set",
+        "save_states=yes",
+        "--no-plot",
+    ]
+    outs = {}
+    start = time.perf_counter()
+    for where in ("gpu", "cpu"):
+        env_cpu = where == "cpu"
+        for name, extra in (("row", row), ("states", states)):
+            out = os.path.join(work, f"agree-{name}-{where}")
+            env = dict(os.environ, ATTNFLOW_CACHE_DIR=cache + where, MPLBACKEND="Agg")
+            if env_cpu:
+                env["JAX_PLATFORMS"] = "cpu"
+            cli = [sys.executable, "-m", "attnflow.experiments.commands.cli", "run", FIG3, *extra, "--out", out]
+            _, outcome = run(
+                [*cli, "--overwrite", "--quiet"], max(1.0, limit - (time.perf_counter() - start)), log, env
+            )
+            if outcome != "ok":
+                return [("CPU and GPU on the same configuration", f"{time.perf_counter() - start:.0f} s", outcome)]
+            outs[name, where] = out
+    from attnflow import load
+
+    g, c = load(outs["row", "gpu"]), load(outs["row", "cpu"])
+    pg, pc = (r["clustered_fraction"] for r in (g, c))
+    pg, pc = (f.mean("seed").values if "seed" in f.dims else f.values for f in (pg, pc))
+    p = 0.5 * (pg + pc)
+    se = np.sqrt(np.maximum(p * (1 - p), 1e-12) / 256)
+    worst = float(np.nanmax(np.abs(pg - pc) / (se + 1e-12)))
+    xs_g, xs_c = load(outs["states", "gpu"])["xs"].values, load(outs["states", "cpu"])["xs"].values
+    gap = float(np.nanmax(np.abs(xs_g - xs_c)))
+    wall = f"{time.perf_counter() - start:.0f} s"
+    return [
+        (
+            "CPU and GPU: Fig. 3's d = 8 row at 256 seeds, clustered fractions",
+            wall,
+            f"largest gap {worst:.1f} binomial s.e. ({'ok' if worst <= 4 else 'DIFFERENT'})",
+        ),
+        (
+            "CPU and GPU: 4 members' float32 states at t = 3",
+            "",
+            f"largest gap {gap:.1e} ({'ok' if gap <= 1e-5 else 'DIFFERENT'})",
+        ),
+    ]
+
+
 def environment() -> dict:
     import jax
 
@@ -234,15 +330,49 @@ def main(argv=None) -> int:
             wall, outcome = attnflow(["run", name, *quick, *extra], cache, out, limit, log)
             rows.append((label, f"{wall:.1f} s", outcome))
             say(f"{label}: {wall:.1f} s, {outcome}")
+            compiled = compilations(out)
+            if compiled:
+                rows.append(
+                    (
+                        f"  its compilations ({compiled['cached']} loaded from the cache)",
+                        f"{compiled['seconds']:.1f} s",
+                        f"{compiled['compiled']} programs",
+                    )
+                )
+                say(
+                    f"  compilations: {compiled['compiled']} programs in {compiled['seconds']:.1f} s, {compiled['cached']} loaded"
+                )
+                slowest = sorted(compiled["by_program"].items(), key=lambda kv: -kv[1]["seconds"])[:4]
+                say("  slowest: " + ", ".join(f"{k} {v['compiled']}× {v['seconds']:.1f} s" for k, v in slowest))
             return wall if outcome == "ok" else None
 
-        cold3 = cold5 = warm3 = warm_cell = None
+        cold3 = cold5 = warm3 = warm5 = warm_cell = None
         cell = ["--set", "d=[2]", "--set", "seeds=2048"]
         for part in parts:
             if part == "fig3":
-                cold3 = figure(FIG3, "Fig. 3 whole, cold", min(240.0, clock.left() - 20.0))
+                cold3 = figure(FIG3, "Fig. 3 whole, cold", min(120.0, clock.left() - 20.0))
             elif part == "fig5":
-                cold5 = figure(FIG5, "Fig. 5 whole, cold", min(300.0, clock.left() - 20.0))
+                cold5 = figure(FIG5, "Fig. 5 whole, cold", min(150.0, clock.left() - 20.0))
+            elif part == "fig5-warm":
+                warm5 = figure(FIG5, "Fig. 5 whole, warm", min(100.0, clock.left() - 10.0))
+            elif part == "agree":
+                rows.extend(agreement(cache, work, min(90.0, clock.left() - 10.0), log))
+            elif part == "pallas":
+                limit = min(60.0, clock.left() - 5.0)
+                bench = [
+                    sys.executable,
+                    os.path.join(os.path.dirname(__file__), "pallas_step.py"),
+                    "--dtype",
+                    "float32",
+                ]
+                wall, outcome = run(bench, limit, log)
+                rows.append(
+                    (
+                        "fused Pallas RK4 step against XLA's (benchmarks/pallas_step.py, ratios in gpu.log)",
+                        f"{wall:.0f} s",
+                        outcome,
+                    )
+                )
             elif part == "fig3-warm":
                 warm3 = figure(FIG3, "Fig. 3 whole, warm", min(150.0, clock.left() - 10.0))
             elif part == "cell":
@@ -277,13 +407,25 @@ def main(argv=None) -> int:
                         f"{cell_base / warm_cell:.1f}×",
                     )
                 )
-        if base5 is not None and cold5 and not args.quick:
+        if base5 is not None and not args.quick:
             members5 = 4 * 90 * 1024
+            for label, wall in (("cold", cold5), ("warm", warm5)):
+                if wall:
+                    rows.append(
+                        (
+                            f"Fig. 5 whole {label} against the authors' scheme ({base5 * members5:.0f} s)",
+                            "",
+                            f"{base5 * members5 / wall:.1f}×",
+                        )
+                    )
+        if warm5 and not args.quick:
+            flop = fig5_flop()
+            rate = flop / warm5
             rows.append(
                 (
-                    f"Fig. 5 whole cold against the authors' scheme ({base5 * members5:.0f} s)",
+                    f"Fig. 5 warm: {flop:.2g} flop of attention products at {rate / 1e12:.1f} TFLOP/s",
                     "",
-                    f"{base5 * members5 / cold5:.1f}×",
+                    f"{FLOAT32_RATE / rate:.1f}× below the float32 rate ({FLOAT32_RATE / 1e12:.0f} TFLOP/s)",
                 )
             )
 
