@@ -387,9 +387,10 @@ def checks(result: RunResult) -> list[Check]:
                 out.append(
                     Check(
                         f"[MR] {label}: discontinuous, hysteresis (the sweep up stays ordered past σ_#)",
-                        "loop width > 3 × seed spread of the crossings",
-                        f"width {width:.3f} σ_#, spread {spread:.3f} σ_#",
-                        bool(width > 3.0 * spread and width > 0),
+                        # the width is the seeds' mean loop's: its uncertainty is the spread's standard error
+                        "loop width > 3 × the standard error of the seeds' crossings",
+                        f"width {width:.3f} σ_#, standard error {spread / np.sqrt(c.seeds):.3f} σ_#",
+                        bool(width > 3.0 * spread / np.sqrt(c.seeds) and width > 0),
                     )
                 )
     return out

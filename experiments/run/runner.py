@@ -2,8 +2,11 @@
 
 The members of a run are the Cartesian product of the configuration's ``d`` list, its ``beta``
 list and ``seeds`` initial conditions. Members that share d share a compiled, vmapped call
-(chunked to the ``memory_gb`` budget); the same seeds give the same initial conditions for
-every β, so differences across β are the dynamics', not the sampling's.
+(chunked to the ``memory_gb`` budget); the same seeds give the same initial conditions, and with
+``noise`` the same Brownian paths (``fields.brownian_keys``), for every β, so differences across β are
+the dynamics', not the sampling's. Nothing a member draws depends on its place among the calls, and
+every call runs the time loop chosen for all the members of its d, so the numbers of a run do not
+depend on how it is cut (``memory_gb``, progress).
 """
 
 from __future__ import annotations
