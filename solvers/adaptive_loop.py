@@ -1,7 +1,8 @@
 """The adaptive loops: diffrax's error-controlled solve vmapped over the members, in groups, or the queue.
 
 ``prepare`` picks the queue (``queue.py``: slots refilled as members finish) for large ensembles of an
-FSAL method on one CPU device, else diffrax's ``diffeqsolve`` vmapped over the members
+FSAL method on one CPU device (large as a whole: a call running part of one, ``simulate(ensemble=...)``,
+runs the queue as the whole would), else diffrax's ``diffeqsolve`` vmapped over the members
 (``run_adaptive``), in groups of members of like stiffness where that saves work (``grouping``).
 Neither raises inside the compiled loop: each member returns a status, checked by ``solve``.
 """
@@ -78,6 +79,7 @@ def queue_slots(solver, adaptive, jumps, group_size, members, shard) -> int | No
 
     It runs ensembles of more than 64 members on one CPU device with an FSAL method (tsit5,
     dopri5), without layer switches, unless ``group_size`` asks for diffrax's grouped solve.
+    ``members`` counts the whole ensemble (``Problem.ensemble``), also for a call that runs a part of it.
     """
     if (
         group_size is None
@@ -310,7 +312,8 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
             order=None,
             jumps=jnp.asarray(p.jumps, p.dtype) if len(p.jumps) else None,
         )
-    slots = queue_slots(p.solver, p.adaptive, p.jumps, p.group_size, p.members, p.shard)
+    # chosen for the whole ensemble: a part of it runs the queue as the whole does
+    slots = queue_slots(p.solver, p.adaptive, p.jumps, p.group_size, p.ensemble, p.shard)
     if slots:
         order = jnp.asarray(np.argsort(-np.asarray(hardness(p.field, p.axes, p.x0, p.t0)), kind="stable"))
         return solve_queue, dict(

@@ -3,7 +3,8 @@
 The run integrates t0 → ts[0], then between consecutive knots [ts..., t1] with equal substeps
 ≤ dt, saving at each knot. Layer switches (``Field.jump_times``) become knots too, saved and then
 dropped, so no step straddles one, and each step's field sees its own layer (``Clamped``). Noisy
-fields step by the Strang splitting of ``stochastic.py``, with a Brownian key per member and step.
+fields step by the Strang splitting of ``stochastic.py``, with a Brownian key per member and step
+(``stochastic.member_keys``).
 The members' bookkeeping (frozen when non-finite, stopped at consensus) is ``loop.py``'s.
 """
 
@@ -21,7 +22,7 @@ from . import fused_rk4, loop
 from .compiler import jit_with_options, loop_options
 from .methods import METHODS
 from .problem import Problem, check_steps
-from .stochastic import Strang, as_key
+from .stochastic import Strang, member_keys
 
 
 def knots(t0: float, t1: float, ts: np.ndarray, jumps: np.ndarray, dt: float):
@@ -56,7 +57,10 @@ def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
     if loop.fixed_trips(p.traced):  # loops of static length: for reverse mode, and on accelerators
         args.update(max_substeps=int(substeps.max()), select=not p.traced)
     if p.noisy:
-        args.update(method=Strang(method), key=as_key(p.key))
+        keys = member_keys(p.key, p.members)
+        if plan is not None and plan.members > p.members:  # the padding members (``sharding.place``) repeat the last
+            keys = keys[np.minimum(np.arange(plan.members), p.members - 1)]
+        args.update(method=Strang(method), keys=keys)
     return run, args
 
 
@@ -123,7 +127,7 @@ def run_fixed(
     method,
     knots,
     substeps,
-    key=None,
+    keys=None,
     clamp=False,
     max_substeps=None,
     select=False,
@@ -139,16 +143,14 @@ def run_fixed(
     Returns (saves, final states, steps, event times, last finite times). A member whose step
     produces a non-finite state is frozen at its last finite state, like a member stopped at
     consensus, and its last finite time recorded (inf for members that stay finite); the loop
-    ends when no member is left running. With ``key`` (noisy fields) each step also gets its
-    Brownian key: member m, step k draws from fold_in(fold_in(key, m), k), so no path is stored. With
+    ends when no member is left running. With ``keys`` (noisy fields: one Brownian key per member,
+    ``stochastic.member_keys``) member m's step k draws from fold_in(keys[m], k), so no path is stored. With
     ``fused`` (SA with kernel="pallas", ``fused_rk4.check``) each RK4 step is one Pallas kernel over blocks of
     members (``fused_rk4.py``), the same numbers to rounding.
     """
-    members = x0.shape[0]
-    stochastic = key is not None
+    stochastic = keys is not None
     step_axes = Clamped(axes, None, None) if clamp else axes
     if stochastic:
-        member_keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(members))
         step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))
         step_all = jax.vmap(method.step, in_axes=(step_axes, None, 0, None, 0))
     elif fused:  # SA is autonomous and has no layer switches: the kernel needs neither t nor a clamp
@@ -172,7 +174,7 @@ def run_fixed(
             j, x, ms, count = c
             t = ta + j * h
             if stochastic:
-                x_new = step_all(f, t, x, h, step_keys(member_keys, count))
+                x_new = step_all(f, t, x, h, step_keys(keys, count))
             else:
                 x_new = step_all(f, t, x, h)
             x_new = settle(x_new)

@@ -51,7 +51,8 @@ class Problem:
     x0 is (members, n, d) whatever the input's shape; ``batched`` says whether the caller gave an
     ensemble (the result then keeps its member axis). ``jumps`` are the layer switches in
     (t0, t1); ``save_fn`` is the save function as (t, x, field); ``states``: no save function was
-    given (the saves are the states); ``dense``: the run steps on the uniform grid.
+    given (the saves are the states); ``dense``: the run steps on the uniform grid; ``ensemble``: the
+    members of the whole ensemble this run is a part of, for which its loop is chosen (≥ ``members``).
     """
 
     field: Any
@@ -77,6 +78,7 @@ class Problem:
     group_size: Any
     shard: bool | None
     save_reads_time: bool
+    ensemble: int
     precision: str = "float32"
 
     @property
@@ -132,6 +134,7 @@ def describe(
     shard,
     save_reads_time,
     precision="float32",
+    ensemble=None,
 ) -> Problem:
     """``simulate``'s arguments checked, as a ``Problem`` (see ``simulate`` for their meaning)."""
     check_choice("solver", solver, SOLVERS)
@@ -195,6 +198,13 @@ def describe(
             "(e.g. beta values); they must match"
         )
     members = batch_x or batch_f or 1
+    if ensemble is not None:
+        ensemble = check_int("ensemble", ensemble, 1)
+        if ensemble < members:
+            raise ValueError(
+                f"ensemble = {ensemble} counts the members of the whole ensemble this run is a part of, "
+                f"at least its own {members}: give a number ≥ {members}, or None"
+            )
     field.check(n, d, dtype)
     ts = _save_times(ts, t0, t1)
     jumps = _jump_times(field, t0, t1)
@@ -226,6 +236,7 @@ def describe(
         shard=shard,
         save_reads_time=bool(save_reads_time),
         precision=precision,
+        ensemble=members if ensemble is None else ensemble,
     )
 
 

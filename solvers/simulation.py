@@ -78,6 +78,7 @@ def simulate(
     shard: bool | None = None,
     save_reads_time: bool = True,
     precision: str = "float32",
+    ensemble: int | None = None,
 ) -> Solution:
     """Integrate ẋ = field(t, x) on (S^{d-1})^n from x(t0) = x0 to t1.
 
@@ -133,9 +134,13 @@ def simulate(
                ``dtype`` (t + dt == t).
     progress   True (or a label to print) shows simulated time against t1 on stderr.
     dtype      "float32" or "float64"; default: x0's dtype (float64 for attnflow's samplers).
-    key        noisy fields (``particles.noise.Noisy``) only: the jax.random key (or int seed;
-               default 0) of the Brownian increments; member m draws from fold_in(key, m).
-               Noisy fields need a fixed-step solver and ``dt``: each step is the Strang
+    key        noisy fields (``particles.noise.Noisy``) only: the keys of the Brownian increments.
+               One jax.random key (or int seed; default 0) for the ensemble: member m draws from
+               fold_in(key, m). Or one key per member, a key array of shape (members,) (such as
+               ``jax.random.split(key, members)``): member m draws from key[m], whatever the other
+               members, so a caller that cuts an ensemble into calls keys each member by what it
+               is (attnflow's runner: by its seed) and gets the same paths for every cut. Member
+               m's step k draws from fold_in(its key, k). Noisy fields need a fixed-step solver and ``dt``: each step is the Strang
                splitting noise(dt/2) ∘ solver(dt) ∘ noise(dt/2) of ``solvers/stochastic.py``.
     dense      with "rk4": keep the steps on the uniform grid t0 + k·h (h ≤ dt) and obtain the
                saves by cubic Hermite interpolation between step ends (error O(h⁴), no extra
@@ -159,6 +164,12 @@ def simulate(
                function and the consensus test keep full precision. The time loops are traced
                under it, so each precision has its own compiled (and stored) program;
                ``Solution.precision`` states it ("float64" for a float64 run).
+    ensemble   the members of the whole ensemble this call is one part of (default: its own), for a
+               caller that cuts an ensemble into several calls: the time loop is chosen as for
+               that many members, so that every part runs the algorithm of the whole. It decides
+               between the queue and diffrax's vmapped solve for adaptive ensembles (``group_size``
+               above: the queue runs an ensemble of more than 64 members even in parts of fewer);
+               groups, which change no member's steps, are chosen per call.
 
     The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
     never recompile.
@@ -197,6 +208,7 @@ def simulate(
         shard=shard,
         save_reads_time=save_reads_time,
         precision=precision,
+        ensemble=ensemble,
     )
     # under an outer trace the caller's jit decides the layout
     plan = None if p.traced else _sharding.plan(p.shard, p.field, p.x0.shape[1], p.members, p.dtype)

@@ -32,10 +32,12 @@ d ≥ 3 (the geodesic walk's local weak error is O(τ²): E⟨x', x⟩ = E cos�
 (1 + O(σ⁴τ²))); weak min(2, p) for d = 2 with a drift method of order p, as Strang splitting of
 two exact flows is weak order 2.
 
-Brownian increments come from ``jax.random`` inside the compiled loop (no stored paths): member
-m of an ensemble draws from ``fold_in(key, m)``, its k-th step (counted from t0 over the whole
-run) from ``fold_in(fold_in(key, m), k)``, so a run is reproducible given its key and members
-are independent.
+Brownian increments come from ``jax.random`` inside the compiled loop (no stored paths). Each member
+has a key of its own, and its k-th step (counted from t0 over the whole run) draws from
+``fold_in(member_key, k)``. The member keys are given (one per member: a caller that cuts an ensemble
+into several calls keys each member by what it is, never by its place in a call, so that the paths do
+not depend on the cut) or made from one key: member m of the ensemble then has ``fold_in(key, m)``. A
+run is reproducible given its keys, and members with distinct keys are independent.
 """
 
 from __future__ import annotations
@@ -79,18 +81,41 @@ class Strang(eqx.Module):
         return brownian_step(x, scale * xi[1])
 
 
-def as_key(key):
-    """A typed PRNG key from None (key 0), an int seed in [0, 2**63 − 1], a typed key or a raw uint32
-    key (PRNGKey)."""
-    if key is None:
-        return jax.random.key(0)
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.key(check_seed(key))
+def member_keys(key, members: int) -> jax.Array:
+    """The Brownian keys of ``members`` members, a typed key array of shape (members,).
+
+    ``key`` is one key for the ensemble (None: key 0; an int seed in [0, 2**63 − 1], a typed key or a raw
+    uint32 key (PRNGKey)), member m then keyed by ``fold_in(key, m)``; or one key per member: a typed key
+    array of shape (members,) or raw uint32 keys of shape (members, 2), taken as they are.
+    """
     if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise ValueError(f"key must be a single PRNG key, got a key array of shape {key.shape}")
-        return key
-    arr = np.asarray(key) if not isinstance(key, jax.Array) else key
-    if arr.shape == (2,) and arr.dtype == np.uint32:
-        return jax.random.wrap_key_data(jnp.asarray(arr))
-    raise ValueError(f"key must be an int seed or a jax.random key, got {key!r}")
+        if key.shape == ():
+            return _folded(key, members)
+        if key.shape == (members,):
+            return key
+        raise ValueError(_shape_message(key.shape, members))
+    if key is None or (isinstance(key, (int, np.integer)) and not isinstance(key, bool)):
+        return _folded(jax.random.key(0 if key is None else check_seed(key)), members)
+    arr = key if isinstance(key, jax.Array) else np.asarray(key) if isinstance(key, (np.ndarray, list, tuple)) else None
+    if arr is not None and arr.dtype == np.uint32 and arr.ndim in (1, 2) and arr.shape[-1] == 2:
+        if arr.ndim == 1:
+            return _folded(jax.random.wrap_key_data(jnp.asarray(arr)), members)
+        if arr.shape[0] == members:
+            return jax.vmap(jax.random.wrap_key_data)(jnp.asarray(arr))
+        raise ValueError(_shape_message(arr.shape[:1], members))
+    raise ValueError(
+        f"key must be an int seed, a jax.random key, or one key per member (a key array of shape ({members},)), "
+        f"got {key!r}"
+    )
+
+
+def _folded(key, members: int) -> jax.Array:
+    """Member m's key ``fold_in(key, m)`` for m < ``members``."""
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(members, dtype=jnp.uint32))
+
+
+def _shape_message(shape, members: int) -> str:
+    return (
+        f"key holds {shape[0]} keys (shape {tuple(shape)}) but the run has {members} member"
+        f"{'s' if members != 1 else ''}: give one key for the ensemble, or one per member"
+    )

@@ -38,6 +38,23 @@ def _member_keys(seeds: np.ndarray):
     return jax.vmap(jax.random.key)(jnp.asarray(seeds))
 
 
+BROWNIAN_STREAM = 0x42726F77
+"""Folded into a member's seed key for its Brownian path: a stream apart from its initial conditions' (the seed's
+key itself) and its weights' (the seed's key, folded with the layer's index for layer-wise weights)."""
+
+
+def brownian_keys(seeds) -> jax.Array:
+    """The Brownian keys of members with ``seeds`` (their seeds, config.seed + s): ``fold_in(key(seed),
+    BROWNIAN_STREAM)``, one per member (``simulate(key=...)`` takes them as they are).
+
+    A member's noise is keyed by its seed alone, as its initial conditions are: the same for every β and d,
+    and whatever the member's place among the compiled calls of a run (``memory_gb``, progress), so that a
+    noisy run is the same for every chunking, the member labelled seed s is the run of ``seed = s, seeds = 1``,
+    and a sweep's grid points are the same merged into one ensemble or run alone.
+    """
+    return jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), BROWNIAN_STREAM))(jnp.asarray(seeds))
+
+
 def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
     """The attention term: the model (``particles.models.MODELS``) with its options, heads, weights (random,
     V = −I, per layer). The configuration's rules have refused every key the model does not take."""
@@ -162,7 +179,7 @@ def simulate_arguments(
 
     dt is passed to fixed-step solvers, and to adaptive ones as their first step when it is set
     (dt > 0); a run stopping at consensus stops at δ/2, which leaves its final state unambiguously one
-    cluster at δ. ``key``: the Brownian key of a noisy run. ``method_only`` keeps the integration
+    cluster at δ. ``key``: the Brownian keys of a noisy run's members (``brownian_keys``). ``method_only`` keeps the integration
     method alone (solver, dt, tolerances, max_steps), for particles that are not the configuration's
     ensemble: they keep the dtype they are given (and full-precision products), are saved where asked only
     and run to the end.

@@ -2,8 +2,11 @@
 
 The members of a run are the Cartesian product of the configuration's ``d`` list, its ``beta``
 list and ``seeds`` initial conditions. Members that share d share a compiled, vmapped call
-(chunked to the ``memory_gb`` budget); the same seeds give the same initial conditions for
-every β, so differences across β are the dynamics', not the sampling's.
+(chunked to the ``memory_gb`` budget); the same seeds give the same initial conditions, and with
+``noise`` the same Brownian paths (``fields.brownian_keys``), for every β, so differences across β are
+the dynamics', not the sampling's. Nothing a member draws depends on its place among the calls, and
+every call runs the time loop chosen for all the members of its d, so the numbers of a run do not
+depend on how it is cut (``memory_gb``, progress).
 """
 
 from __future__ import annotations
@@ -375,14 +378,21 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
             label = f"d={d}" if nd > 1 else "simulate"
             if members_per_d > chunk:
                 label += f" [{lo // chunk + 1}/{-(-members_per_d // chunk)}]"
-            # Brownian paths of noisy runs: one key per chunk from the run's seed
-            key = jax.random.fold_in(jax.random.key(config.seed), lo) if config.noise > 0 else None
+            # Brownian paths of noisy runs: each member's from its seed, never from its place in the call
+            key = fields.brownian_keys(seed_members[idx]) if config.noise > 0 else None
             arguments = fields.simulate_arguments(
                 config, ts, progress=label if show and meter is None else False, key=key
             )
             try:
+                # every call runs the time loop chosen for all the members of d (progress never changes it)
                 sol = simulate(
-                    field, x0[idx % seeds], config.t1, save=stats_fn, save_reads_time="attention" in groups, **arguments
+                    field,
+                    x0[idx % seeds],
+                    config.t1,
+                    save=stats_fn,
+                    save_reads_time="attention" in groups,
+                    ensemble=members_per_d,
+                    **arguments,
                 )
             except NonFiniteError as err:
                 # the other members go on; the error is raised with every member's statistics at the end

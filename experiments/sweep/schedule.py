@@ -24,7 +24,8 @@ from . import executors
 from .executors import Task
 
 NEUTRAL_KEYS = ("progress", "memory_gb")
-"""Keys that change how a run is shown or chunked, not its results: a resumed sweep ignores them."""
+"""Keys that change how a run is shown or cut into compiled calls, not its results (a noisy member's path is
+keyed by its seed, the adaptive loop chosen for the whole ensemble): a resumed sweep ignores them."""
 
 
 def split(result: runner.RunResult, configs: list[Config]) -> list[runner.RunResult]:

@@ -168,6 +168,28 @@ def test_keys_make_runs_reproducible_and_members_independent():
 
 
 @pytest.mark.slow
+def test_per_member_keys_make_each_member_its_own_whatever_the_ensemble():
+    # one key per member (shape (members,)): member m draws from key[m] alone, so any cut of the ensemble into
+    # calls gives every member the same path, bitwise; one key for the ensemble is fold_in(key, m) per member
+    field = Noisy(af.SA(1.0), 0.5)
+    x0 = af.init.uniform(jax.random.key(9), 5, 3, batch=4)
+    keys = jax.random.split(jax.random.key(3), 4)
+    run = lambda x, key: np.asarray(af.simulate(field, x, 0.6, solver="rk4", dt=0.1, key=key).x_final)  # noqa: E731
+    whole = run(x0, keys)
+    np.testing.assert_array_equal(np.concatenate([run(x0[:1], keys[:1]), run(x0[1:], keys[1:])]), whole)
+    np.testing.assert_array_equal(run(x0[2:0:-1], keys[2:0:-1]), whole[2:0:-1])  # reordered members too
+    folded = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(3), jnp.arange(4, dtype=jnp.uint32))
+    np.testing.assert_array_equal(run(x0, folded), run(x0, jax.random.key(3)))
+    raw = jax.random.key_data(keys)  # raw uint32 keys (members, 2) are the same keys
+    np.testing.assert_array_equal(run(x0, np.asarray(raw)), whole)
+    assert float(np.max(np.abs(whole - run(x0, jax.random.split(jax.random.key(4), 4))))) > 1e-3
+    with pytest.raises(ValueError, match=r"key holds 3 keys \(shape \(3,\)\) but the run has 4 members"):
+        run(x0, keys[:3])
+    with pytest.raises(ValueError, match=r"key holds 3 keys \(shape \(3,\)\) but the run has 4 members"):
+        run(x0, np.asarray(raw)[:3])
+
+
+@pytest.mark.slow
 def test_noise_composes_with_sums_and_ensembles():
     sa, usa = af.SA(1.0), af.USA(0.5)
     assert noise_sigma(sa) is None

@@ -27,6 +27,23 @@ def test_the_queue_runs_large_adaptive_ensembles_only():
     assert adaptive_loop.queue_slots("tsit5", False, jumps, None, MEMBERS, None) is None
 
 
+@pytest.mark.slow
+def test_a_part_of_a_large_ensemble_runs_the_queue_as_the_whole_does():
+    # ``ensemble``: the members of the whole of which a call is a part; the loop is chosen for it, so parts
+    # of 40 members (fewer than 64, which alone would run diffrax's vmapped solve) take the queue's steps
+    beta, x0 = _ensemble()
+    run = lambda lo, hi, **kw: af.simulate(af.SA(beta[lo:hi]), x0[lo:hi], 3.0, ts=np.linspace(0, 3, 4), **kw)  # noqa: E731
+    whole = run(0, MEMBERS)
+    parts = [run(lo, lo + 40, ensemble=MEMBERS) for lo in (0, 40)]
+    np.testing.assert_array_equal(np.concatenate([np.asarray(p.steps) for p in parts]), whole.steps)
+    xs = np.concatenate([np.asarray(p.xs) for p in parts])
+    np.testing.assert_allclose(xs, whole.xs, rtol=0, atol=1e-11)  # the queue's, to rounding
+    alone = run(0, 40)  # without it: diffrax's solve, whose step counts differ
+    assert np.any(np.asarray(alone.steps) != np.asarray(whole.steps)[:40])
+    with pytest.raises(ValueError, match="ensemble = 30 counts the members of the whole ensemble"):
+        run(0, 40, ensemble=30)
+
+
 def _ensemble(n=6, d=3):
     beta = jnp.linspace(0.5, 6.0, MEMBERS)
     x0 = np.array(af.init.uniform(3, n, d, batch=MEMBERS))
