@@ -62,3 +62,24 @@ def test_accelerators_take_the_static_selected_form(monkeypatch):
         seen.clear()
         af.simulate(field, x0, 1.3, ts=jnp.linspace(0.0, 1.3, 4), solver="rk4", dt=0.13, dense=dense)
         assert seen and all(most is not None and select for most, select in seen)
+
+
+@pytest.mark.parametrize("on_angles", [True, False], ids=["circle", "sa-d3"])
+def test_rk4_stages_in_a_loop_give_the_same_bits(monkeypatch, on_angles):
+    """The grid's RK4 with its three stages in a loop (``dense.stage_loop``: fields on angles, accelerators) takes
+    the same arithmetic in the same order as written out."""
+    from attnflow.solvers import dense
+
+    beta = jnp.asarray([0.7, 3.0, 9.0])
+    if on_angles:
+        field = af.Circle(beta)
+        x0 = af.to_angles(af.init.uniform(5, n=9, d=2, batch=3))
+    else:
+        field = af.SA(beta)
+        x0 = af.init.uniform(5, n=9, d=3, batch=3)
+    args = dict(ts=jnp.linspace(0.0, 4.0, 9), solver="rk4", dt=0.2, dense=True, dtype="float32")
+    assert dense.stage_loop(field) == on_angles
+    a = af.simulate(field, x0, 4.0, **args)
+    monkeypatch.setattr(dense, "stage_loop", lambda f: not on_angles)
+    b = af.simulate(field, x0, 4.0, **args)
+    np.testing.assert_array_equal(np.asarray(a.xs), np.asarray(b.xs))
