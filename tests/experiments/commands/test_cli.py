@@ -47,6 +47,7 @@ CONTRACT_KEYS = {
     "precision",
     "wall_time_s",
     "versions",
+    "compilations",
 }
 
 
@@ -213,6 +214,11 @@ def test_json_stdout_is_exactly_the_contract_object(json_run):
     assert isinstance(s["wall_time_s"], float) and s["wall_time_s"] > 0
     assert s["versions"]["attnflow"] == af.__version__
     assert {"python", "jax", "numpy"} <= set(s["versions"])
+    # the compilations by program add up to the totals (tests/solvers/test_compilations.py counts them)
+    c = s["compilations"]
+    assert c["compiled"] == sum(p["compiled"] for p in c["by_program"].values())
+    assert c["cached"] == sum(p["cached"] for p in c["by_program"].values())
+    assert abs(c["seconds"] - sum(p["seconds"] for p in c["by_program"].values())) < 0.01
 
 
 def test_json_config_is_the_resolved_config(json_run):
