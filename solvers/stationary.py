@@ -170,6 +170,10 @@ class StationaryCircle(eqx.Module):
             and np.max(weight[tail]) <= 1e-13 * max(float(np.max(weight[~tail], initial=0.0)), 1e-300)
         )
 
+    def motion(self, a, p: float) -> None:
+        """None: every solution is at rest, a stationary density with zero flux (the module docstring)."""
+        return None
+
     def stability(self, a, p: float):
         """(eigenvalues of the linearized equation, unstable, zero modes) at the density of a."""
         J, G = self.linearization(a, p)
