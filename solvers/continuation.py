@@ -316,7 +316,9 @@ def continuation(
         z, A, _ = got
         moving = system.motion(z[:-1], float(z[-1]))
         if moving is not None:
-            raise ContinuationError(f"the guess converges at p = {p0:g} to {moving[1]}: continuation follows rest points")
+            raise ContinuationError(
+                f"the guess converges at p = {p0:g} to {moving[1]}: continuation follows rest points"
+            )
         seed = np.zeros(z.size)
         seed[-1] = float(direction)
         t = _tangent(A, seed)
@@ -422,7 +424,18 @@ def continuation(
     U = np.array([pt[:-1] for pt in points])
     measure = np.array([float(system.measure(u, float(p))) for u, p in zip(U, P)])
     return Branch(
-        system, P, U, measure, np.array(unstable), eigenvalues, folds, branch_points, changes, ended, relative, rotation_rate
+        system,
+        P,
+        U,
+        measure,
+        np.array(unstable),
+        eigenvalues,
+        folds,
+        branch_points,
+        changes,
+        ended,
+        relative,
+        rotation_rate,
     )
 
 
