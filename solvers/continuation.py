@@ -317,7 +317,7 @@ def continuation(
         moving = system.motion(z[:-1], float(z[-1]))
         if moving is not None:
             raise ContinuationError(
-                f"the guess converges at p = {p0:g} to {moving[1]}: continuation follows rest points"
+                f"the guess at p = {p0:g} converges to a solution that is {moving[1]}: continuation follows rest points"
             )
         seed = np.zeros(z.size)
         seed[-1] = float(direction)
