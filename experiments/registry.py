@@ -19,7 +19,7 @@ from .config import Config, ConfigError
 from .run import plan, preflight, runner
 from .run.runner import RunResult
 
-__all__ = ["Check", "Experiment", "EXPERIMENTS", "MODEL_KEYS", "register", "get", "changed_model_keys"]
+__all__ = ["Check", "Experiment", "EXPERIMENTS", "register", "get", "changed_model_keys"]
 
 Figures = dict[str, Callable[..., object]]
 """An experiment's figures: name → a function that draws it into the path it is given (its other parameters,
@@ -141,6 +141,17 @@ class Experiment:
                 '"no" would not write (attnflow plot could not draw them again): leave it at "auto" or set "yes"'
             )
 
+    def theory_checks(self, result: RunResult) -> list[Check]:
+        """The run's theory checks (``checks``), each reported as not applicable (``Check.not_applicable``) where the
+        run sets a model key away from this experiment's own model (``changed_model_keys``): they hold for it only.
+        A configuration of one's own (``simulate``, a TOML file of a model of one's own) has none to judge."""
+        checks = self.checks(result)
+        changed = changed_model_keys(result.config, self) if self.name in EXPERIMENTS else []
+        if not changed:
+            return checks
+        why = f"not applicable: the theory is of {self.name}'s own model, and this run sets {', '.join(changed)}"
+        return [Check.not_applicable(c.name, c.expected, why) for c in checks]
+
     def statistics_groups(self, config) -> tuple[str, ...]:
         """The groups of statistics a run of ``config`` computes: its ``statistics`` key and what this
         experiment's figures and checks read."""
@@ -178,18 +189,15 @@ def get(name: str) -> Experiment:
     return EXPERIMENTS[name]
 
 
-# keys that change the dynamics itself: an experiment's theory checks hold for its own model only
-MODEL_KEYS = ("model", "heads", "mask", "norm", "weights", "value", "layer_tau", "weights_file", "ff_width", "noise")
-
-
 def changed_model_keys(config, experiment: Experiment) -> list[str]:
-    """The model keys whose values differ from the experiment's (so its theory checks do not apply)."""
+    """The model keys (``config.keys.model_keys``: every key declared to change the model) whose values differ
+    from the experiment's, so that its theory checks, which hold for its own model, do not apply."""
     from .config import KEYS
+    from .config.keys import model_keys
 
     out = []
-    for key in MODEL_KEYS:
-        if key in KEYS:
-            expected = KEYS[key].coerce(experiment.defaults[key]) if key in experiment.defaults else KEYS[key].default
-            if config[key] != expected:
-                out.append(f"{key} = {config[key]!r}")
+    for key in model_keys():
+        expected = KEYS[key].coerce(experiment.defaults[key]) if key in experiment.defaults else KEYS[key].default
+        if config[key] != expected:
+            out.append(f"{key} = {config[key]!r}")
     return out

@@ -21,26 +21,7 @@ from .hardmax import Hardmax
 from .linear import LeastSquaresAttention, LinearAttention
 from .sinkhorn import Sinkhorn
 
-__all__ = ["MODELS", "MODEL_KEYS", "Model", "names", "query_key_product"]
-
-MODEL_KEYS = (
-    "heads",
-    "mask",
-    "positional",
-    "alibi_slope",
-    "weights",
-    "value",
-    "layer_tau",
-    "weights_file",
-    "ff_width",
-    "sinkhorn_tol",
-    "alpha",
-    "linear_normalize",
-    "linear_feature",
-)
-"""The configuration keys whose meaning depends on the attention model. A model honours those in its
-``takes``; a configuration that sets another one away from its default is refused, naming the model and
-the keys it takes (``experiments/config/rules.check_model_keys``)."""
+__all__ = ["MODELS", "Model", "names", "query_key_product"]
 
 _WEIGHTS = ("weights", "value")  # Q, K, V drawn per member (or V = −I): every model has Q, K, V
 _LAYERS = ("layer_tau", "weights_file")  # weights per layer: ``LayerWise`` around an ``Attention``
@@ -55,8 +36,11 @@ class Model:
     build        ``build(beta, Q=None, K=None, V=None, **options)``: the attention term of one layer, with
                  the model's ``options`` as keywords (configuration keys of the same names)
     options      the configuration keys ``build`` takes as keywords
-    takes        every key of :data:`MODEL_KEYS` the model honours: its options, and the keys that the
-                 configuration applies around it (heads, random or layer-wise weights, a feed-forward term)
+    takes        the configuration's model keys (declared with ``model=True`` in experiments/config/keys.py,
+                 which checks that every name here is one) that the model honours: its options, and the keys
+                 that the configuration applies around it (heads, random or layer-wise weights, a feed-forward
+                 term); a configuration setting a model key that some models take and this one does not is
+                 refused, naming the model and the keys it takes (``experiments/config/rules.check_model_keys``)
     temperature  whether it has an inverse temperature β (linear, least-squares and hardmax attention do not)
     signed_beta  whether β < 0 is defined (the softmax subtracts the row maximum)
     circle       whether ``Circle``, the angle form on the circle, expresses it (d = 2, plain weights)
@@ -76,9 +60,6 @@ class Model:
     bilinear: bool = False
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.takes) - set(MODEL_KEYS))
-        if unknown:
-            raise ValueError(f"model {self.name!r} takes {', '.join(unknown)}, which are not in MODEL_KEYS")
         object.__setattr__(self, "takes", frozenset(self.takes) | frozenset(self.options))
 
     def make(self, beta=1.0, Q=None, K=None, V=None, options: Mapping | None = None) -> Field:

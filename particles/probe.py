@@ -25,9 +25,10 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import logsumexp
 from jaxtyping import Array, Float
 
-from .energy import energy, log_energy
+from .energy import energy
 from .observables import inner_product_histogram, pair_summary
 from .sphere import pairwise_gaps
 
@@ -45,6 +46,7 @@ __all__ = [
     "layer_metrics",
     "layers_metrics",
     "energy_excess",
+    "log_pair_energy",
     "energy_trend",
     "first_token_attention",
     "sink_rate",
@@ -179,22 +181,39 @@ def knn_overlap(a, b) -> Array:
     return jnp.mean(shared, axis=-1) / k
 
 
+def _off_diagonal(n: int):
+    return ~jnp.eye(n, dtype=bool)
+
+
 def energy_excess(x: Float[Array, "... n d"], beta) -> Float[Array, ...]:
-    """E_β − 1/(2β) = (1/(2β n²)) Σ_ij (e^{β⟨x_i, x_j⟩} − 1): E_β less a constant of the layers, so with the
-    same increments, summed with expm1 so that it keeps its digits at small β, where E_β ≈ 1/(2β) swamps
-    the pairs (at β = 1e-14, E_β ≈ 5e13 and its changes from layer to layer are below rounding). It tends
-    to half the mean of ⟨x_i, x_j⟩ over all pairs (i = j included) as β → 0, and overflows with E_β beyond
-    β ≈ 709 in float64 (``log_energy`` then)."""
+    """(1/(2β n²)) Σ_{i≠j} (e^{β⟨x_i, x_j⟩} − 1) = E_β − (n e^β + n(n − 1))/(2β n²) for unit tokens: E_β less a
+    constant of the layers, so with the same increments, which keeps its digits at every β below overflow. The
+    −1 (summed with expm1) keeps them at small β, where E_β ≈ 1/(2β) swamps the pairs (at β = 1e-14, E_β ≈ 5e13
+    and its changes from layer to layer are below rounding); leaving out the self-interactions e^β keeps them at
+    large β, where those swamp every pair but the closest (at β = 800, e^{β(⟨x_i,x_j⟩ − 1)} < 1e-16 for
+    ⟨x_i,x_j⟩ < 0.95). It tends to (1/(2n²)) Σ_{i≠j} ⟨x_i, x_j⟩ as β → 0, and overflows once β max⟨x_i, x_j⟩ ≳ 709
+    in float64 (``log_pair_energy`` then)."""
     beta = jnp.asarray(beta)
+    n = x.shape[-2]
     g = jnp.einsum("...id,...jd->...ij", x, x)
-    return jnp.mean(jnp.expm1(beta * g), axis=(-2, -1)) / (2.0 * beta)
+    return jnp.sum(jnp.where(_off_diagonal(n), jnp.expm1(beta * g), 0.0), axis=(-2, -1)) / (2.0 * beta * n * n)
+
+
+def log_pair_energy(x: Float[Array, "... n d"], beta) -> Float[Array, ...]:
+    """log((1/(2β n²)) Σ_{i≠j} e^{β⟨x_i, x_j⟩}) = log(E_β − n e^β/(2β n²)) for unit tokens: the log of E_β less its
+    self-interactions, an increasing function of E_β, finite at every β > 0 (a log-sum-exp over the pairs i ≠ j)."""
+    beta = jnp.asarray(beta)
+    n = x.shape[-2]
+    g = jnp.einsum("...id,...jd->...ij", x, x)
+    logits = jnp.where(_off_diagonal(n), beta * g, -jnp.inf)
+    return logsumexp(logits, axis=(-2, -1)) - jnp.log(2.0 * beta * n * n)
 
 
 @partial(jax.jit, static_argnames=("k", "bins"))
 def layer_metrics(x: Float[Array, "P n d"], beta, delta, *, k: int, bins: int) -> dict[str, Array]:
     """Every per-layer statistic of one layer's unit tokens x (prompts, n, d), per prompt: ``histogram``
     (P, bins), ``mean_inner_product``, ``clustered_fraction``, ``n_clusters`` (``pair_summary`` at δ),
-    ``energy`` (E_β), ``energy_excess`` and ``log_energy`` (its trend, kept at every β), ``effective_rank``
+    ``energy`` (E_β), ``energy_excess`` and ``log_pair_energy`` (its trend, kept at every β), ``effective_rank``
     (P,), ``twonn_ratios`` (P, n) and ``neighbours`` (P, n, k)."""
     pairs = pair_summary(x, delta)
     return {
@@ -204,7 +223,7 @@ def layer_metrics(x: Float[Array, "P n d"], beta, delta, *, k: int, bins: int) -
         "n_clusters": pairs["n_clusters"],
         "energy": energy(x, beta),
         "energy_excess": energy_excess(x, beta),
-        "log_energy": log_energy(x, beta),
+        "log_pair_energy": log_pair_energy(x, beta),
         "effective_rank": effective_rank(x),
         "twonn_ratios": twonn_ratios(x),
         "neighbours": nearest_neighbours(x, k),
@@ -221,7 +240,7 @@ def layers_metrics(x: Float[Array, "L P n d"], beta, delta, *, k: int, bins: int
 def energy_trend(values, rtol: float = 1e-9) -> dict:
     """Whether E_β, ``values`` (layers, prompts), never decreases from one layer to the next, as along the
     gradient flow (SA and USA with V = I climb E_β, docs/model.md §1.3). ``values`` may be any increasing
-    function of E_β with its digits kept (``energy_excess``, ``log_energy``: ``trend_values`` picks one).
+    function of E_β with its digits kept (``energy_excess``, ``log_pair_energy``: ``trend_values`` picks one).
 
     An increment counts as a decrease when it is below −rtol·|E_β| (rounding of the sums otherwise reads as a
     decrease when the energy has stopped moving). Returns ``increments`` (layers − 1, prompts), ``monotone``
@@ -246,11 +265,11 @@ def energy_trend(values, rtol: float = 1e-9) -> dict:
 
 def trend_values(metrics: dict) -> tuple[str, np.ndarray]:
     """The increasing function of E_β whose trend ``energy_trend`` decides, from ``layer_metrics``'s values:
-    ``energy_excess`` while it is finite (it keeps its digits at every β below overflow), else ``log_energy``."""
+    ``energy_excess`` while it is finite (it keeps its digits at every β below overflow), else ``log_pair_energy``."""
     excess = np.asarray(metrics["energy_excess"], dtype=np.float64)
     if np.all(np.isfinite(excess)):
         return "energy_excess", excess
-    return "log_energy", np.asarray(metrics["log_energy"], dtype=np.float64)
+    return "log_pair_energy", np.asarray(metrics["log_pair_energy"], dtype=np.float64)
 
 
 def check_attention(attention, blocks: int, prompts: int | None, tokens: int, label: str = "attention") -> np.ndarray:

@@ -7,6 +7,9 @@ A *system* is a family of equations F(u, p) = 0 for unknowns u ∈ R^N and one p
     start(guess, p)  the unknowns of a guess given in the system's own terms (a configuration, a density)
     stability(u, p)  (eigenvalues, unstable, zero_modes) of the physical linearization at the solution
     state(u, p)      the solution in the system's own terms, and ``measure(u, p)``, a number to plot it by
+    motion(u, p)     None where the solution is at rest; else (its rate, in words): a solution of F = 0 that still
+                     moves, such as a relative equilibrium of a field that commutes with rotations without
+                     descending an energy (``RestPoints.motion``)
 
 ``RestPoints`` (rest points of a particle field, solvers/rest_points.py) and ``StationaryCircle`` (stationary
 densities of the noisy mean field on the circle, solvers/stationary.py) are the two systems of attnflow.
@@ -17,7 +20,8 @@ tᵀ(z − z − ds·t) = 0 by Newton, so the branch is followed through folds w
 the tangent is the solution of [F_u F_p; tᵀ] t' = (0, 1), normalized (it keeps the orientation). The step ds
 grows by 1.3 after an easy correction (≤ 3 Newton steps), halves after a failed one, and the branch ends when
 ds falls below ``ds_min``, p leaves ``p_range``, the system says a solution is outside its domain, or after
-``max_points``.
+``max_points``. A point is accepted only where the system says it is at rest (``motion``): where the branch turns
+into relative equilibria it ends, saying so with their rotation rate (``Branch.ended``, ``Branch.rotation_rate``).
 
 Special points, each located on the branch by the Illinois variant of regula falsi on the arclength from the
 last point, to ``locate_tol``:
@@ -57,6 +61,7 @@ class System(Protocol):
     def state(self, u, p: float, /) -> Any: ...
     def measure(self, u, p: float, /) -> float: ...
     def valid(self, u, p: float, /) -> bool: ...
+    def motion(self, u, p: float, /) -> tuple[float, str] | None: ...
 
 
 class ContinuationError(RuntimeError):
@@ -65,7 +70,8 @@ class ContinuationError(RuntimeError):
 
 @dataclass(frozen=True)
 class SpecialPoint:
-    """A special point of a branch: kind ("fold", "branch", or "hopf"/"real" for other stability changes), p, u, its
+    """A special point of a branch: kind ("fold", "branch", "hopf"/"real" for other stability changes, or "relative"
+    for the solution that is not at rest where a branch ends), p, u, its
     index among the branch's points (folds and branch points are inserted there), the multiplicity of the crossing
     (branch points), the branch's tangent there and the measure (the system's number for plots)."""
 
@@ -82,7 +88,9 @@ class SpecialPoint:
 class Branch:
     """A continued branch: its points (p (M,), u (M, N), ``measure`` (M,)), their physical stability
     (``unstable`` (M,) counts, ``eigenvalues``: a list of arrays, largest real part first), the special points
-    (``folds``, ``branch_points``, ``stability_changes``), and why it ``ended``."""
+    (``folds``, ``branch_points``, ``stability_changes``), and why it ``ended``. Where it ended because its next
+    solution was not at rest (``motion``: a relative equilibrium), ``relative_equilibrium`` is that solution (a
+    ``SpecialPoint`` of kind "relative", not among the points) and ``rotation_rate`` the rate at which it moves."""
 
     system: System
     p: np.ndarray
@@ -94,6 +102,8 @@ class Branch:
     branch_points: list = field(default_factory=list)
     stability_changes: list = field(default_factory=list)
     ended: str = ""
+    relative_equilibrium: SpecialPoint | None = None
+    rotation_rate: float | None = None
 
     @property
     def stable(self) -> np.ndarray:
@@ -304,6 +314,11 @@ def continuation(
         if got is None:
             raise ContinuationError(f"the guess does not converge to a solution at p = {p0:g}")
         z, A, _ = got
+        moving = system.motion(z[:-1], float(z[-1]))
+        if moving is not None:
+            raise ContinuationError(
+                f"the guess at p = {p0:g} converges to a solution that is {moving[1]}: continuation follows rest points"
+            )
         seed = np.zeros(z.size)
         seed[-1] = float(direction)
         t = _tangent(A, seed)
@@ -320,6 +335,7 @@ def continuation(
 
     record(z)
     ended = f"max_points = {max_points} reached"
+    rotation_rate, relative = None, None
     step = ds
     while len(points) < max_points:
         got = _correct(system, z + step * t, t, tol, max_newton)
@@ -334,6 +350,16 @@ def continuation(
                 break
             continue
         z_new, A_new, iterations = got
+        moving = system.motion(z_new[:-1], float(z_new[-1]))
+        if moving is not None:
+            rotation_rate = float(moving[0])
+            u_new, p_new = z_new[:-1], float(z_new[-1])
+            relative = SpecialPoint("relative", p_new, u_new, len(points), 1, t, float(system.measure(u_new, p_new)))
+            ended = (
+                f"the branch turns into relative equilibria after p = {z[-1]:.6g}: at p = {z_new[-1]:.6g} the solution "
+                f"is {moving[1]}"
+            )
+            break
         t_new = _tangent(A_new, t)
         if t_new is None:
             step *= 0.5
@@ -397,7 +423,20 @@ def continuation(
     P = np.array([pt[-1] for pt in points])
     U = np.array([pt[:-1] for pt in points])
     measure = np.array([float(system.measure(u, float(p))) for u, p in zip(U, P)])
-    return Branch(system, P, U, measure, np.array(unstable), eigenvalues, folds, branch_points, changes, ended)
+    return Branch(
+        system,
+        P,
+        U,
+        measure,
+        np.array(unstable),
+        eigenvalues,
+        folds,
+        branch_points,
+        changes,
+        ended,
+        relative,
+        rotation_rate,
+    )
 
 
 def _complex_crossing(before: np.ndarray, after: np.ndarray) -> bool:

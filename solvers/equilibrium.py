@@ -30,8 +30,9 @@ V = −QᵀK). Whether a field is one of these is tested, not assumed: its veloc
 must equal c·grad E_β (round) or c·grad_i E_β / Z_i (attention metric) for one constant c, with E_β built
 from the field's own ``kernel_logits``. Then the Riemannian Hessian of E_β at the rest point is computed
 independently (the Hessian of E_β∘retraction, exact at a critical point), and the Morse index is that of
-the potential the flow descends: the number of directions in which a climbing flow raises E_β. By
-Sylvester's law it equals ``unstable``, since J = W⁻¹ Hess E_β with W the metric.
+the potential the flow descends: the number of directions in which a climbing flow raises E_β, counted from the
+Hessian alone. ``unstable`` is always counted from J's spectrum, so that Sylvester's law (J = W⁻¹ Hess E_β with
+W the metric: the two counts agree) compares two computations, and a wrong energy or Hessian shows as a mismatch.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class Equilibrium:
     gradient     "round", "attention" or None: the metric in which the field is a gradient flow of E_β
     climbs       whether the gradient flow raises E_β (SA, USA) rather than lowers it; None without one
     hessian      (N, N) the Riemannian Hessian of E_β at x in the frames; None without a gradient structure
-    morse_index  the Morse index of the potential the flow descends (−E_β when it climbs), zero modes excluded
+    morse_index  the Morse index of the potential the flow descends (−E_β when it climbs), zero modes excluded,
+                 from the Hessian alone (``unstable`` comes from the Jacobian: Sylvester's law makes them equal)
     energy       E_β(x) = (1/(2βn²)) Σ_ij e^{β⟨Qx_i,Kx_j⟩} for a gradient flow, else None
     """
 
@@ -372,19 +374,28 @@ def rest_point_spectrum(
 
     The zero modes are moved out of the way by Brauer's theorem: J + s G Gᵀ has the eigenvalues of J with the m
     zeros of G replaced by s, taken above the spectral radius (s = 1 + 2‖J‖_F), so the m largest are dropped.
-    With a gradient structure (``hessian`` H of the energy and ``metric`` the diagonal of the metric W, J = ±W⁻¹H,
-    + when the flow ``climbs``) the same is done to the symmetric ±W^{−1/2} H W^{−1/2}, similar to J, whose kernel
-    is W^{1/2}G: real eigenvalues by a symmetric solver. eig_tol = 1e-9 × ``scale`` (default: the largest
-    |eigenvalue|; a stiff operator passes the rate of its slow modes); ``unstable`` counts real parts above it,
-    ``neutral`` those within it.
+    With the ``metric`` of a gradient flow (the diagonal of W) the same is done to W^{1/2} J W^{−1/2}, similar to
+    J and symmetric when J = ±W⁻¹H (checked, to 1e-10 of its norm; J's own eigenvalues otherwise), whose kernel is
+    W^{1/2}G: real eigenvalues by a symmetric solver. Given the energy's ``hessian`` H as well, the operator is
+    ±W^{−1/2} H W^{−1/2} instead (+ when the flow ``climbs``), congruent to ±H: its count of positive eigenvalues
+    is the Morse index, from the Hessian alone. eig_tol = 1e-9 × ``scale`` (default: the largest |eigenvalue|; a
+    stiff operator passes the rate of its slow modes); ``unstable`` counts real parts above it, ``neutral`` those
+    within it.
     """
     m = G.shape[1]
+    S = None
     if hessian is not None:
         if metric is None:
             raise ValueError("rest_point_spectrum: a hessian needs its metric (the diagonal of W)")
         root = np.sqrt(metric)
-        S = (hessian / root[:, None]) / root[None, :]
-        S = 0.5 * (S + S.T) * (1.0 if climbs else -1.0)
+        S = (hessian / root[:, None]) / root[None, :] * (1.0 if climbs else -1.0)
+    elif metric is not None:
+        root = np.sqrt(metric)
+        S = J * root[:, None] / root[None, :]
+        if np.linalg.norm(S - S.T) > 1e-10 * max(float(np.linalg.norm(S)), 1e-300):
+            S = None  # not symmetric in this metric: J's own eigenvalues
+    if S is not None:
+        S = 0.5 * (S + S.T)
         kernel = np.linalg.qr(G * root[:, None])[0] if m else G
         shift = 1.0 + 2.0 * float(np.linalg.norm(S))
         values = np.linalg.eigvalsh(S + shift * (kernel @ kernel.T)).astype(complex)
@@ -537,6 +548,7 @@ def analyze(lin: Linearization, x: np.ndarray, frames, J: np.ndarray, symmetries
     """The stability of a rest point x (``Equilibrium``'s fields from ``eigenvalues`` on)."""
     G = generator_vectors(x, symmetries, frames, lin.sphere, lin.field.in_angles)
     out: dict[str, Any] = dict(generators=G, gradient=None, climbs=None, hessian=None, morse_index=None, energy=None)
+    scale = _scale(J, G, lin.rate(x))
     structure = _gradient_structure(lin, seed)
     if structure is not None:
         name, c = structure
@@ -545,14 +557,16 @@ def analyze(lin: Linearization, x: np.ndarray, frames, J: np.ndarray, symmetries
         )
         weights = np.ones(lin.n) if name == "round" else z
         metric = np.repeat(weights / abs(c), lin.d - 1)
-        eig, unstable, neutral, tol = rest_point_spectrum(
-            J, G, hessian=H, metric=metric, climbs=c > 0, scale=_scale(J, G, lin.rate(x))
-        )
         # ±W^{−1/2}HW^{−1/2} is congruent to ±H: its positive eigenvalues count the directions in which the
-        # potential the flow descends (−E_β when it climbs) has negative curvature, the Morse index (Sylvester)
-        out.update(gradient=name, climbs=bool(c > 0), hessian=H, energy=float(e), morse_index=unstable)
+        # potential the flow descends (−E_β when it climbs) has negative curvature, the Morse index. It is
+        # counted from the energy's Hessian alone, so that Sylvester's law (index = unstable, from J) is a check
+        _, morse, _, _ = rest_point_spectrum(J, G, hessian=H, metric=metric, climbs=c > 0, scale=scale)
+        out.update(gradient=name, climbs=bool(c > 0), hessian=H, energy=float(e), morse_index=morse)
     else:
-        eig, unstable, neutral, tol = rest_point_spectrum(J, G, scale=_scale(J, G, lin.rate(x)))
+        metric = None
+    # the Jacobian's own spectrum, in the gradient flow's metric (a similarity: real eigenvalues where J is
+    # symmetric there), whatever the Hessian says
+    eig, unstable, neutral, tol = rest_point_spectrum(J, G, metric=metric, scale=scale)
     out.update(eigenvalues=eig, zero_modes=G.shape[1], unstable=unstable, neutral=neutral, eig_tol=tol)
     return out
 

@@ -10,8 +10,13 @@ symmetry generator g_k of the field (``symmetry_algebra`` at the start, taken fo
 
 The second block is a phase condition: it picks one member of each family of rotated rest points, so the
 system is regular where the rest point is isolated up to symmetry; μ vanishes at every solution (the
-velocity has no component along the generators' directions there). Stability at each point is that of
-``equilibrium``: the tangent Jacobian's spectrum without the zero modes.
+velocity has no component along the generators' directions there) when the field is a gradient flow, but not
+in general: a field that commutes with the rotations without descending an energy (SA on the circle with
+V = I + wJ, J the rotation by π/2) has solutions with μ ≠ 0, relative equilibria that rotate rigidly. So a
+solution counts as a rest point only where the true velocity vanishes, max_i ‖f(t, x)_i‖ ≤ ``REST_TOL`` × max|J|
+(Newton's own test in ``equilibrium`` is 1e-11 × max|J|); ``motion`` says how fast any other solution still
+turns, and ``continuation`` ends a branch there. Stability at each point is that of ``equilibrium``: the tangent
+Jacobian's spectrum without the zero modes.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ import numpy as np
 from ..particles.fields import Field
 from .equilibrium import Linearization, analyze, chart, check_field, coordinates, generator_vectors, symmetry_algebra
 
-__all__ = ["RestPoints"]
+__all__ = ["RestPoints", "REST_TOL"]
+
+REST_TOL = 1e-8
+"""A solution is a rest point when its largest tangent velocity is at most this fraction of max|J|."""
 
 
 class RestPoints(eqx.Module):
@@ -101,6 +109,38 @@ class RestPoints(eqx.Module):
         frames, _, J = lin(x)
         info = analyze(lin, x, frames, J, self.symmetries.array, self.seed)
         return info["eigenvalues"], info["unstable"], info["zero_modes"]
+
+    def motion(self, u, p: float) -> tuple[float, str] | None:
+        """None at a rest point (largest tangent velocity ≤ ``REST_TOL`` × max|J|); else (the rotation rate, in
+        words): a solution with μ ≠ 0 moves along the symmetries, and its velocity is fitted by a rotation
+        x ↦ Ωx of the field's symmetry algebra (a shift θ ↦ θ + ωt in angles), whose rate is ‖Ω‖₂, the largest
+        angular speed."""
+        field = self.family(float(p)).deterministic()
+        x = self.configuration(u)
+        lin = Linearization(field, self.t, self.n, self.d, self.sphere)
+        _, F, J = lin(x)
+        speed = float(np.max(np.linalg.norm(F.reshape(self.n, -1), axis=-1)))
+        scale = float(np.max(np.abs(J))) if J.size else 0.0
+        if speed <= REST_TOL * scale or speed == 0.0:
+            return None
+        v = lin.velocity(x)
+        algebra = self.symmetries.array
+        if algebra.shape[0] == 0:
+            return speed, f"not a rest point: the largest token speed is {speed:.3g}"
+        if field.in_angles:
+            rate = abs(float(np.mean(v)))
+            fitted = np.full_like(v, float(np.mean(v)))
+        else:
+            moved = np.stack([(x @ A.T).reshape(-1) for A in algebra], axis=1)
+            omega = np.linalg.lstsq(moved, v.reshape(-1), rcond=None)[0]
+            rate = float(np.linalg.norm(np.einsum("k,kij->ij", omega, algebra), 2))
+            fitted = (moved @ omega).reshape(v.shape)
+        rigid = np.linalg.norm(v - fitted) <= 1e-6 * np.linalg.norm(v)
+        how = "a relative equilibrium, rotating rigidly" if rigid else "moving along the symmetries, nearly rotating"
+        return rate, (
+            f"not a rest point but {how} at rate ω = {rate:.3g} (largest token speed {speed:.3g}; a rest point "
+            f"has at most {REST_TOL:g} × max|J| = {REST_TOL * scale:.3g})"
+        )
 
     def state(self, u, p: float) -> np.ndarray:
         return self.configuration(u)

@@ -46,6 +46,8 @@ from .meanfield import growth_rates, scaled_bessel, theta_grid
 __all__ = ["StationaryCircle", "StationaryDensity", "stationary_circle", "branch_threshold", "pitchfork_coefficient"]
 
 PARAMETERS = ("noise", "coupling")
+PITCHFORK_STEPS = 60
+"""Newton steps at most for each amplitude of ``pitchfork_coefficient``; RuntimeError beyond."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -169,6 +171,10 @@ class StationaryCircle(eqx.Module):
             np.max(np.abs(a[tail])) <= 1e-6
             and np.max(weight[tail]) <= 1e-13 * max(float(np.max(weight[~tail], initial=0.0)), 1e-300)
         )
+
+    def motion(self, a, p: float) -> None:
+        """None: every solution is at rest, a stationary density with zero flux (the module docstring)."""
+        return None
 
     def stability(self, a, p: float):
         """(eigenvalues of the linearized equation, unstable, zero modes) at the density of a."""
@@ -340,18 +346,31 @@ def pitchfork_coefficient(
     """dK/d(c_k²) at the branch point of mode k: K(c_k) = K_k + coefficient·c_k² + O(c_k⁴) along the branch
     (K = 1/σ²), from the branch solved at c_k = ε and 2ε (ε = ``amplitude``; Richardson). Positive: the branch
     exists for K > K_k, a supercritical pitchfork (continuous transition); negative: subcritical (docs/model.md
-    §13.3). beta > 0; model, modes: as ``StationaryCircle``; k: the mode."""
+    §13.3). beta > 0; model, modes: as ``StationaryCircle``; k: the mode. RuntimeError, naming the steps and the
+    residual, where Newton does not converge in ``PITCHFORK_STEPS`` steps at either amplitude."""
     system = StationaryCircle(beta, model, modes=modes, symmetry=k, parameter="coupling")
     K0 = float(1.0 / branch_threshold(beta, k, model) ** 2)
 
     def solve(eps: float) -> float:
         z = np.append(np.zeros(system.ks.size - 1), K0)
-        for _ in range(60):
+        residual = float("inf")
+        for step in range(PITCHFORK_STEPS + 1):
             r, J = (np.asarray(v) for v in _amplitude_parts(system, jnp.asarray(z), jnp.asarray(eps)))
-            if np.max(np.abs(r)) <= 1e-15:
+            residual = float(np.max(np.abs(r))) if r.size else 0.0
+            if residual <= 1e-15:
+                return float(z[-1])
+            if step == PITCHFORK_STEPS or not np.isfinite(residual):
                 break
-            z = z + np.linalg.solve(J, -r)
-        return float(z[-1])
+            try:
+                z = z + np.linalg.solve(J, -r)
+            except np.linalg.LinAlgError:
+                break  # a singular Jacobian: no Newton step from here
+        raise RuntimeError(
+            f"pitchfork_coefficient: Newton did not converge on the branch of mode {k} at c_{k} = {eps:g} "
+            f"(β = {beta:g}, model {model!r}) in {step} of {PITCHFORK_STEPS} steps: residual max|a − G(a)| = "
+            f"{residual:.3g}, tolerance 1e-15; a smaller amplitude (|c_k| < 1 for a density, 2·amplitude is "
+            "solved too) or more modes"
+        )
 
     f1 = (solve(amplitude) - K0) / amplitude**2
     f2 = (solve(2.0 * amplitude) - K0) / (2.0 * amplitude) ** 2

@@ -8,7 +8,7 @@ of one's own. ``resolve(config.experiment).execute(config)`` runs any configurat
 
 from __future__ import annotations
 
-from ..registry import EXPERIMENTS, MODEL_KEYS, Check, Experiment, changed_model_keys, get, register
+from ..registry import EXPERIMENTS, Check, Experiment, changed_model_keys, get, register
 from ..run import plan
 
 # each import registers its experiment, in the order of `attnflow list`
@@ -52,7 +52,6 @@ from .simulate import GENERIC
 __all__ = [
     "EXPERIMENTS",
     "GENERIC",
-    "MODEL_KEYS",
     "Check",
     "Experiment",
     "changed_model_keys",

@@ -339,6 +339,21 @@ def _member(stats, name):
     return np.asarray(stats[name])[0, 0, 0]
 
 
+def sylvester(morse, index) -> Check:
+    """Sylvester's law at the regular configurations: the Morse index of −E_β, counted from the energy's Hessian
+    (``Equilibrium.morse_index``; NaN where there is no energy), equals the number of unstable eigenvalues of the
+    velocity's Jacobian (``Equilibrium.unstable``), since J = W⁻¹ Hess E_β. Two independent counts: a wrong sign
+    or scale of the Hessian, or a Jacobian that is not the flow's, makes them differ."""
+    morse, index = np.asarray(morse, dtype=float), np.asarray(index, dtype=float)
+    known = np.isfinite(morse)
+    return Check(
+        "Morse index of −E_β (from Hess E_β) = number of unstable eigenvalues (from J; Sylvester: J = W⁻¹ Hess E_β)",
+        "equal wherever β ≠ 0",
+        f"{int(np.sum(morse[known] != index[known]))} mismatches of {int(known.sum())}",
+        bool(np.all(morse[known] == index[known])),
+    )
+
+
 def checks(result: RunResult) -> list[Check]:
     """The closed forms, the zero modes, Sylvester, the thresholds, the saddles and the extremizers (docstring)."""
     c, s = result.config, result.stats
@@ -366,16 +381,7 @@ def checks(result: RunResult) -> list[Check]:
             wrong == 0,
         )
     )
-    morse, index = s["polytope_morse"], s["polytope_index"]
-    known = np.isfinite(morse)
-    out.append(
-        Check(
-            "Morse index of −E_β = number of unstable eigenvalues (Sylvester: J = W⁻¹ Hess E_β)",
-            "equal wherever β ≠ 0",
-            f"{int(np.sum(morse[known] != index[known]))} mismatches of {int(known.sum())}",
-            bool(np.all(morse[known] == index[known])),
-        )
-    )
+    out.append(sylvester(s["polytope_morse"], s["polytope_index"]))
     if 2 in c.d:
         a = list(c.d).index(2)
         rate = triangle_rate(np.asarray(c.beta), "sa" if c.model == "sa" else "usa")

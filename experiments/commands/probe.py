@@ -341,7 +341,8 @@ def probe(
 
 
 def _figure_inputs(summary: dict, data: dict) -> dict:
-    run = {key: summary.get(key) for key in ("states", "beta", "beta_source", "delta", "k", "knn_chance", "epsilon")}
+    keys = ("states", "beta", "beta_source", "delta", "k", "knn_chance", "epsilon", "raw", "normed")
+    run = {key: summary.get(key) for key in keys}
     return run | {name: data[name] for name in data}
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "suggest",
     "unknown_key",
     "describe_keys",
+    "model_keys",
 ]
 
 SOLVERS = names()  # the integration methods, declared in solvers/methods.py
@@ -70,6 +71,7 @@ _CORE_KEYS = (
         "sa",
         "attention: " + "; ".join(f"{m.name}, {m.doc}" for m in _MODEL_TABLE.values()),
         choices=MODELS,
+        model=True,
     ),
     Key("n", "int", 32, "number of particles (tokens)", minimum=1),
     Key("d", "int_list", 3, "dimension of the ambient space R^d; a list sweeps it", minimum=2),
@@ -247,8 +249,15 @@ _CORE_KEYS = (
 # term (model, heads, mask, weights, value, layer_tau/weights_file), an optional feed-forward term
 # (ff_*), a layer-norm scheme around the sum (norm), coalescing and noise on top.
 _VARIANT_KEYS = (
-    Key("heads", "int", 1, "attention heads; each has (d/heads)×d projections ([GLPR] (2.7))", minimum=1),
-    Key("mask", "str", "none", "attention mask: causal lets token i see tokens j ≤ i only", choices=("none", "causal")),
+    Key("heads", "int", 1, "attention heads; each has (d/heads)×d projections ([GLPR] (2.7))", minimum=1, model=True),
+    Key(
+        "mask",
+        "str",
+        "none",
+        "attention mask: causal lets token i see tokens j ≤ i only",
+        choices=("none", "causal"),
+        model=True,
+    ),
     Key(
         "positional",
         "str",
@@ -256,6 +265,7 @@ _VARIANT_KEYS = (
         "positional weights (with mask = causal): alibi adds −m (i − j) to the logits; "
         "decay (usa) weighs j < i by e^{−m (i − j)} normalized over positions (arXiv 2605.09213)",
         choices=POSITIONAL,
+        model=True,
     ),
     Key(
         "alibi_slope",
@@ -265,6 +275,7 @@ _VARIANT_KEYS = (
         "head h has m·2^{−8(h−1)/H} (ALiBi's geometric slopes)",
         minimum=0.0,
         applies=("positional", ("alibi", "decay")),
+        model=True,
     ),
     Key(
         "norm",
@@ -272,6 +283,7 @@ _VARIANT_KEYS = (
         "post",
         "layer norm: post (the sphere), pre, peri, ngpt, or none (dynamics in R^d)",
         choices=NORMS,
+        model=True,
     ),
     Key(
         "ngpt_alpha",
@@ -281,9 +293,15 @@ _VARIANT_KEYS = (
         minimum=0.0,
         strict_min=True,
         applies=("norm", ("ngpt",)),
+        model=True,
     ),
     Key(
-        "weights", "str", "identity", "Q, K, V: identity, or a random ensemble drawn per seed (Fig. 5)", choices=WEIGHTS
+        "weights",
+        "str",
+        "identity",
+        "Q, K, V: identity, or a random ensemble drawn per seed (Fig. 5)",
+        choices=WEIGHTS,
+        model=True,
     ),
     Key(
         "value",
@@ -291,6 +309,7 @@ _VARIANT_KEYS = (
         "identity",
         "value matrix V with identity weights: identity or -identity (repulsive)",
         choices=("identity", "-identity"),
+        model=True,
     ),
     Key(
         "layer_tau",
@@ -298,9 +317,23 @@ _VARIANT_KEYS = (
         0.0,
         "redraw the random weights every τ time units (0: the same weights throughout)",
         minimum=0.0,
+        model=True,
     ),
-    Key("weights_file", "str", "", ".npz of per-layer Q, K, V (arrays of shape (layers, ·, ·)), used every layer_tau"),
-    Key("ff_width", "int", 0, "hidden width m of a feed-forward term w σ(a x + b) (0: none, [GLPR] (2.8))", minimum=0),
+    Key(
+        "weights_file",
+        "str",
+        "",
+        ".npz of per-layer Q, K, V (arrays of shape (layers, ·, ·)), used every layer_tau",
+        model=True,
+    ),
+    Key(
+        "ff_width",
+        "int",
+        0,
+        "hidden width m of a feed-forward term w σ(a x + b) (0: none, [GLPR] (2.8))",
+        minimum=0,
+        model=True,
+    ),
     Key(
         "ff_activation",
         "str",
@@ -308,9 +341,16 @@ _VARIANT_KEYS = (
         "activation σ of the feed-forward term",
         choices=ACTIVATIONS,
         applies=("ff_width", ">0"),
+        model=True,
     ),
     Key(
-        "ff_scale", "float", 1.0, "scale of the feed-forward output weights w", minimum=0.0, applies=("ff_width", ">0")
+        "ff_scale",
+        "float",
+        1.0,
+        "scale of the feed-forward output weights w",
+        minimum=0.0,
+        applies=("ff_width", ">0"),
+        model=True,
     ),
     Key(
         "noise",
@@ -318,6 +358,7 @@ _VARIANT_KEYS = (
         0.0,
         "noise strength σ of dX = … dt + σ P_X ∘ dW (κ = 2/σ²); needs a fixed-step solver",
         minimum=0.0,
+        model=True,
     ),
     Key(
         "coalesce",
@@ -326,6 +367,7 @@ _VARIANT_KEYS = (
         "tokens within ½‖x_i − x_j‖² ≤ coalesce of an earlier token move with it "
         "(particles/coalesce.py): removes the stiff contraction of collapsed clusters; 0 = off",
         minimum=0.0,
+        model=True,
     ),
     Key(
         "circle",
@@ -342,6 +384,7 @@ _VARIANT_KEYS = (
         "tolerance of the Sinkhorn normalization (model = 'sinkhorn')",
         minimum=0.0,
         strict_min=True,
+        model=True,
     ),
     Key(
         "alpha",
@@ -350,6 +393,7 @@ _VARIANT_KEYS = (
         "ridge regularization α of least-squares attention Q(KᵀK + αI)⁻¹KᵀV (model = 'least_squares')",
         minimum=0.0,
         strict_min=True,
+        model=True,
     ),
     Key(
         "linear_normalize",
@@ -357,6 +401,7 @@ _VARIANT_KEYS = (
         "n",
         "linear attention (model = 'linear'): divide the kernel sum by n, or by the row sum Σ_j⟨φ(Qx_i),φ(Kx_j)⟩",
         choices=("n", "sum"),
+        model=True,
     ),
     Key(
         "linear_feature",
@@ -365,12 +410,25 @@ _VARIANT_KEYS = (
         "feature map φ of linear attention: identity (the raw kernel "
         "⟨Qx_i,Kx_j⟩) or elu (elu + 1 > 0, Katharopoulos et al.)",
         choices=("identity", "elu"),
+        model=True,
     ),
 )
 
 for _key in _CORE_KEYS + _VARIANT_KEYS + EXPERIMENT_KEYS:
     register(_key)
 del _key
+
+
+def model_keys() -> tuple[str, ...]:
+    """The keys that change the model itself (declared with ``model=True``), in the order of :data:`KEYS`: the
+    one list by which a model's variant keys are refused (``rules.check_model_keys``) and an experiment's theory
+    checks are judged not to apply (``registry.changed_model_keys``)."""
+    return tuple(name for name, key in KEYS.items() if key.model)
+
+
+_UNDECLARED = sorted({k for m in _MODEL_TABLE.values() for k in m.takes} - set(model_keys()))
+if _UNDECLARED:  # a model's ``takes`` names keys declared here, as model keys
+    raise ImportError(f"particles/models.py: models take {', '.join(_UNDECLARED)}, which are not keys with model=True")
 
 
 def suggest(name: str, valid: Iterable[str]) -> str:

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...particles import models
-from ...particles.models import MODEL_KEYS, MODELS
+from ...particles.models import MODELS
 from ...solvers.methods import names, spoken
-from .keys import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, SEED_MAX
+from .keys import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, SEED_MAX, model_keys
 from .toml import toml_literal
 from .types import ConfigError
 
@@ -26,6 +26,7 @@ __all__ = [
     "ANGLE_SOLVERS",
     "ATTENTION_STATISTICS_MAX_N",
     "non_plain_keys",
+    "variant_keys",
 ]
 
 Check = Callable[[Mapping[str, Any]], None]
@@ -129,14 +130,22 @@ def non_plain_keys(c: Mapping[str, Any]) -> list[str]:
     ] + [k for k in ("noise",) if c[k] > 0]
 
 
+def variant_keys() -> tuple[str, ...]:
+    """The model keys (``keys.model_keys``) that some attention models take and others do not
+    (``particles.models.Model.takes``): those a configuration may set only with a model that takes them."""
+    taken = {k for m in MODELS.values() for k in m.takes}
+    return tuple(k for k in model_keys() if k in taken)
+
+
 @register_check
 def check_model_keys(c: Mapping[str, Any]) -> None:
     """A key the model does not take (``particles.models.Model.takes``) is refused, never dropped; so is a β
     other than 1 for a model without an inverse temperature."""
     spec = MODELS[c["model"]]
-    for name in MODEL_KEYS:
+    variants = variant_keys()
+    for name in variants:
         if name not in spec.takes and c[name] != KEYS[name].default:
-            takes = [k for k in MODEL_KEYS if k in spec.takes]
+            takes = [k for k in variants if k in spec.takes]
             raise ConfigError(
                 f"model {spec.name!r} takes no {name} (got {name} = {toml_literal(c[name])}); it takes "
                 + (", ".join(takes) if takes else "none of the variant keys")

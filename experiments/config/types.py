@@ -58,7 +58,9 @@ class Key:
     values (``">0"``: a positive number); a configuration setting it elsewhere is refused, since the
     run would ignore it. ``experiment_key``: read only by the experiments that list it in their ``keys``
     (an experiment with a runner of its own), never by the particle ensemble
-    (``experiments/preflight.check_keys_read``).
+    (``experiments/preflight.check_keys_read``). ``model``: the key changes the model itself (the attention, its
+    variants, layer norm, noise, coalescing), so an experiment's theory checks, which hold for its own model, do
+    not apply to a run that sets it otherwise (``registry.changed_model_keys``); ``keys.model_keys()`` lists them.
     """
 
     name: str
@@ -73,6 +75,7 @@ class Key:
     allow_empty: bool = False
     applies: tuple | None = None
     experiment_key: bool = False
+    model: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _BARE_KEY.match(self.name):

@@ -33,8 +33,8 @@ def _log_y(ax) -> None:
 
 
 def _line(ax, x, y, suffix: str, **extra) -> None:
-    style = dict(_STYLES[suffix])
-    ax.plot(x, y, markersize=4, linewidth=1.6, **style, **extra)
+    style = dict(_STYLES[suffix]) | extra
+    ax.plot(x, y, markersize=4, linewidth=1.6, **style)
 
 
 def _layer_axis(ax, layers) -> None:
@@ -72,35 +72,96 @@ def probe_geometry(run: dict, *, source=None, path=None) -> Figure:
     return finish(fig, path)
 
 
+_TREND_LABELS = {
+    "energy_excess": r"increment of $E_\beta$ (as $\frac{1}{2\beta n^2}\sum_{i\neq j}(e^{\beta\langle x_i, x_j\rangle}-1)$)",
+    "log_pair_energy": r"increment of $\log \frac{1}{2\beta n^2}\sum_{i\neq j} e^{\beta\langle x_i, x_j\rangle}$",
+}
+
+
+def _signed_y(ax, values) -> None:
+    """A y axis for numbers of either sign, with the zero line drawn (and so in view): linear, or where the
+    |values| that are not zero span more than two decades, linear within the smallest and logarithmic beyond
+    (symlog)."""
+    finite = np.abs(values[np.isfinite(values)])
+    small = finite[finite > 0]
+    if small.size and small.max() > 100 * small.min():
+        ax.set_yscale("symlog", linthresh=float(small.min()), linscale=0.5)
+    ax.axhline(0.0, color="0.45", linewidth=1.0, linestyle=":")
+
+
 def probe_energy(run: dict, *, source=None, path=None) -> Figure:
-    """E_β per layer: the mean over prompts and the band from the least to the largest prompt; the gradient flow
-    (SA, USA with V = I) would never let it decrease."""
+    """E_β per layer (the mean over prompts and the band from the least to the largest prompt), and its increments
+    from layer to layer on a signed axis, of either sign: the gradient flow (SA, USA with V = I) keeps them ≥ 0.
+    The increments are those the trend is decided on (``energy_increment_min``/``median``/``max`` of the summary,
+    of ``energy_excess`` or, where E_β overflows, of ``log_pair_energy``); E_β's own values are drawn where finite,
+    on a logarithmic axis where they are all positive."""
     layers = np.asarray(run["layer"])
-    fig = new_figure(7.0, 4.4)
-    ax = fig.add_subplot()
-    positive = True
+    fig = new_figure(11.5, 4.4)
+    left, right = fig.subplots(1, 2)
+    finite, positive = True, True
     for suffix, style in _STYLES.items():
         e = np.asarray(run["energy" + suffix], dtype=float)
+        finite &= bool(np.all(np.isfinite(e)))
         positive &= bool(np.all(e > 0))
-        ax.fill_between(
-            layers,
-            e.min(axis=1),
-            e.max(axis=1),
-            color=style["color"],
-            alpha=0.18,
-            linewidth=0,
-            label=f"{style['label']}: prompts' range" if e.shape[1] > 1 else None,
+        e = np.where(np.isfinite(e), e, np.nan)
+        if e.shape[1] > 1:
+            left.fill_between(
+                layers,
+                np.nanmin(e, axis=1) if np.any(np.isfinite(e)) else e[:, 0],
+                np.nanmax(e, axis=1) if np.any(np.isfinite(e)) else e[:, 0],
+                color=style["color"],
+                alpha=0.18,
+                linewidth=0,
+                label=f"{style['label']}: prompts' range",
+            )
+        _line(left, layers, e.mean(axis=1), suffix)
+    drawable = any(np.isfinite(np.asarray(run["energy" + suffix], dtype=float)).any() for suffix in _STYLES)
+    if finite and positive:
+        _log_y(left)
+    if not drawable:
+        left.set_yticks([])
+    if not finite:
+        left.text(
+            0.5,
+            0.5,
+            f"$E_\\beta$ overflows float64 at β = {float(run['beta']):.4g}\n(where not drawn): its trend, right,\n"
+            "is decided on the log of its pairs' part",
+            transform=left.transAxes,
+            ha="center",
+            va="center",
+            fontsize=LEGEND_SIZE,
+            color="0.3",
         )
-        _line(ax, layers, e.mean(axis=1), suffix)
-    if positive:
-        _log_y(ax)
-    ax.set_ylabel(r"interaction energy $E_\beta$ (mean over prompts)")
-    _layer_axis(ax, layers)
-    ax.legend(fontsize=LEGEND_SIZE, frameon=False)
-    formula = r"$E_\beta = \frac{1}{2\beta n^2}\sum_{i,j} e^{\beta\langle x_i, x_j\rangle}$, which the flow never lets decrease"
+    left.set_ylabel(r"interaction energy $E_\beta$ (mean over prompts)")
+    _layer_axis(left, layers)
+    if drawable:
+        left.legend(fontsize=LEGEND_SIZE, frameon=False)
+    left.set_title(r"$E_\beta = \frac{1}{2\beta n^2}\sum_{i,j} e^{\beta\langle x_i, x_j\rangle}$", fontsize=LEGEND_SIZE)
+    transitions = np.asarray(run["transition"]) if "transition" in run else layers[1:]
+    drawn, labels = [], set()
+    for family, suffix in (("raw", ""), ("normed", "_normed")):
+        summary = run.get(family)
+        if not summary or not transitions.size:
+            continue
+        style = _STYLES[suffix]
+        low, mid, high = (np.asarray(summary[f"energy_increment_{k}"], dtype=float) for k in ("min", "median", "max"))
+        right.fill_between(transitions, low, high, color=style["color"], alpha=0.18, linewidth=0)
+        verdict = "never decreases" if summary["energy_monotone"] else "decreases"
+        _line(right, transitions, mid, suffix, label=f"{style['label']}: median ({verdict})")
+        drawn.append(np.concatenate([low, mid, high]))
+        labels.add(summary.get("energy_trend_of", "energy_excess"))
+    if drawn:
+        _signed_y(right, np.concatenate(drawn))
+        which = labels.pop() if len(labels) == 1 else "energy_excess"
+        right.set_ylabel(_TREND_LABELS.get(which, "increment of the energy's trend"))
+        right.legend(fontsize=LEGEND_SIZE, frameon=False)
+    right.set_xlabel(r"layer $\ell$ (against the layer $\ell'$ before it)")
+    if len(transitions) <= 16:
+        right.set_xticks(transitions)
+    despine(right)
+    right.set_title("increments (band: prompts' range); the flow keeps them ≥ 0", fontsize=LEGEND_SIZE)
     fitted = " (fitted)" if run.get("beta_source") == "fit" else ""
     _title(fig, "Interaction energy across layers", source, **{f"β{fitted}": float(run["beta"])})
-    ax.set_title(formula, fontsize=LEGEND_SIZE)
     return finish(fig, path)
 
 

@@ -50,23 +50,43 @@ def test_sa_climbs_the_energy_and_k_separated_caps_become_k_clusters():
 
 
 def test_the_energy_trend_keeps_its_digits_at_every_beta():
-    # E_β = 1/(2β) + (1/(2β n²)) Σ_ij (e^{β⟨x_i,x_j⟩} − 1): the excess has E_β's increments, and tends to half the
-    # mean of all ⟨x_i, x_j⟩ (i = j included) as β → 0, where E_β itself is 1/(2β) to within rounding
+    # E_β = (n e^β + n(n − 1))/(2β n²) + (1/(2β n²)) Σ_{i≠j} (e^{β⟨x_i,x_j⟩} − 1): the excess has E_β's increments,
+    # and tends to (1/(2n²)) Σ_{i≠j} ⟨x_i, x_j⟩ as β → 0, where E_β itself is 1/(2β) to within rounding
     states = sa_layers(caps(2, 4, 5, prompts=2, spread=0.4), 2.0, np.linspace(0.0, 3.0, 4))
     x = jnp.asarray(states)
-    np.testing.assert_allclose(pr.energy_excess(x, 2.0), np.asarray(af.energy(x, 2.0)) - 1 / 4.0, rtol=1e-12)
-    half_mean = 0.5 * np.mean(np.einsum("lpid,lpjd->lpij", states, states), axis=(-2, -1))
+    n = states.shape[-2]
+    constant = (n * np.exp(2.0) + n * (n - 1)) / (2 * 2.0 * n * n)
+    np.testing.assert_allclose(pr.energy_excess(x, 2.0), np.asarray(af.energy(x, 2.0)) - constant, rtol=1e-12)
+    gram = np.einsum("lpid,lpjd->lpij", states, states)
+    half_mean = 0.5 * (np.sum(gram, axis=(-2, -1)) - np.trace(gram, axis1=-2, axis2=-1)) / n**2
     np.testing.assert_allclose(pr.energy_excess(x, 1e-14), half_mean, rtol=1e-12)
+    # the pairs' part of E_β in logs: E_β − n e^β/(2β n²)
+    self_part = n * np.exp(2.0) / (2 * 2.0 * n * n)
+    np.testing.assert_allclose(
+        np.exp(pr.log_pair_energy(x, 2.0)), np.asarray(af.energy(x, 2.0)) - self_part, rtol=1e-12
+    )
     # at β = 1e-14 the SA layers' mean inner product rises: the trend says so from the excess, where E_β's own
     # increments are rounding (≈ 5e13 · 1e-16) of either sign
-    metrics = {"energy_excess": pr.energy_excess(x, 1e-14), "log_energy": af.log_energy(x, 1e-14)}
+    metrics = {"energy_excess": pr.energy_excess(x, 1e-14), "log_pair_energy": pr.log_pair_energy(x, 1e-14)}
     name, values = pr.trend_values(metrics)
     assert name == "energy_excess" and pr.energy_trend(values)["monotone_fraction"] == 1.0
     assert np.all(np.diff(half_mean, axis=0) > 1e-3)
-    # beyond float64's range (β = 2000) the excess overflows and log E_β decides: SA still climbs E_β
-    big = {"energy_excess": pr.energy_excess(x, 2000.0), "log_energy": af.log_energy(x, 2000.0)}
+    # beyond float64's range (β = 2000) the excess overflows and the log of the pairs' part decides: SA still climbs
+    # E_β, by increments that E_β's self-interactions (e^β, from every token) would round away in log E_β
+    big = {"energy_excess": pr.energy_excess(x, 2000.0), "log_pair_energy": pr.log_pair_energy(x, 2000.0)}
     name, values = pr.trend_values(big)
-    assert name == "log_energy" and np.all(np.isfinite(values))
+    assert name == "log_pair_energy" and np.all(np.isfinite(values))
+    assert pr.energy_trend(values)["monotone_fraction"] == 1.0
+    # the same layers in reverse: their energy falls at every β, and the trend says so, from the excess below
+    # overflow (β = 200, where log E_β's increments are rounding of e^β's) and from the logs beyond (β = 2000)
+    for beta in (200.0, 2000.0):
+        backwards = x[::-1]
+        metrics = {
+            "energy_excess": pr.energy_excess(backwards, beta),
+            "log_pair_energy": pr.log_pair_energy(backwards, beta),
+        }
+        trend = pr.energy_trend(pr.trend_values(metrics)[1])
+        assert not trend["monotone"] and trend["monotone_fraction"] == 0.0 and np.all(trend["increments"] < 0)
 
 
 @pytest.mark.slow

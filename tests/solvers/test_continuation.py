@@ -1,6 +1,7 @@
 """Pseudo-arclength continuation (solvers/continuation.py): folds and branch points of normal forms located where
 they are, branch switching at a pitchfork, and the particle systems' branch points in β at the closed forms
-(the triangle's −2/3 of arXiv 2507.22857, the tetrahedron's −3/2 and 0, docs/model.md §13.2)."""
+(the triangle's −2/3 of arXiv 2507.22857, the tetrahedron's −3/2 and 0, docs/model.md §13.2), and a branch of an
+equivariant field that is not a gradient flow ending where its solutions start to rotate."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ class NormalForm(eqx.Module):
 
     def valid(self, u, p):
         return bool(np.all(np.isfinite(u)))
+
+    def motion(self, u, p):
+        return None
 
 
 def test_fold_is_located_and_passed():
@@ -110,3 +114,41 @@ def test_families_in_a_weight_scale_and_a_mask_slope():
     rates = np.array([values.real.max() for values in branch.eigenvalues])
     np.testing.assert_allclose(rates, 1.0 / (1.0 + np.exp(2 * beta + branch.p)), rtol=1e-12)
     assert branch.p.max() >= 2.0 and np.all(branch.unstable == 1)
+
+
+ROTATION = jnp.array([[0.0, -1.0], [1.0, 0.0]])  # J, the rotation by π/2: V = I + wJ commutes with every rotation
+
+
+def _rotating_family(w):
+    return af.SA(1.0, V=jnp.eye(2) + w * ROTATION)
+
+
+def test_a_branch_that_starts_to_rotate_ends_with_the_rotation_rate():
+    # at w = 0 two clusters (2 + 1 tokens) at rest; for w ≠ 0 the solutions of F = 0 turn at speed ≈ w
+    guess = np.array([[1.0, 0.0], [np.cos(0.3), np.sin(0.3)], [np.cos(2.5), np.sin(2.5)]])
+    rest = af.equilibrium(_rotating_family(0.0), guess)
+    system = af.RestPoints(_rotating_family, rest.x, 0.0)
+    branch = af.continuation(system, rest.x, 0.0, p_range=(-0.1, 0.5), ds=0.1)
+    assert branch.p.tolist() == [0.0]  # the only point at rest
+    speed = np.max(np.linalg.norm(np.asarray(_rotating_family(0.0)(0.0, jnp.asarray(branch.state(0)))), axis=-1))
+    assert speed <= 1e-15
+    moving = branch.relative_equilibrium
+    assert moving is not None and moving.kind == "relative" and moving.p > 0
+    x = system.configuration(moving.u)
+    v = np.asarray(_rotating_family(moving.p)(0.0, jnp.asarray(x)))
+    turn = np.sum(v * (x @ np.asarray(ROTATION).T), axis=-1)  # each token's angular speed
+    assert branch.rotation_rate == pytest.approx(np.max(np.abs(turn)), rel=1e-3)
+    assert 0.5 * moving.p < branch.rotation_rate < moving.p  # slower than w: the attention's mixing
+    assert "turns into relative equilibria" in branch.ended and f"ω = {branch.rotation_rate:.3g}" in branch.ended
+
+
+def test_a_single_cluster_rotates_at_exactly_w():
+    # n tokens at one point: f_i = P_x(V x) = w J x, a rigid rotation at rate w, refused as a rest point
+    cluster = np.repeat([[1.0, 0.0]], 3, axis=0)
+    system = af.RestPoints(_rotating_family, cluster, 0.0)
+    branch = af.continuation(system, cluster, 0.0, p_range=(-0.1, 0.5), ds=0.05)
+    assert branch.p.tolist() == [0.0]
+    assert branch.rotation_rate == pytest.approx(branch.relative_equilibrium.p, rel=1e-12)
+    assert "rotating rigidly" in branch.ended
+    with pytest.raises(af.ContinuationError, match="rotating rigidly at rate ω = 0.2"):
+        af.continuation(system, cluster, 0.2, p_range=(-0.1, 0.5))  # a start that is not at rest

@@ -175,3 +175,25 @@ def test_two_thousand_unknowns_in_seconds():
     assert r.converged and r.zero_modes == 55
     assert r.unstable == r.morse_index
     assert elapsed < 60.0
+
+
+def test_sylvester_compares_the_hessian_with_the_jacobian_and_fails_on_a_wrong_energy(monkeypatch):
+    from attnflow.experiments.builtin.equilibria import sylvester
+    from attnflow.solvers import equilibrium as eq
+
+    tetrahedron = af.simplex(4, 3)  # USA at β = 1: a saddle of index 5 (8 tangent directions, 3 zero modes)
+    right = af.equilibrium(af.USA(1.0), tetrahedron)
+    assert (right.unstable, right.morse_index, right.zero_modes) == (5, 5, 3)
+    assert sylvester([right.morse_index], [right.unstable]).passed
+    true_terms = eq._energy_terms
+
+    def flipped(*args):  # the energy's Hessian with its sign turned: a wrong claimed energy
+        v, g, z, e, H = true_terms(*args)
+        return v, g, z, e, -H
+
+    monkeypatch.setattr(eq, "_energy_terms", flipped)
+    wrong = af.equilibrium(af.USA(1.0), tetrahedron)
+    assert wrong.unstable == 5 and not wrong.stable  # the Jacobian still says index 5
+    assert wrong.morse_index == 0  # the flipped Hessian: no direction raises the energy
+    check = sylvester([wrong.morse_index], [wrong.unstable])
+    assert check.passed is False and check.measured == "1 mismatches of 1"

@@ -409,3 +409,23 @@ def test_hardmax_limit_concentrates_at_log_beta_and_traps_at_the_closest_vertice
     # the distance to the limit stays below the rate √(log(β+1)/β) and vanishes as β grows
     D = s["limit_distance"][0, 0, 0]
     assert np.all(D <= limit_rate(betas)) and D[-1] < 1e-6 * D[0]
+
+
+def test_a_model_key_the_experiment_does_not_set_makes_its_checks_not_applicable(tmp_path):
+    # positional = alibi biases renyi-centres' causal logits: Lemma 5.1 and the parking count are not of that model
+    out = tmp_path / "alibi"
+    argv = ["run", "renyi-centres", "--quick", "--set", "positional=alibi", "--set", "seeds=2", "--no-plot"]
+    rc, stdout, stderr = cli([*argv, "--quiet", "--out", out])
+    assert rc == 0, stderr
+    marks = [line.strip() for line in stdout.splitlines() if line.strip().startswith("[")]
+    assert len(marks) == 2 and all(line.startswith("[n/a ]") for line in marks), stdout
+    assert "Lemma 5.1" in marks[0] and "Rényi parking" in marks[1]
+    assert all("this run sets positional = 'alibi'" in line for line in marks)
+    result, experiment = load_result(out)
+    assert [c.passed for c in experiment.theory_checks(result)] == [None, None]
+    assert all(c.passed is not None for c in experiment.checks(result))  # computed, then judged not applicable
+    # every key that changes the model is one of the list the decision reads, coalesce and alibi_slope included
+    from attnflow.experiments.config.keys import model_keys
+
+    assert {"positional", "alibi_slope", "coalesce", "norm", "noise", "heads", "model"} <= set(model_keys())
+    assert {"n", "beta", "solver", "circle", "delta"}.isdisjoint(model_keys())

@@ -134,3 +134,44 @@ def test_without_beta_the_energy_is_taken_at_the_beta_af_fit_finds():
     assert summary["beta"] == pytest.approx(BETA, rel=1e-4)
     np.testing.assert_allclose(summary["fit"]["tau"], 0.5, rtol=1e-4)
     assert summary["energy_monotone"] is True
+
+
+@pytest.fixture(scope="module")
+def falling_file(tmp_path_factory):
+    """SA's states in reverse layer order: a stream whose energy falls at every β."""
+    path = tmp_path_factory.mktemp("falling") / "falling.npz"
+    np.savez(path, hidden_states=sa_states()[::-1])
+    return path
+
+
+def _falls(out, stdout, trend_of):
+    summary = json.loads((out / "summary.json").read_text())
+    for family in ("raw", "normed"):
+        f = summary[family]
+        assert f["energy_monotone"] is False and f["energy_monotone_fraction"] == 0.0
+        assert f["energy_trend_of"] == trend_of and max(f["energy_increment_max"]) < 0
+    assert stdout.count("E_β decreases somewhere (monotone in 0 % of prompts)") == 2
+    assert sorted(p.name for p in out.glob("*.png")) == ["energy.png", "geometry.png", "knn_overlap.png", "rank.png"]
+    assert (out / "energy.png").stat().st_size > 10_000
+
+
+def test_a_falling_energy_beyond_overflow_is_drawn_and_reported_as_decreasing(falling_file, tmp_path):
+    # at β = 800, E_β overflows float64 (e^β): the trend is decided on the log of the pairs' part, whose
+    # increments are negative, and the figure draws them on a signed axis
+    out = tmp_path / "probe"
+    rc, stdout, stderr = cli(["probe", falling_file, "--beta", 800, "--k", 4, "--out", out, "--quiet"])
+    assert rc == 0, stderr
+    _falls(out, stdout, "log_pair_energy")
+    rc, _, stderr = cli(["plot", out, "--kind", "energy"])  # drawn again from the files
+    assert rc == 0, stderr
+
+
+@pytest.mark.slow
+def test_a_falling_energy_at_the_fitted_beta_is_drawn_and_reported_as_decreasing(falling_file, tmp_path):
+    # reversed SA is no forward flow with V = I: af.fit drives β to thousands (τ → 0), where E_β overflows and
+    # its self-interactions e^β alone would round every increment of log E_β to zero
+    out = tmp_path / "probe"
+    rc, stdout, stderr = cli(["probe", falling_file, "--k", 4, "--out", out, "--quiet"])
+    assert rc == 0, stderr
+    assert json.loads((out / "summary.json").read_text())["beta"] > 709
+    _falls(out, stdout, "log_pair_energy")
