@@ -154,7 +154,8 @@ def run_dense(
     most steps before a save and in all, under the caller's trace) loops of those fixed lengths whose
     extra steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through.
 
-    Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite).
+    Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite,
+    statuses: ``loop.status_of``).
     """
     sphere = field.geometry == "sphere"
     finish = normalize if sphere else (lambda y: y)
@@ -246,4 +247,4 @@ def run_dense(
     state = steps_until(state, n_steps - 1, None if bounds is None else bounds[1])
     x_end, members = state[3], state[6]
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
-    return saved, x_end, members.steps, members.t_event, members.t_fail
+    return saved, x_end, members.steps, members.t_event, members.t_fail, loop.status_of(members)

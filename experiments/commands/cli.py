@@ -1,7 +1,8 @@
 """The ``attnflow`` command line: list, run, sweep, plot and validate experiments; hist, fit and probe of a model's token states.
 
 Results go to stdout (``--json`` prints the summary object), progress and logs to stderr.
-Bad input gets one line naming the problem and exit status 2, with nothing written.
+Bad input gets one line naming the problem and exit status 2, with nothing written; a run that fails
+(a numerical failure, a full disk) one line naming what failed and exit status 1 (``exit_status``).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from ...solvers.solution import NonFiniteError
+    from ...solvers.solution import MaxStepsError, NonFiniteError
     from ..results import runs, target
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
@@ -120,7 +121,7 @@ def cmd_run(args) -> int:
     target.check_target(out, overwrite=args.overwrite, flag="--overwrite", user=True)
     try:
         result = experiment.execute(config)
-    except NonFiniteError as err:
+    except (NonFiniteError, MaxStepsError) as err:
         if err.result is None:
             raise
         # keep what was computed before the failure (statistics up to then, null afterwards); the
@@ -538,6 +539,24 @@ def _configure_process(args) -> None:
             _log(str(w.message))
 
 
+def exit_status(err: BaseException) -> int:
+    """The exit status of the error ``err`` by what it means (docs/design.md §4.3).
+
+    1 for a failure of the run: a numerical one (``ConvergenceError``: non-finite members, ``max_steps``
+    reached, a Newton iteration, a closure or a mean-field density that stopped short; any other
+    FloatingPointError or RuntimeError, such as a sweep whose runs failed) or of the machine (a full
+    disk). 2 for the user's input: the command line (``UsageError``), a configuration (``ConfigError``),
+    any other ``InputError`` or ValueError of the library, a path the system refuses.
+    """
+    # the errors' module is loaded by whatever raised one; the command line's parser does not import it
+    errors = sys.modules.get(__name__.rsplit(".", 3)[0] + ".particles.errors")
+    if errors is not None and isinstance(err, errors.ConvergenceError):
+        return EXIT_FAILURE
+    if _errno_of(err) in MACHINE_ERRNOS:
+        return EXIT_FAILURE
+    return EXIT_USAGE if isinstance(err, (UsageError, ValueError, OSError)) else EXIT_FAILURE
+
+
 def _errno_of(err: BaseException) -> int | None:
     """The OS error number behind ``err`` (a StoreError keeps the OSError it was raised from)."""
     cause: BaseException | None = err
@@ -630,19 +649,14 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
-    except (UsageError, ValueError, OSError) as err:
-        # ValueError: bad input found by the library (ConfigError, arrays, store). OSError: a path the
-        # system refuses (bad input, exit 2) or a disk that is full (the machine, exit 1)
+    except (UsageError, ValueError, OSError, FloatingPointError, RuntimeError) as err:
         _log(f"attnflow: error: {_message(err)}")
-        return EXIT_FAILURE if _errno_of(err) in MACHINE_ERRNOS else EXIT_USAGE
+        return exit_status(err)
     except KeyboardInterrupt:
         _log("attnflow: interrupted")
         if program:
             _leave_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
-    except (FloatingPointError, RuntimeError) as err:  # a simulation failed (the message says which and why)
-        _log(f"attnflow: error: {_message(err)}")
-        return EXIT_FAILURE
 
 
 if __name__ == "__main__":
