@@ -15,12 +15,12 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from ..particles.errors import InputError
+from ..particles.checks import check_choice
 from . import adaptive_loop, dense, fixed_loop
 from . import progress as _progress
 from . import sharding as _sharding
 from .problem import GRID_ONLY, MAX_COUNTED_STEPS, ONE_STEP, SOLVERS, Problem, check_steps, describe
-from .solution import ON_FAILURE, MaxStepsError, NonFiniteError, Solution, Status, failure, finish
+from .solution import ON_FAILURE, MaxStepsError, NonFiniteError, Solution, Status, returned
 
 __all__ = [
     "simulate",
@@ -168,8 +168,7 @@ def simulate(
     Under an outer ``jax.jit`` nothing can be raised: ``status`` then tells the members apart, and
     the failing member's later saves hold its last finite state (adaptive solves: inf).
     """
-    if on_failure not in ON_FAILURE:
-        raise InputError(f"on_failure must be one of {', '.join(map(repr, ON_FAILURE))}, got {on_failure!r}")
+    check_choice("on_failure", on_failure, ON_FAILURE)
     p = describe(
         field,
         x0,
@@ -217,12 +216,4 @@ def simulate(
         t_stop=t_stop,
         solver=solver,
     )
-    if isinstance(status, jax.core.Tracer):
-        return finish(solution, p.batched, p.states)
-    constant = p.fixed or not p.adaptive
-    returned, error = failure(
-        solution, p.field, p.batched, p.states, constant, p.dt, p.dtype, int(p.max_steps), float(p.t1)
-    )
-    if error is not None and on_failure == "raise":
-        raise error
-    return returned
+    return returned(solution, p, on_failure)

@@ -17,7 +17,17 @@ from ..particles.errors import ConvergenceError
 from .loop import Status
 from .methods import names, spoken
 
-__all__ = ["Solution", "Status", "NonFiniteError", "MaxStepsError", "ON_FAILURE", "finish", "stopped_short", "failure"]
+__all__ = [
+    "Solution",
+    "Status",
+    "NonFiniteError",
+    "MaxStepsError",
+    "ON_FAILURE",
+    "finish",
+    "stopped_short",
+    "failure",
+    "returned",
+]
 
 ON_FAILURE = ("raise", "keep")
 """``simulate``'s choices for members that stop short: raise (with the solution attached), or keep them."""
@@ -212,6 +222,21 @@ def failure(
             solution=partial,
         )
     return partial, error
+
+
+def returned(solution: Solution, p, on_failure: str) -> Solution:
+    """What ``simulate`` returns for the run ``p`` (a ``problem.Problem``) whose loop gave ``solution``
+    (members on the leading axis): the Solution, or, with ``on_failure="raise"`` and members that stopped
+    short, their error (``failure``). Under the caller's trace nothing is raised: the statuses tell."""
+    if isinstance(solution.status, jax.core.Tracer):
+        return finish(solution, p.batched, p.states)
+    constant = p.fixed or not p.adaptive
+    kept, error = failure(
+        solution, p.field, p.batched, p.states, constant, p.dt, p.dtype, int(p.max_steps), float(p.t1)
+    )
+    if error is not None and on_failure == "raise":
+        raise error
+    return kept
 
 
 def _member_beta(field, member: int) -> float | None:

@@ -1,8 +1,7 @@
 """The ``attnflow`` command line: list, run, sweep, plot and validate experiments; hist, fit and probe of a model's token states.
 
 Results go to stdout (``--json`` prints the summary object), progress and logs to stderr.
-Bad input gets one line naming the problem and exit status 2, with nothing written; a run that fails
-(a numerical failure, a full disk) one line naming what failed and exit status 1 (``exit_status``).
+Bad input gets one line naming the problem and exit status 2, with nothing written; a failed run exit status 1.
 """
 
 from __future__ import annotations
@@ -539,24 +538,6 @@ def _configure_process(args) -> None:
             _log(str(w.message))
 
 
-def exit_status(err: BaseException) -> int:
-    """The exit status of the error ``err`` by what it means (docs/design.md §4.3).
-
-    1 for a failure of the run: a numerical one (``ConvergenceError``: non-finite members, ``max_steps``
-    reached, a Newton iteration, a closure or a mean-field density that stopped short; any other
-    FloatingPointError or RuntimeError, such as a sweep whose runs failed) or of the machine (a full
-    disk). 2 for the user's input: the command line (``UsageError``), a configuration (``ConfigError``),
-    any other ``InputError`` or ValueError of the library, a path the system refuses.
-    """
-    # the errors' module is loaded by whatever raised one; the command line's parser does not import it
-    errors = sys.modules.get(__name__.rsplit(".", 3)[0] + ".particles.errors")
-    if errors is not None and isinstance(err, errors.ConvergenceError):
-        return EXIT_FAILURE
-    if _errno_of(err) in MACHINE_ERRNOS:
-        return EXIT_FAILURE
-    return EXIT_USAGE if isinstance(err, (UsageError, ValueError, OSError)) else EXIT_FAILURE
-
-
 def _errno_of(err: BaseException) -> int | None:
     """The OS error number behind ``err`` (a StoreError keeps the OSError it was raised from)."""
     cause: BaseException | None = err
@@ -650,8 +631,11 @@ def main(argv=None) -> int:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except (UsageError, ValueError, OSError, FloatingPointError, RuntimeError) as err:
+        # by meaning (docs/design.md §4.3): a failed run exits 1 (a ConvergenceError, which is a RuntimeError:
+        # non-finite members, max_steps, Newton; a failed sweep; a full disk), bad input 2 (ConfigError, InputError)
         _log(f"attnflow: error: {_message(err)}")
-        return exit_status(err)
+        failed = isinstance(err, (FloatingPointError, RuntimeError)) or _errno_of(err) in MACHINE_ERRNOS
+        return EXIT_FAILURE if failed else EXIT_USAGE
     except KeyboardInterrupt:
         _log("attnflow: interrupted")
         if program:
