@@ -75,7 +75,16 @@ _EXPORTS = {
         "to_angles",
         "wendel_probability",
     ),
-    "solvers": ("SOLVERS", "NonFiniteError", "Solution", "enable_compilation_cache", "simulate"),
+    "particles.errors": ("AttnflowError", "ConvergenceError", "InputError"),
+    "solvers": (
+        "SOLVERS",
+        "MaxStepsError",
+        "NonFiniteError",
+        "Solution",
+        "Status",
+        "enable_compilation_cache",
+        "simulate",
+    ),
     "solvers.meanfield": ("MeanFieldError", "MeanFieldSolution", "meanfield_circle", "w1_circle"),
     "solvers.fitting": ("FitResult", "fit"),
     "experiments.commands.probe": ("ProbeResult", "probe"),
@@ -161,10 +170,17 @@ if _typing.TYPE_CHECKING:
         to_angles as to_angles,
         wendel_probability as wendel_probability,
     )
+    from .particles.errors import (
+        AttnflowError as AttnflowError,
+        ConvergenceError as ConvergenceError,
+        InputError as InputError,
+    )
     from .solvers import (
         SOLVERS as SOLVERS,
+        MaxStepsError as MaxStepsError,
         NonFiniteError as NonFiniteError,
         Solution as Solution,
+        Status as Status,
         enable_compilation_cache as enable_compilation_cache,
         simulate as simulate,
     )

@@ -46,6 +46,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .checks import check_int, check_real
+from .errors import ConvergenceError
 
 __all__ = [
     "critical_scale",
@@ -86,7 +87,7 @@ def limit_thresholds(d: int, draws: int = 4000, *, points: int = 2000, seed: int
     """``draws`` samples of b*, the n → ∞ law of β*_n(q) (c_d n)^{−2/(d−1)} (``cap_constant``): with S_1 < S_2 < …
     a Poisson process of intensity d(r^{(d−1)/2}) on [0, ∞) (the scaled 1 − ⟨q, k⟩ of the nearest keys),
     b* solves Σ_{j≥2} e^{−b*(S_j − S_1)} = 1. Each draw keeps its first ``points`` points; the expected sum of
-    the terms beyond must be below 1e-9 (ValueError otherwise: d ≤ 6 with the default ``points``)."""
+    the terms beyond must be below 1e-9 (ConvergenceError otherwise: d ≤ 6 with the default ``points``)."""
     from scipy import special  # here: scipy costs a third of a second to import
 
     d = check_int("d", d, 2)
@@ -100,7 +101,10 @@ def limit_thresholds(d: int, draws: int = 4000, *, points: int = 2000, seed: int
     a = (d - 1) / 2.0
     tail = np.exp(b * s[:, 0] + special.gammaln(a)) * a * b**-a * special.gammaincc(a, b * s[:, -1])
     if np.max(tail) > 1e-9:
-        raise ValueError(f"limit_thresholds: {points} points per draw miss {np.max(tail):.1e} of the sum for d = {d}")
+        raise ConvergenceError(
+            f"limit_thresholds: the sum over {points} points per draw has not converged for d = {d}: the terms "
+            f"beyond miss {np.max(tail):.1e} of it (more than 1e-9); pass more points"
+        )
     return b
 
 
@@ -113,7 +117,10 @@ def _newton_from_below(gaps, b):
         b = b + step
         if np.all(step <= 1e-13 * b):
             return b
-    raise RuntimeError("limit_thresholds: Newton's iteration did not converge")
+    raise ConvergenceError(
+        f"limit_thresholds: Newton's iteration did not converge in 200 steps (largest relative step "
+        f"{float(np.max(step / np.maximum(b, 1e-300))):.3g}, tolerance 1e-13)"
+    )
 
 
 def local_average_norm(beta, d: int):
@@ -272,7 +279,10 @@ def selectivity_threshold(
     top, index = _nearest(queries, keys, count, block=block)
     beta, done, it = _threshold(queries, keys, count, top, block=block, max_iter=max_iter, rtol=rtol)
     if not bool(done):
-        raise RuntimeError(f"selectivity_threshold: Newton's iteration did not converge in {int(it)} steps")
+        raise ConvergenceError(
+            f"selectivity_threshold: Newton's iteration did not converge in {int(it)} steps (to rtol = {rtol:g}); "
+            "raise max_iter"
+        )
     return beta, index
 
 

@@ -4,7 +4,8 @@
 FSAL method on one CPU device (large as a whole: a call running part of one, ``simulate(ensemble=...)``,
 runs the queue as the whole would), else diffrax's ``diffeqsolve`` vmapped over the members
 (``run_adaptive``), in groups of members of like stiffness where that saves work (``grouping``).
-Neither raises inside the compiled loop: each member returns a status, checked by ``solve``.
+Neither raises inside the compiled loop: each member returns a status (``loop.Status``), which
+``simulate`` reads.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from . import queue as _queue
 from . import sharding as _sharding
 from .adaptive import NON_FINITE, FiniteSteps, OnSphere
 from .dense import steps_to_cover
-from .methods import METHODS, names, spoken
+from .methods import METHODS
 from .problem import Problem, check_steps
 
 _AUTO_GROUP = 64  # group_size=None never groups this many members or fewer
@@ -169,10 +170,11 @@ def run_adaptive(
     group_size=None,
     order=None,
 ):
-    """Adaptive solves of every member: (saves, final states, steps, event times, last finite times, status).
+    """Adaptive solves of every member: (saves, final states, steps, event times, stop times, status).
 
-    status per member: a ``loop.Status`` (NON_FINITE: ``FiniteSteps`` stopped the solve at its last
-    finite state, whose time is returned; inf for the other members). With ``group_size`` the members run in groups of that
+    status per member: a ``loop.Status``; the stop time is where a member that did not reach its end
+    stopped (NON_FINITE: ``FiniteSteps`` stopped the solve at its last finite state; MAX_STEPS,
+    FAILED: the time the solve reached), inf for the DONE members. With ``group_size`` the members run in groups of that
     size, taken in ``order`` (``in_groups``); progress then advances per group.
     """
     grouped = group_size is not None
@@ -256,7 +258,7 @@ def run_adaptive(
             saved = loop.hold_after(ts, t_end, saved, x_end if after_loop else save_fn(t_end, x_end, f))
         else:
             t_event = jnp.asarray(jnp.inf, x0_m.dtype)
-        t_fail = jnp.where(status == loop.Status.NON_FINITE, t_end, jnp.inf).astype(x0_m.dtype)
+        t_fail = jnp.where(status == loop.Status.DONE, jnp.inf, t_end).astype(x0_m.dtype)
         return saved, x_end, sol.stats["num_accepted_steps"], t_event, t_fail, status.astype(jnp.int8)
 
     solve = jax.vmap(one, in_axes=(axes, 0))
@@ -332,42 +334,17 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
 
 
 def solve_diffrax(**kwargs):
-    """``run_adaptive``, with members whose solve failed other than by non-finite values reported."""
-    return _checked(run_adaptive(**kwargs), kwargs["max_steps"], kwargs["t1"])
+    """``run_adaptive``: every member's results with its status (``simulate`` reports those that stopped short)."""
+    return run_adaptive(**kwargs)
 
 
 def solve_queue(**kwargs):
-    """The queue's solves (``queue.py``), with the statistics from saved states where they fit, and
-    members whose solve failed other than by non-finite values reported."""
-    return _checked(_run_queue(**kwargs), kwargs["max_steps"], kwargs["t1"])
-
-
-def _checked(out, max_steps, t1):
-    """The loop's outputs without its statuses, after raising on members that reached ``max_steps``
-    or failed (those that became non-finite are ``simulate``'s to report, with the partial solution).
+    """The queue's solves (``queue.py``), with the statistics from saved states where they fit; every
+    member's results with its status.
 
     The solves do not raise from inside the compiled loop (that would need a host callback, and
-    JAX never writes programs with host callbacks to its persistent compilation cache).
-    """
-    *out, status = out
-    if not isinstance(status, jax.core.Tracer):
-        status = np.asarray(status)
-        failed = (status == loop.Status.MAX_STEPS) | (status == loop.Status.FAILED)
-        if np.any(failed):
-            bad = np.flatnonzero(failed)
-            who = (
-                f"member{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad[:8]))}"
-                f"{', ...' if len(bad) > 8 else ''} of {status.size}"
-            )
-            if np.any(status[bad] == loop.Status.MAX_STEPS):
-                why = (
-                    f"reached max_steps = {max_steps} before t1 = {t1:g}; raise max_steps, loosen rtol/atol, "
-                    f"or use solver={spoken(names(implicit=True))} for stiff runs"
-                )
-            else:
-                why = "failed (step size underflow)"
-            raise RuntimeError(f"simulate: the adaptive solve of {who} {why}")
-    return tuple(out)
+    JAX never writes programs with host callbacks to its persistent compilation cache)."""
+    return _run_queue(**kwargs)
 
 
 @programs.jit

@@ -5,7 +5,7 @@ symmetric positive semi-definite to rounding, and (m, W) are stepped by one of d
 implicit, L-stable Kvaerno5 by default: draws that have not collapsed yet are stiff) with PID step control, the
 steps ending on the save times. ``solve_closure`` follows one Gaussian, ``solve_covariance`` many covariances to
 t = 10⁶ at once. Every save is checked finite, symmetric and positive semi-definite (``psd_tolerance``); a solve
-that stops short (max_steps, a blow-up, a non-finite state) or leaves an indefinite Σ raises one ValueError line,
+that stops short (max_steps, a blow-up, a non-finite state) or leaves an indefinite Σ raises one ConvergenceError line,
 or is masked (``on_failure="mask"``).
 """
 
@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from ..particles.errors import ConvergenceError
 from ..particles.gaussian_closure import KINDS, closure_weights, factored_velocity, psd_root
 
 __all__ = ["METHODS", "ClosureSolution", "MaskedCovariances", "psd_tolerance", "solve_closure", "solve_covariance"]
@@ -249,7 +250,7 @@ def _raise(name: str, why: list[str]) -> None:
     bad = [w for w in why if w]
     if bad:
         more = f" (and {len(bad) - 1} more draw{'s' if len(bad) > 2 else ''} of {len(why)})" if len(bad) > 1 else ""
-        raise ValueError(f"{name}: {bad[0]}{more}")
+        raise ConvergenceError(f"{name}: {bad[0]}{more}")
 
 
 def solve_closure(
@@ -274,7 +275,7 @@ def solve_closure(
     several heads), "l2" or "sinkhorn" (module docstring). Σ = WWᵀ is carried by a factor W (Ẇ = LW), so it stays
     symmetric positive semi-definite to rounding; ``method`` (``METHODS``) steps (m, W) with PID control of the error
     per step to ``atol`` + ``rtol``·|y| (``dt``, if given, is the first step; None: diffrax's estimate), at most
-    ``max_steps`` steps. A solve that cannot reach ts[-1] with a finite, PSD Σ raises ValueError (the time reached,
+    ``max_steps`` steps. A solve that cannot reach ts[-1] with a finite, PSD Σ raises ConvergenceError (the time reached,
     why, what to change): a closure that blows up in finite time has no solution past it.
     """
     m0, S0, d = _check_moments(m0, S0)
@@ -350,7 +351,7 @@ def solve_covariance(
     where Σ creeps to its limit like 1/t while Jacobian eigenvalues of O(1)–O(10) remain (the draws not yet
     collapsed): up to t = 10⁶ in a few hundred steps, where an explicit pair needs 10⁴–10⁵.
 
-    ``on_failure``: "raise" (ValueError naming the first failed member, the time it reached, why and what to
+    ``on_failure``: "raise" (ConvergenceError naming the first failed member, the time it reached, why and what to
     change) or "mask" (a ``MaskedCovariances``: the others' Σ, and which failed and why)."""
     S0 = np.asarray(S0, dtype=np.float64)
     if S0.ndim not in (2, 3) or S0.shape[-1] != S0.shape[-2]:

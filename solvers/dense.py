@@ -175,7 +175,8 @@ def run_dense(
     With ``fused`` (SA with kernel="pallas", ``fused_rk4.check``) each RK4 step and the velocity at its end
     are one Pallas kernel over blocks of members (``fused_rk4.py``): the same numbers to rounding.
 
-    Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite).
+    Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite,
+    statuses: ``loop.status_of``).
     """
     sphere = field.geometry == "sphere"
     finish = normalize if sphere else (lambda y: y)
@@ -287,4 +288,4 @@ def run_dense(
     state = steps_until(state, n_steps - 1, None if bounds is None else bounds[1])
     x_end, members = state[3], state[6]
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
-    return saved, x_end, members.steps, members.t_event, members.t_fail
+    return saved, x_end, members.steps, members.t_event, members.t_fail, loop.status_of(members)

@@ -140,7 +140,7 @@ def run_fixed(
     length whose extra steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through and
     an accelerator runs without reading a predicate back at every step (with ``select``: ``loop.steps_while``).
 
-    Returns (saves, final states, steps, event times, last finite times). A member whose step
+    Returns (saves, final states, steps, event times, last finite times, statuses). A member whose step
     produces a non-finite state is frozen at its last finite state, like a member stopped at
     consensus, and its last finite time recorded (inf for members that stay finite); the loop
     ends when no member is left running. With ``keys`` (noisy fields: one Brownian key per member,
@@ -194,4 +194,4 @@ def run_fixed(
     carry, saved = jax.lax.scan(advance, carry0, jnp.arange(n_saves))
     (x, ms, _), _ = advance(carry, n_saves)
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
-    return saved, x, ms.steps, ms.t_event, ms.t_fail
+    return saved, x, ms.steps, ms.t_event, ms.t_fail, loop.status_of(ms)

@@ -15,7 +15,12 @@ only its stepping; what they all do to the members is here, once:
 * ``report``: progress from inside a compiled loop (a host callback, only where progress is on);
 * ``fixed_trips``, ``steps_while``, ``where_moved``: the loops' shape on each backend (below);
 * ``MemberParts``: a field's per-member leaves taken in another order (groups, the queue's slots);
-* ``Status``: how a member's solve ended, the one code every adaptive loop returns per member.
+* ``Status``: how a member's solve ended, the one code every loop returns per member (``status_of``
+  for the fixed-step loops), which ``Solution.status`` holds.
+
+Every loop returns (saves, final states, steps, event times, stop times, statuses): a member's stop
+time is where it stopped short (its last finite state, or the time an adaptive solve reached at
+``max_steps``), inf for a member that reached t1 or its event.
 """
 
 from __future__ import annotations
@@ -72,12 +77,19 @@ def where_moved(moved, values: Callable, last, *args, select: bool):
 
 
 class Status(enum.IntEnum):
-    """How a member's adaptive solve ended (int8 per member, from the queue and from diffrax's solve)."""
+    """How a member's solve ended (int8 per member, ``Solution.status``); only DONE reached its end.
 
-    DONE = 0  # reached t1, or stopped at consensus
-    MAX_STEPS = 1  # max_steps attempts before t1
-    FAILED = 2  # the step size underflowed, or the solver failed otherwise
-    NON_FINITE = 3  # the state became non-finite: frozen at its last finite state
+    DONE        reached t1, or stopped at consensus
+    MAX_STEPS   an adaptive solve took ``max_steps`` attempts before t1 (fixed-step runs are refused
+                before they start instead)
+    FAILED      an adaptive solve's step size underflowed, or its solver failed otherwise
+    NON_FINITE  the state became NaN or infinite: frozen at its last finite state
+    """
+
+    DONE = 0
+    MAX_STEPS = 1
+    FAILED = 2
+    NON_FINITE = 3
 
 
 class Members(NamedTuple):
@@ -93,6 +105,11 @@ class Members(NamedTuple):
     t_event: jax.Array
     t_fail: jax.Array
     steps: jax.Array
+
+
+def status_of(m: Members) -> jax.Array:
+    """Per member of a fixed-step loop, its ``Status``: NON_FINITE where a step was not finite, else DONE."""
+    return jnp.where(jnp.isfinite(m.t_fail), Status.NON_FINITE, Status.DONE).astype(jnp.int8)
 
 
 def consensus(axes, delta) -> Callable:

@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles.errors import ConvergenceError
 from ..particles.fields import KERNEL_MODELS
 from ..particles.modes import fastest_rate, mode_growth_rates
 from .machine import check_memory
@@ -74,9 +75,10 @@ __all__ = [
 ]
 
 
-class MeanFieldError(RuntimeError):
+class MeanFieldError(ConvergenceError):
     """``meanfield_circle`` could not reach every save time; ``solution`` holds the saves it reached
-    (NaN after), ``member``/``t`` the first failing member and its last time."""
+    (NaN after), ``member``/``t`` the first failing member and its last time. A ``ConvergenceError``
+    (so a RuntimeError)."""
 
     def __init__(self, message: str, *, solution, member: int, t: float):
         super().__init__(message)

@@ -342,7 +342,13 @@ def _retire(q: _Queue, s: dict, done, x_end, t_end, steps, hit, t_hit, stop) -> 
         t_end=s["t_end"].at[row].set(t_end, mode="drop"),
         n_steps=s["n_steps"].at[row].set(steps, mode="drop"),
         t_event=s["t_event"].at[row].set(jnp.where(hit, t_hit, jnp.inf), mode="drop"),
-        t_fail=s["t_fail"].at[row].set(jnp.where(stop["gave_up"], s["t"], jnp.inf), mode="drop"),
+        # where a member stopped short: its last finite state, or the time it reached
+        t_fail=s["t_fail"]
+        .at[row]
+        .set(
+            jnp.where(stop["gave_up"], s["t"], jnp.where(stop["exhausted"] | stop["underflow"], t_end, jnp.inf)),
+            mode="drop",
+        ),
         status=s["status"].at[row].set(status, mode="drop"),
     )
 
@@ -369,7 +375,7 @@ def run_queue(
     after_loop,
 ):
     """Adaptive solves of every member through ``slots`` slots: (saves, final states, steps, event
-    times, last finite times, status), as ``adaptive_loop.run_adaptive`` returns them.
+    times, stop times, status), as ``adaptive_loop.run_adaptive`` returns them.
 
     ``order``: the members in the order they enter the queue (hardest first). ``after_loop``: save
     the states and leave the statistics to the caller; else ``save_fn`` is applied in the loop. Each

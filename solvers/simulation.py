@@ -3,8 +3,8 @@
 ``simulate`` checks its arguments into a ``Problem`` (``problem.py``), picks the time loop that runs
 it (``LOOPS``: fixed steps, the dense grid, adaptive solves; each builds its own compiled call from
 the problem), lays the ensemble out over the devices (``sharding.py``), runs it, and wraps the
-result as a ``Solution`` (``solution.py``), raising ``NonFiniteError`` with the partial result when
-a member blew up.
+result as a ``Solution`` (``solution.py``) with each member's status; with ``on_failure="raise"`` it
+raises ``NonFiniteError`` or ``MaxStepsError``, with the partial result, when a member stopped short.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ..particles.checks import check_choice
 from . import adaptive_loop, dense, fixed_loop
 from . import progress as _progress
 from . import sharding as _sharding
@@ -30,12 +30,15 @@ from .problem import (
     describe,
     products,
 )
-from .solution import NonFiniteError, Solution, finish, non_finite_error
+from .solution import ON_FAILURE, MaxStepsError, NonFiniteError, Solution, Status, returned
 
 __all__ = [
     "simulate",
     "Solution",
     "NonFiniteError",
+    "MaxStepsError",
+    "Status",
+    "ON_FAILURE",
     "SOLVERS",
     "LOOPS",
     "loop_for",
@@ -79,6 +82,7 @@ def simulate(
     save_reads_time: bool = True,
     precision: str = "float32",
     ensemble: int | None = None,
+    on_failure: str = "raise",
 ) -> Solution:
     """Integrate ẋ = field(t, x) on (S^{d-1})^n from x(t0) = x0 to t1.
 
@@ -127,11 +131,11 @@ def simulate(
                of about 32, 64 or 128 where the estimates predict saving at least 30% of the
                work. 0 or ≥ the number of members: one group. Progress then advances group by
                group (queue: member by member). Fixed-step solvers ignore it.
-    max_steps  the most steps per member. Adaptive solvers stop there (an error naming the members);
-               fixed-step runs (the fixed-step solvers, ``dense``, "ab4", noisy fields, and
-               ``adaptive=False``), whose step count is known in advance, are refused before anything
-               runs when they need more, as are runs whose step dt vanishes against t0 or t1 in
-               ``dtype`` (t + dt == t).
+    max_steps  the most steps per member. An adaptive solve stops there: the member's status is
+               ``Status.MAX_STEPS`` and the others go on (see ``on_failure``); fixed-step runs (the
+               fixed-step solvers, ``dense``, "ab4", noisy fields, and ``adaptive=False``), whose
+               step count is known in advance, are refused before anything runs when they need
+               more, as are runs whose step dt vanishes against t0 or t1 in ``dtype`` (t + dt == t).
     progress   True (or a label to print) shows simulated time against t1 on stderr.
     dtype      "float32" or "float64"; default: x0's dtype (float64 for attnflow's samplers).
     key        noisy fields (``particles.noise.Noisy``) only: the keys of the Brownian increments.
@@ -171,6 +175,15 @@ def simulate(
                above: the queue runs an ensemble of more than 64 members even in parts of fewer);
                groups, which change no member's steps, are chosen per call.
 
+    on_failure what to do when members stop short (status other than DONE: non-finite, ``max_steps``
+               reached, step size underflow): "raise" (default) raises ``NonFiniteError`` if a member
+               became non-finite, else ``MaxStepsError``, naming the members and the times they
+               reached, with the whole run's ``Solution`` as the error's ``solution``; "keep"
+               returns that ``Solution``. Either way each member's ``status`` and ``t_stop`` say how
+               it ended (``ok``: the members that reached their end), a member that stopped short
+               holds its saves up to ``t_stop`` and NaN after it, and the other members' results
+               are those of a run without it.
+
     The whole ensemble runs in one compiled, vmapped call; β is traced, so new temperatures
     never recompile.
 
@@ -184,9 +197,10 @@ def simulate(
     A member whose state becomes NaN or infinite stops there (the others go on), and the run
     then raises ``NonFiniteError`` naming the member, the time of its last finite state and the
     likely cause; the error's ``solution`` holds everything computed (see ``NonFiniteError``).
-    Under an outer ``jax.jit`` nothing can be raised: the failing member's later saves then hold
-    its last finite state.
+    Under an outer ``jax.jit`` nothing can be raised: ``status`` then tells the members apart, and
+    the failing member's later saves hold its last finite state (adaptive solves: inf).
     """
+    check_choice("on_failure", on_failure, ON_FAILURE)
     p = describe(
         field,
         x0,
@@ -233,7 +247,7 @@ def simulate(
             )
     if plan is not None:
         out = _sharding.cut(plan, out, p.members)
-    saved, x_final, steps, t_event, t_fail = out
+    saved, x_final, steps, t_event, t_stop, status = out
     solution = Solution(
         ts=jnp.asarray(p.ts, p.dtype),
         xs=saved,
@@ -241,11 +255,9 @@ def simulate(
         x_final=x_final,
         steps=steps,
         t_event=t_event,
+        status=status,
+        t_stop=t_stop,
         solver=solver,
         precision=products(p.precision, p.dtype),
     )
-    if not isinstance(t_fail, jax.core.Tracer) and not np.all(np.isinf(np.asarray(t_fail))):
-        raise non_finite_error(
-            solution, np.asarray(t_fail), p.field, p.batched, p.states, p.fixed or not p.adaptive, p.dt, p.dtype
-        )
-    return finish(solution, p.batched, p.states)
+    return returned(solution, p, on_failure)

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.checks import check_choice, check_int
+from ..particles.errors import ConvergenceError
 from ..particles.fields import KERNEL_MODELS
 from .equilibrium import rest_point_spectrum
 from .meanfield import growth_rates, scaled_bessel, theta_grid
@@ -293,7 +294,7 @@ def stationary_circle(
     beta, sigma  β > 0 and the noise σ > 0 (``meanfield_circle``'s ``noise``, ``Noisy``'s σ on the circle)
     guess        None (the uniform density), a density sampled on ``theta_grid(modes)``, or the coefficients
                  of the symmetric modes; model, modes, symmetry: as ``StationaryCircle``
-    tol, max_iter  Newton stops when max|a − G(a)| ≤ tol; ValueError when it does not within max_iter
+    tol, max_iter  Newton stops when max|a − G(a)| ≤ tol; ConvergenceError when it does not within max_iter
     """
     sigma = float(sigma)
     if not (np.isfinite(sigma) and sigma > 0):
@@ -307,7 +308,7 @@ def stationary_circle(
         if residual <= tol:
             break
         if iteration == max_iter:
-            raise ValueError(
+            raise ConvergenceError(
                 f"stationary_circle: Newton did not converge in {max_iter} iterations (residual "
                 f"{residual:.3g}); try another guess, more modes, or continuation"
             )

@@ -1,7 +1,7 @@
 """The ``attnflow`` command line: list, run, sweep, plot and validate experiments; hist, fit and probe of a model's token states.
 
 Results go to stdout (``--json`` prints the summary object), progress and logs to stderr.
-Bad input gets one line naming the problem and exit status 2, with nothing written.
+Bad input gets one line naming the problem and exit status 2, with nothing written; a failed run exit status 1.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from ...solvers.solution import NonFiniteError
+    from ...solvers.solution import MaxStepsError, NonFiniteError
     from ..results import runs, target
 
     config, experiment = resolve_config(args.target, args.set, quick=args.quick)
@@ -120,7 +120,7 @@ def cmd_run(args) -> int:
     target.check_target(out, overwrite=args.overwrite, flag="--overwrite", user=True)
     try:
         result = experiment.execute(config)
-    except NonFiniteError as err:
+    except (NonFiniteError, MaxStepsError) as err:
         if err.result is None:
             raise
         # keep what was computed before the failure (statistics up to then, null afterwards); the
@@ -630,19 +630,17 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
-    except (UsageError, ValueError, OSError) as err:
-        # ValueError: bad input found by the library (ConfigError, arrays, store). OSError: a path the
-        # system refuses (bad input, exit 2) or a disk that is full (the machine, exit 1)
+    except (UsageError, ValueError, OSError, FloatingPointError, RuntimeError) as err:
+        # by meaning (docs/design.md §4.3): a failed run exits 1 (a ConvergenceError, which is a RuntimeError:
+        # non-finite members, max_steps, Newton; a failed sweep; a full disk), bad input 2 (ConfigError, InputError)
         _log(f"attnflow: error: {_message(err)}")
-        return EXIT_FAILURE if _errno_of(err) in MACHINE_ERRNOS else EXIT_USAGE
+        failed = isinstance(err, (FloatingPointError, RuntimeError)) or _errno_of(err) in MACHINE_ERRNOS
+        return EXIT_FAILURE if failed else EXIT_USAGE
     except KeyboardInterrupt:
         _log("attnflow: interrupted")
         if program:
             _leave_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
-    except (FloatingPointError, RuntimeError) as err:  # a simulation failed (the message says which and why)
-        _log(f"attnflow: error: {_message(err)}")
-        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

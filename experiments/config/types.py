@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ...particles.errors import InputError
+
 __all__ = [
     "ConfigError",
     "TYPES",
@@ -42,8 +44,9 @@ MAX_GRID_POINTS = 100_000  # the most values an 'a:b:n' list or a grid may hold
 _BARE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
-class ConfigError(ValueError):
-    """A configuration problem, described in one line (key, bad value, what is allowed)."""
+class ConfigError(InputError):
+    """A configuration problem, described in one line (key, bad value, what is allowed); an ``InputError``
+    (so a ValueError)."""
 
 
 @dataclasses.dataclass(frozen=True)

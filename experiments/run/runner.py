@@ -27,7 +27,7 @@ import numpy as np
 from ... import particles
 from ...particles import attention_stats, observables
 from ...particles.energy import energy, normalized_energy
-from ...solvers import NonFiniteError, compiler, programs, simulate
+from ...solvers import MaxStepsError, NonFiniteError, Status, compiler, programs, simulate
 from ...solvers.fusion import materialized
 from ...solvers.progress import Counter
 from ..config import Config
@@ -337,7 +337,7 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
     # the first chunk (its dtype the solver's): never a second copy of the trajectories
     per_d_stats, states, steps, events = [], None, [], []
     max_d = max(config.d)
-    failed = []  # (d, member within d, last finite time, cause) of members that became non-finite
+    failed = []  # (d, member within d, time it stopped, cause, Status) of members that stopped short
     # an ensemble of several compiled calls reports between them, so that its programs hold no
     # callback and stay in the compilation cache and the stored programs; one that would be a single call
     # is split into a few when it shows progress, for the same reason; one member reports from inside its loop
@@ -394,10 +394,11 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
                     ensemble=members_per_d,
                     **arguments,
                 )
-            except NonFiniteError as err:
+            except (NonFiniteError, MaxStepsError) as err:
                 # the other members go on; the error is raised with every member's statistics at the end
                 sol = err.solution
-                failed += [(d, lo + m, t, err.cause) for m, t in zip(err.members, err.times) if lo + m < hi]
+                status, t_stop = np.atleast_1d(sol.status)[: hi - lo], np.atleast_1d(sol.t_stop)
+                failed += [(d, lo + m, float(t_stop[m]), err.cause, status[m]) for m in np.flatnonzero(status)]
             piece = {k: np.asarray(v)[: hi - lo] for k, v in sol.stats.items()}
             if frames is not None and "states" in piece:  # statistics were computed from y; states go back to R^d
                 piece["states"] = np.asarray(particles.span.to_ambient(piece["states"], frames[idx[: hi - lo] % seeds]))
@@ -428,20 +429,27 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
         wall_time_s=time.perf_counter() - start,
     )
     if failed:
-        raise _non_finite(result, failed)
+        raise _stopped_short(result, failed)
     return result
 
 
-def _non_finite(result: RunResult, failed: list) -> NonFiniteError:
-    """The NonFiniteError of a run whose ``failed`` members (d, member within d, t, cause) became non-finite."""
+def _stopped_short(result: RunResult, failed: list) -> NonFiniteError | MaxStepsError:
+    """The error of a run whose ``failed`` members (d, member within d, t, cause, status) stopped short:
+    a NonFiniteError naming those that became non-finite if any did, else a MaxStepsError."""
+    bad = [f for f in failed if f[4] == Status.NON_FINITE]
+    failed, error = (bad, NonFiniteError) if bad else (failed, MaxStepsError)
     seeds, seed0 = result.config.seeds, result.config.seed
     betas = np.asarray(result.config.beta, dtype=float)
-    members = [(d, float(betas[m // seeds]), seed0 + m % seeds) for d, m, _, _ in failed]
+    members = [(f[0], float(betas[f[1] // seeds]), seed0 + f[1] % seeds) for f in failed]
     (d, beta, seed), t, cause = members[0], failed[0][2], failed[0][3]
     others = f" (and {len(failed) - 1} other member{'s' if len(failed) > 2 else ''})" if len(failed) > 1 else ""
-    return NonFiniteError(
-        f"run: the member d = {d}, β = {beta:g}, seed = {seed}{others} became non-finite after t = {t:.6g} "
-        f"(its last finite state); {cause}",
+    what = (
+        f"became non-finite after t = {t:.6g} (its last finite state)"
+        if bad
+        else f"stopped at t = {t:.6g} before t1 = {result.config.t1:g} (max_steps = {result.config.max_steps})"
+    )
+    return error(
+        f"run: the member d = {d}, β = {beta:g}, seed = {seed}{others} {what}; {cause}",
         member=members[0],
         t=t,
         members=members,

@@ -9,6 +9,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from attnflow.particles import gaussian_closure as gc
+from attnflow.particles.errors import ConvergenceError
 from attnflow.solvers import closure
 
 
@@ -117,10 +118,10 @@ def test_long_horizon_of_all_30_draws_converges_and_settles():
 @pytest.mark.slow
 def test_a_blow_up_raises_with_the_time_reached():
     # V = Q = K = I, β = 1: Σ_t = (1 − 2t)⁻¹ I blows up at t = 1/2
-    with pytest.raises(ValueError, match=r"could not step past t = 0\.5 of 0\.6 \(‖Σ‖ 1 → .*blows up"):
+    with pytest.raises(ConvergenceError, match=r"could not step past t = 0\.5 of 0\.6 \(‖Σ‖ 1 → .*blows up"):
         closure.solve_closure(None, np.eye(2), [0.0, 0.3, 0.6], 1.0, np.eye(2), np.eye(2), np.eye(2))
     # an overflowing mean: ṁ ≈ 400 m once Σ has collapsed
-    with pytest.raises(ValueError, match=r"non-finite at t = 1\.7\d* of 3 .*overflows"):
+    with pytest.raises(ConvergenceError, match=r"non-finite at t = 1\.7\d* of 3 .*overflows"):
         closure.solve_closure(np.ones(2), np.eye(2), [0.0, 1.0, 3.0], 1.0, -np.eye(2), np.eye(2), 400 * np.eye(2))
 
 
@@ -129,7 +130,7 @@ def test_failed_draws_raise_or_are_masked_and_are_never_ranked():
     S0 = np.stack([np.eye(2)] * 3)
     A = np.stack([-np.eye(2)[None], np.eye(2)[None], -np.eye(2)[None]])  # draw 1 blows up at t = 1/2
     times = (0.2, 0.4, 1.0, 10.0)
-    with pytest.raises(ValueError, match=r"^solve_covariance: draw 1: .*t = 0\.5 of 10 .*blows up"):
+    with pytest.raises(ConvergenceError, match=r"^solve_covariance: draw 1: .*t = 0\.5 of 10 .*blows up"):
         closure.solve_covariance(S0, A, times=times)
     out = closure.solve_covariance(S0, A, times=times, on_failure="mask")
     assert out.failed.tolist() == [False, True, False] and np.isnan(out.cov[1]).all()
@@ -138,7 +139,7 @@ def test_failed_draws_raise_or_are_masked_and_are_never_ranked():
     np.testing.assert_allclose(out.cov[[0, 2]], np.broadcast_to(exact, (2,) + exact.shape), rtol=1e-7)
     with pytest.raises(ValueError, match="member \\(1,\\) .* not finite"):
         gc.settled_rank(out.cov[:, -2], out.cov[:, -1])
-    with pytest.raises(ValueError, match=r"draw 0: the solve used its max_steps = 3 steps and stopped at t = "):
+    with pytest.raises(ConvergenceError, match=r"draw 0: the solve used its max_steps = 3 steps and stopped at t = "):
         closure.solve_covariance(S0[[0]], A[[0]], times=times, max_steps=3)
 
 
