@@ -49,6 +49,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles.errors import ConvergenceError
+
 __all__ = ["SpecialPoint", "Branch", "continuation", "ContinuationError"]
 
 
@@ -64,7 +66,7 @@ class System(Protocol):
     def motion(self, u, p: float, /) -> tuple[float, str] | None: ...
 
 
-class ContinuationError(RuntimeError):
+class ContinuationError(ConvergenceError):
     """A branch could not start: the guess did not converge to a solution, or a branch point cannot be switched."""
 
 

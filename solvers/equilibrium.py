@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.ensembles import ensemble_axes
+from ..particles.errors import ConvergenceError
 from ..particles.fields import Field
 
 __all__ = [
@@ -71,7 +72,7 @@ SYMMETRY_TOL = 1e-8
 """Relative size below which an equivariance defect counts as zero (generators, gradient structure)."""
 
 
-class EquilibriumError(RuntimeError):
+class EquilibriumError(ConvergenceError):
     """Newton did not reach a rest point; ``result`` holds the last iterate (``converged`` False)."""
 
     def __init__(self, message: str, result: Equilibrium):

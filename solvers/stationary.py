@@ -366,7 +366,7 @@ def pitchfork_coefficient(
                 z = z + np.linalg.solve(J, -r)
             except np.linalg.LinAlgError:
                 break  # a singular Jacobian: no Newton step from here
-        raise RuntimeError(
+        raise ConvergenceError(
             f"pitchfork_coefficient: Newton did not converge on the branch of mode {k} at c_{k} = {eps:g} "
             f"(β = {beta:g}, model {model!r}) in {step} of {PITCHFORK_STEPS} steps: residual max|a − G(a)| = "
             f"{residual:.3g}, tolerance 1e-15; a smaller amplitude (|c_k| < 1 for a density, 2·amplitude is "

@@ -101,3 +101,11 @@ def test_max_steps_at_the_command_line_exits_1_keeping_the_other_members(tmp_pat
 def test_on_failure_is_checked_before_anything_runs():
     with pytest.raises(ValueError, match=r"on_failure must be one of 'raise', 'keep'; got 'ignore'"):
         af.simulate(af.SA(1.0), af.init.uniform(0, 4, 3), 1.0, on_failure="ignore", ts=jnp.linspace(0, 1, 2))
+
+
+def test_rest_point_and_continuation_failures_are_convergence_errors():
+    from attnflow.solvers.continuation import ContinuationError
+    from attnflow.solvers.equilibrium import EquilibriumError
+
+    assert issubclass(ContinuationError, af.ConvergenceError) and issubclass(ContinuationError, RuntimeError)
+    assert issubclass(EquilibriumError, af.ConvergenceError) and issubclass(EquilibriumError, RuntimeError)

@@ -134,7 +134,7 @@ def test_bad_arguments_are_refused():
 def test_pitchfork_coefficient_refuses_a_branch_newton_does_not_reach():
     # c_1 = 2 × 0.7 = 1.4 is no density's coefficient (|c_k| < 1): Newton's iterates leave the finite numbers
     # instead of converging, which was returned as NaN
-    with pytest.raises(RuntimeError, match=r"did not converge on the branch of mode 1 at c_1 = 1.4 .* residual"):
+    with pytest.raises(af.ConvergenceError, match=r"did not converge on the branch of mode 1 at c_1 = 1.4 .* residual"):
         af.pitchfork_coefficient(1.0, amplitude=0.7)
     with pytest.raises(RuntimeError, match=r"in \d+ of 60 steps"):
         af.pitchfork_coefficient(1.0, amplitude=0.55)  # a singular Jacobian on the way
