@@ -116,6 +116,7 @@ class RunResult:
             steps=self.steps[:, sl],
             t_event=self.t_event[:, sl],
             wall_time_s=self.wall_time_s * share,
+            compilations=self.compilations,  # those of the ensemble the grid point ran in
         )
 
 
