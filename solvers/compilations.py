@@ -95,23 +95,23 @@ class _Listener:
         jax.monitoring.register_event_listener(self.on_event)
         jax.monitoring.register_event_duration_secs_listener(self.on_duration)
 
-    def on_event(self, event: str, **kwargs) -> None:
+    def on_event(self, event: str, **kwargs: str | int) -> None:
         if event == CACHE_HIT_EVENT:
             self.hit.value = True
 
-    def on_duration(self, event: str, duration: float, **kwargs) -> None:
+    def on_duration(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event != COMPILE_EVENT:
             return
         cached = bool(getattr(self.hit, "value", False))
         self.hit.value = False
         name = str(kwargs.get("fun_name", "?"))
         if cached:
-            log.debug("loaded %s from the compilation cache in %.3f s", name, duration)
+            log.debug("loaded %s from the compilation cache in %.3f s", name, duration_secs)
         else:
-            log.debug("compiled %s in %.3f s", name, duration)
+            log.debug("compiled %s in %.3f s", name, duration_secs)
         with self.lock:
             for recorder in self.open:
-                recorder.items.append(Compilation(name, float(duration), cached))
+                recorder.items.append(Compilation(name, float(duration_secs), cached))
 
 
 _LISTENER: list[_Listener] = []

@@ -253,7 +253,7 @@ class Program:
                 self.plain[options] = eqx.filter_jit(self.fn)
         return self.plain[options]
 
-    def __call__(self, *args, compiler_options: dict[str, str] | None = None, **kwargs):
+    def __call__(self, *args, compiler_options: dict[str, str] | dict[str, int] | None = None, **kwargs):
         options = tuple(sorted((compiler_options or {}).items()))
         directory = store_directory()
         if directory is not None and len(jax.devices()) == 1:

@@ -360,7 +360,7 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
         if fields.in_angles(config, d):
             x0 = particles.to_angles(x0)  # the field moves angles; statistics see their points on the circle
         # on the host: each call's members are gathered by NumPy, not by a small program compiled per shape
-        x0, frames = np.asarray(x0), None if frames is None else np.asarray(frames)
+        x0_host, frames = np.asarray(x0), None if frames is None else np.asarray(frames)
         beta_members = np.repeat(betas, seeds)
         seed_members = np.tile(config.seed + np.arange(seeds), nb)
         # member m starts from seed m mod seeds; gathered per chunk, never tiled over the β grid
@@ -388,7 +388,7 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
                 # every call runs the time loop chosen for all the members of d (progress never changes it)
                 sol = simulate(
                     field,
-                    x0[idx % seeds],
+                    x0_host[idx % seeds],
                     config.t1,
                     save=stats_fn,
                     save_reads_time="attention" in groups,
