@@ -180,7 +180,7 @@ def test_the_default_gives_the_states_of_a_loop_traced_without_precision(solver)
         save_reads_time=True,
     )
     loop, loop_args = simulation.LOOPS[simulation.loop_for(p)](p, None)
-    saved, x_final, steps, t_event, _ = loop(
+    saved, x_final, steps, t_event, *_ = loop(
         field=p.field, axes=p.axes, x0=p.x0, save_fn=p.save_fn, delta=p.delta, progress=False, **loop_args
     )
     sol = af.simulate(*args, **kwargs)
