@@ -240,7 +240,7 @@ def _sync(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def write_pair(out, arrays: dict[str, np.ndarray], provenance: dict, *, overwrite: bool = False) -> Path:
+def write_pair(out, arrays: dict[str, Any], provenance: dict, *, overwrite: bool = False) -> Path:
     """Write the states file ``out`` (.npz of ``arrays``) and its provenance beside it (.json, ``provenance``
     with the pair's ``format`` and ``states_file``), refusing first what ``check_out`` refuses; return the
     provenance's path.

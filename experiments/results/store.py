@@ -227,7 +227,7 @@ def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = No
     of a process no longer running, and marked as attnflow's inside (a directory holding its
     ``TEMPORARY_MARKER``, a file beginning as attnflow's list of files or manifest do): a folder or file
     of the user's with such a name is kept. Returns what was removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(Path(directory).iterdir())
     except OSError:

@@ -210,6 +210,10 @@ READERS = {
     "config": ("from attnflow.experiments.results.rundir import read_config as read", ()),
     "manifest": ("from attnflow.experiments.results.rundir import read_manifest as read", ()),
     "arrays": ("from attnflow.experiments.results.rundir import read_arrays as read", ()),
+    "weights": (
+        "import attnflow as af\ndef read(path):\n    af.LayerWise.from_npz(af.SA(beta=1.0), path)",
+        (),
+    ),
 }
 
 
