@@ -17,6 +17,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .checks import check_int, check_real
+from .files import regular_file
 from .sphere import expmap, normalize, project
 
 __all__ = ["uniform", "orthogonal", "equiangular", "cap", "clusters", "from_array"]
@@ -207,9 +208,14 @@ def open_npy(path, label: str | None = None):
     Memory-mapping reads only the header: dtype and shape can be checked before any data is read,
     and a header that claims more data than the file holds is an error, not an allocation. A
     missing file raises FileNotFoundError; any other failure (pickled objects, garbage, a
-    directory) a one-line ValueError starting with ``label`` (default: the path).
+    directory, a pipe, a device or a link to one, refused by kind: ``files.regular_file``) a one-line
+    ValueError starting with ``label`` (default: the path).
     """
     label = repr(os.fspath(path)) if label is None else label
+    if not os.path.lexists(path):
+        raise FileNotFoundError(path)
+    # a regular file only: np.load would open a pipe (and block) or map a device
+    regular_file(path, label, error=ValueError, hint=": save the array with numpy.save and give its path")
     try:
         return np.load(path, allow_pickle=False, mmap_mode="r")
     except FileNotFoundError:

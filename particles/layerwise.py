@@ -29,6 +29,7 @@ from jaxtyping import Array, Float, Int
 
 from .checks import as_matrix, check_int, check_real
 from .fields import Attention, Field
+from .files import regular_file
 from .span import identity_scale, span_kernel, span_rank, span_weights
 from .weights import member_keys, sample_weights
 
@@ -251,8 +252,9 @@ class LayerWise(Field):
         the identity). Loaded without pickle.
         """
         path = os.fspath(path)
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise ValueError(f"weights file not found: {path!r}")
+        regular_file(path, f"weights file {path!r}", error=ValueError)  # a pipe or a device: never opened
         try:
             data = np.load(path, allow_pickle=False)
         except ValueError as err:  # numpy refuses pickled content without allow_pickle

@@ -24,7 +24,12 @@ beside its entry spares later processes the attempt for ``REFUSAL_LIFETIME_S`` (
 is older, or not attnflow's, is not honoured, and a good entry (another process's) wins over it and
 removes it. A change of the source or of a version changes the key, so it never meets an old marker.
 An entry that is truncated, corrupt, written for another key or version, or that fails to
-deserialize, is rebuilt and never used. Entries are written to a temporary file and renamed. A load
+deserialize, is rebuilt and never used; a file in an entry's or a marker's place that is not a regular
+file (a pipe, a device, a link to one) or is larger than the store's cap is never read
+(``particles/files.py``), so that it can neither block a run nor exhaust its memory. The checksum guards
+against damage, not forgery: like JAX's compilation cache beside it, whose executables are run as found,
+the store is trusted as the user's own directory, and an entry written there by hand with a valid header
+is used. Entries are written to a temporary file and renamed. A load
 renews an entry's modification time; after each write, the least recently used entries and markers
 are evicted until ``programs/`` holds at most $ATTNFLOW_PROGRAMS_MAX_SIZE (default 1 GiB,
 ``compilation_cache.programs_size_cap``); only files whose first line is attnflow's are counted or
@@ -49,6 +54,7 @@ from typing import Any
 import equinox as eqx
 import jax
 
+from ..particles.files import open_regular, read_regular
 from .compilation_cache import programs_size_cap
 from .program_keys import (
     PACKAGE_DIRS,
@@ -91,6 +97,7 @@ REFUSED = ".traced"
 """Beside an entry's name: a program that could not be exported (``Refusal``), traced while the marker lives."""
 REFUSAL_FORMAT = b"attnflow-refusal 1\n"
 REFUSAL_LIFETIME_S = 24 * 3600
+REFUSAL_LIMIT = 2**20  # a marker holds a name and a reason: larger is not attnflow's
 """How long a refusal marker holds: then the export is tried again (and the marker written again if it fails)."""
 SUBDIRECTORY = "programs"
 
@@ -150,7 +157,7 @@ class Refusal:
         """The reason of the marker at ``path`` while it holds: attnflow's, for this entry, younger than
         ``REFUSAL_LIFETIME_S``. None otherwise (a marker that expired is removed)."""
         try:
-            blob = path.read_bytes()
+            blob = read_regular(path, "refusal marker", limit=REFUSAL_LIMIT, error=OSError)
             age = time.time() - path.stat().st_mtime
         except OSError:
             return None
@@ -175,7 +182,7 @@ def _unlink(path: Path) -> None:
 def _ours(path: Path) -> bool:
     """Whether attnflow wrote the file: its first line is an entry's or a refusal marker's."""
     try:
-        with path.open("rb") as f:
+        with open_regular(path, "stored program", error=OSError) as f:
             head = f.read(max(len(FORMAT), len(REFUSAL_FORMAT)))
     except OSError:
         return False
@@ -305,12 +312,11 @@ class Program:
 
     def load(self, path: Path, digest: str):
         """The program stored at ``path``, or None (missing, or unusable: then removed, to be rebuilt)."""
-        try:
-            blob = path.read_bytes()
-        except FileNotFoundError:
-            return None
+        try:  # a regular file within the store's cap: a pipe or a device there would block or never end
+            blob = read_regular(path, "the stored program", limit=programs_size_cap(), error=OSError, missing="")
         except OSError as err:
-            log.debug("cannot read the stored program %s (%s): tracing", path, err)
+            if os.path.lexists(path):
+                log.debug("cannot read the stored program %s (%s): tracing", path, err)
             return None
         try:
             exported = jax.export.deserialize(bytearray(Entry.unpack(blob, digest)))

@@ -9,10 +9,12 @@ writes the ``.npz`` file that ``attnflow hist``, ``fit`` and ``probe`` read:
                (the model's ``hidden_states``; in ``transformers`` the last one is taken after the final norm)
     attention  (blocks, prompts, heads, tokens, tokens) float32: each row sums to 1, zero above the diagonal
 
-and beside it a json file of provenance (the model, the versions, the prompts' token ids). ``torch`` and
+and beside it a json file of provenance (the model, the versions, the prompts' token ids, and the name of
+the states file it describes: the pair is attnflow's, and only such a pair is replaced, on ``--overwrite``;
+a file of the user's at either name is never replaced). ``torch`` and
 ``transformers`` are the optional extra ``attnflow[hf]``; without them the command says so and exits 2.
 Every check (the prompts, the token count, the memory, the output path) comes before the model is run, and
-the file is written atomically: nothing is written on an error.
+both files are written under temporary names and renamed into place: nothing is written on an error.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ...particles.files import TEXT_LIMIT, read_regular
+
 __all__ = [
     "add_arguments",
     "INSTALL_HINT",
@@ -35,6 +39,9 @@ __all__ = [
     "load_model",
     "token_ids",
     "hidden_states",
+    "PROVENANCE_FORMAT",
+    "check_out",
+    "write_pair",
     "export",
     "main",
 ]
@@ -68,16 +75,13 @@ def _require_hf():
 def read_prompts(path, count: int | None = None) -> list[str]:
     """The non-empty lines of a UTF-8 text file, the first ``count`` of them (all by default)."""
     label = f"prompts file {os.fspath(path)!r}"
+    data = read_regular(
+        path, label, limit=TEXT_LIMIT, error=ValueError, hint="; give a text file with one prompt a line"
+    )
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{label} does not exist") from None
-    except IsADirectoryError:
-        raise ValueError(f"{label} is a directory; give a text file with one prompt a line") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ValueError(f"{label} is not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise ValueError(f"cannot read {label} ({err.strerror or err})") from None
     prompts = [line.strip() for line in text.splitlines() if line.strip()]
     if not prompts:
         raise ValueError(f"{label} holds no prompt; write one prompt a line")
@@ -164,28 +168,111 @@ def hidden_states(model, ids: np.ndarray, attention: bool = True) -> tuple[np.nd
     return np.concatenate(states, axis=1), (np.concatenate(weights, axis=1) if attention else None)
 
 
-def _write_atomically(path: Path, write) -> None:
-    """``write(temporary path)``, then rename it to ``path``: a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+PROVENANCE_FORMAT = "attnflow-export"
+"""The ``format`` of the provenance file export writes beside its states file: what makes the pair attnflow's."""
+
+
+def _label(path: Path) -> str:
+    return f"--out {str(path)!r}" if path.suffix == ".npz" else f"the provenance file {str(path)!r}"
+
+
+def _ours(provenance_path: Path, states_name: str) -> bool:
+    """Whether ``provenance_path`` is the provenance export wrote for the states file ``states_name`` (or an
+    earlier export's, which named no file and no format: its ``command`` and ``arrays``)."""
     try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        doc = json.loads(read_regular(provenance_path, "provenance", limit=TEXT_LIMIT).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    if not isinstance(doc, dict) or doc.get("command") != "export":
+        return False
+    if "format" not in doc:
+        return isinstance(doc.get("arrays"), dict) and "states_file" not in doc
+    return doc.get("format") == PROVENANCE_FORMAT and doc.get("states_file") == states_name
 
 
-def _check_out(out: Path, overwrite: bool) -> Path:
+def check_out(out, overwrite: bool = False) -> Path:
+    """Refuse an ``--out`` that export cannot write its pair at (the states file ``out`` and the provenance
+    beside it, ``.json``); return the provenance's path. A pair is replaced only when export wrote it (the
+    provenance names the states file, as export writes it) and ``overwrite`` asks; a file of the user's at
+    either name, a link or a directory is never replaced."""
+    out = Path(out)
     if out.suffix != ".npz":
         raise ValueError(f"--out {str(out)!r}: expected a file name ending in .npz")
-    if out.is_dir():
-        raise ValueError(f"--out {str(out)!r} is a directory; give the .npz file to write")
-    if out.exists() and not overwrite:
-        raise ValueError(f"--out {str(out)!r} exists; choose another name or pass --overwrite")
+    provenance_path = out.with_suffix(".json")
     if not out.parent.is_dir():
         raise ValueError(f"--out {str(out)!r}: the directory {str(out.parent)!r} does not exist")
-    return out.with_suffix(".json")
+    present = [p for p in (out, provenance_path) if os.path.lexists(p)]
+    for path in present:
+        if path.is_symlink():
+            raise ValueError(
+                f"{_label(path)} is a symbolic link (to {os.readlink(path)!r}); export writes only files of its "
+                "own: choose another --out"
+            )
+        if path.is_dir():
+            raise ValueError(f"{_label(path)} is a directory; give the .npz file to write")
+        if not path.is_file():
+            raise ValueError(f"{_label(path)} is not a regular file; choose another --out")
+    if not present:
+        return provenance_path
+    # a states file is export's only with the provenance export wrote for it beside it
+    theirs = provenance_path if os.path.lexists(provenance_path) else out
+    if theirs == out or not _ours(provenance_path, out.name):
+        raise ValueError(
+            f"{_label(theirs)} exists and attnflow export did not write it (no provenance of its own for "
+            f"{out.name!r} beside it); attnflow never replaces a file of yours, even with --overwrite: "
+            "choose another --out"
+        )
+    if not overwrite:
+        raise ValueError(
+            f"--out {str(out)!r} exists (an earlier export); choose another name or pass --overwrite to replace it"
+        )
+    return provenance_path
+
+
+def _temporary(path: Path) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def _sync(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def write_pair(out, arrays: dict[str, Any], provenance: dict, *, overwrite: bool = False) -> Path:
+    """Write the states file ``out`` (.npz of ``arrays``) and its provenance beside it (.json, ``provenance``
+    with the pair's ``format`` and ``states_file``), refusing first what ``check_out`` refuses; return the
+    provenance's path.
+
+    Both are written and synced under temporary names, checked again, then renamed into place, the states
+    first and the provenance that describes them last; on any error, Ctrl-C included, the temporaries are
+    removed and nothing of an earlier pair is changed."""
+    out = Path(out)
+    provenance_path = check_out(out, overwrite)
+    doc = {"format": PROVENANCE_FORMAT, "states_file": out.name, **provenance}
+    text = json.dumps(doc, indent=1) + "\n"
+    temporaries: list[Path] = []
+    try:
+        states_tmp = _temporary(out)
+        temporaries.append(states_tmp)
+        with open(states_tmp, "wb") as f:  # a file object: np.savez would add .npz to a path's name
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        provenance_tmp = _temporary(provenance_path)
+        temporaries.append(provenance_tmp)
+        provenance_tmp.write_text(text, encoding="utf-8")
+        _sync(provenance_tmp)
+        check_out(out, overwrite)  # again: a file put there while the model ran is the user's too
+        os.replace(states_tmp, out)
+        temporaries.remove(states_tmp)
+        os.replace(provenance_tmp, provenance_path)
+        temporaries.remove(provenance_tmp)
+    finally:
+        for tmp in temporaries:
+            tmp.unlink(missing_ok=True)
+    return provenance_path
 
 
 def export(
@@ -201,7 +288,7 @@ def export(
     """Write the states file ``out`` (.npz) and its provenance (the same name, .json); return the provenance."""
     torch, transformers = _require_hf()
     out = Path(out)
-    provenance_path = _check_out(out, overwrite)
+    check_out(out, overwrite)
     prompts = read_prompts(prompts_path, count)
     ids = token_ids(load_tokenizer(model_name), prompts, tokens)
     model = load_model(model_name)
@@ -229,13 +316,7 @@ def export(
     }
     if not all(math.isfinite(float(np.abs(a).max())) for a in arrays.values()):
         raise ValueError(f"the model {model_name!r} produced non-finite hidden states on these prompts")
-
-    def write_arrays(tmp: Path) -> None:
-        with open(tmp, "wb") as f:  # a file object: np.savez would add .npz to a path's name
-            np.savez(f, **arrays)
-
-    _write_atomically(out, write_arrays)
-    _write_atomically(provenance_path, lambda tmp: tmp.write_text(json.dumps(provenance, indent=1) + "\n"))
+    write_pair(out, arrays, provenance, overwrite=overwrite)
     return provenance
 
 

@@ -3,7 +3,8 @@
 An array (layers, tokens, d) or (layers, batch, tokens, d) in an ``.npz`` (one array, or the one named by
 ``--key``; the one named ``states`` in an archive holding several, as ``attnflow export`` writes) or
 ``.npy`` file: read without unpickling, only from a regular file (a pipe or a device could
-block), checked from its header (dtype, shape, the memory it needs) before any data is read, then checked
+block: ``particles/files.py`` refuses them by kind),
+checked from its header (dtype, shape, the memory it needs) before any data is read, then checked
 finite; tokens scaled to the unit sphere as layer norm does; layers chosen with ``--layers``.
 """
 
@@ -12,12 +13,12 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import stat
 import zipfile
 import zlib
 
 import numpy as np
 
+from ...particles.files import open_regular
 from ..run import memory
 
 __all__ = [
@@ -81,11 +82,13 @@ def check_memory(shape: tuple, label: str) -> None:
 
 
 def _read_npz(path: str, label: str, key: str | None, check=_check_header) -> tuple[np.ndarray, str]:
+    fh = open_regular(path, label, error=ValueError, hint=_HINT)  # never a pipe or a device
     try:
-        archive = zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(fh)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        fh.close()
         raise ValueError(f"{label} is not a readable .npz archive ({err})") from None
-    with archive:
+    with fh, archive:
         names = [m.removesuffix(".npy") for m in archive.namelist() if m.endswith(".npy")]
         if not names:
             raise ValueError(f"{label} holds no arrays; save the hidden states with numpy.savez(path, states=...)")
@@ -125,16 +128,7 @@ def _read_npz(path: str, label: str, key: str | None, check=_check_header) -> tu
     return array, key
 
 
-def _file_kind(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISFIFO, "a named pipe (FIFO)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return kind
-    return "not a plain file"
+_HINT = ": save the states to an .npz or .npy file and give its path"
 
 
 def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, tuple]:
@@ -148,25 +142,14 @@ def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, t
 
     path = os.fspath(path)
     label = f"states file {path!r}"
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        why = f"is a broken symbolic link (to {os.readlink(path)!r})" if os.path.islink(path) else "does not exist"
-        raise ValueError(f"{label} {why}") from None
-    except OSError as err:
-        raise ValueError(f"cannot read {label} ({err.strerror or err})") from None
-    if stat.S_ISDIR(info.st_mode):
+    if os.path.isdir(path):
         raise ValueError(f"{label} is a directory, not an .npz or .npy file")
-    if not stat.S_ISREG(info.st_mode):  # a pipe or a device: opening or reading it can block for ever
-        raise ValueError(
-            f"{label} is {_file_kind(info.st_mode)}, not a regular file: save the states to an "
-            ".npz or .npy file and give its path"
-        )
-    try:
-        with open(path, "rb") as f:
+    # a regular file only: opening or reading a pipe or a device can block for ever
+    with open_regular(path, label, error=ValueError, hint=_HINT) as f:
+        try:
             magic = f.read(6)
-    except OSError as err:
-        raise ValueError(f"cannot read {label} ({err.strerror or err})") from None
+        except OSError as err:
+            raise ValueError(f"cannot read {label} ({err.strerror or err})") from None
     if magic.startswith(b"PK"):
         array, key = _read_npz(path, label, key)
     elif magic == b"\x93NUMPY":
@@ -204,9 +187,7 @@ def array_names(path) -> list[str] | None:
     """The names of the arrays of an ``.npz`` archive at ``path``; None for anything else (an ``.npy`` file, a
     path that cannot be read, a pipe or a device, which could block: ``read_states`` says why)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with zipfile.ZipFile(os.fspath(path)) as archive:
+        with open_regular(path, "states file", error=OSError) as f, zipfile.ZipFile(f) as archive:
             return [m.removesuffix(".npy") for m in archive.namelist() if m.endswith(".npy")]
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         return None

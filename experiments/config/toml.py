@@ -10,64 +10,56 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tomli_w
 
+from ...particles.files import read_regular
 from .types import ConfigError
 
-__all__ = ["HEADER", "read_toml_file", "read_source", "to_toml", "toml_literal"]
+__all__ = ["HEADER", "CONFIG_LIMIT", "parse_toml", "read_toml_file", "read_source", "to_toml", "toml_literal"]
 
 HEADER = "# attnflow configuration\n"
 
-_SPECIAL_FILES = (
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
+CONFIG_LIMIT = 16 * 2**20
+"""The largest TOML file read as a configuration (16 MiB): a configuration is a few hundred bytes."""
+
+
+def parse_toml(text: str, label: str) -> dict:
+    """The table of TOML ``text``; one ConfigError line starting with ``label`` if it is malformed or nested
+    deeper than the parser can follow (thousands of brackets)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{label}: malformed TOML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{label}: malformed TOML: arrays or tables nested too deeply for a configuration") from None
 
 
 def read_toml_file(path: str | os.PathLike) -> dict:
     """The table of a TOML config file; one ConfigError line naming the file for anything else.
 
-    Only regular files (or links to them) are read: a pipe (``<(...)``), a device or a socket is
-    refused by name before it is opened, since reading one can block or never end. A UTF-8 byte
-    order mark, as some editors write, is skipped.
+    Only regular files (or links to them) of at most ``CONFIG_LIMIT`` bytes are read
+    (``particles/files.py``): a pipe (``<(...)``), a device or a socket is refused by its kind before
+    anything is read, since reading one can block or never end. A UTF-8 byte order mark, as some
+    editors write, is skipped.
     """
-    path = Path(path)
     label = str(path)
+    data = read_regular(
+        path,
+        f"config file {label!r}",
+        limit=CONFIG_LIMIT,
+        error=ConfigError,
+        hint=": save the configuration to a .toml file and give its path",
+    )
     try:
-        info = path.stat()
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise ConfigError(f"config file {label!r} is a broken symbolic link (to {os.readlink(path)!r})") from None
-        raise ConfigError(f"config file {label!r} does not exist") from None
-    except OSError as err:
-        raise ConfigError(f"cannot read config file {label!r}: {err.strerror or err}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ConfigError(f"config file {label!r} is a directory, not a TOML file")
-    for test, kind in _SPECIAL_FILES:
-        if test(info.st_mode):
-            raise ConfigError(
-                f"config file {label!r} is {kind}, not a regular file: save the configuration to a "
-                ".toml file and give its path"
-            )
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ConfigError(f"cannot read config file {label!r}: {err.strerror or err}") from None
-    try:
-        return tomllib.loads(data.decode("utf-8-sig"))
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise ConfigError(f"{label}: malformed TOML: not UTF-8 text (byte {err.start})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{label}: malformed TOML: {err}") from None
+    return parse_toml(text, label)
 
 
 def read_source(source: str | os.PathLike | Mapping) -> tuple[dict, str]:
@@ -76,10 +68,7 @@ def read_source(source: str | os.PathLike | Mapping) -> tuple[dict, str]:
         return dict(source), "config"
     if isinstance(source, str) and ("\n" in source or "\r" in source):
         label = "config text"
-        try:
-            return tomllib.loads(source.removeprefix("\ufeff")), label
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{label}: malformed TOML: {err}") from None
+        return parse_toml(source.removeprefix("\ufeff"), label), label
     if not isinstance(source, (str, os.PathLike)):
         raise ConfigError(f"a configuration is a TOML file path, TOML text or a dict; got {type(source).__name__}")
     return read_toml_file(source), str(source)

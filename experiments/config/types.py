@@ -306,7 +306,7 @@ def parse_scalar_text(text: str) -> Any:
         return None
     try:
         parsed = tomllib.loads(f"v = {text}")
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # nested deeper than the parser follows: not a value
         return None
     return parsed.get("v") if set(parsed) == {"v"} else None
 

@@ -2,8 +2,9 @@
 
 The one reader of what ``store`` writes (the layout is described there): a run's config.toml,
 summary.json and results.npz (arrays never unpickled, dimension names from ``__dims__``), the list of
-attnflow's files (``.attnflow.json``) and a sweep's manifest.json. Every problem is a StoreError whose
-message names the file.
+attnflow's files (``.attnflow.json``) and a sweep's manifest.json, each only from a regular file (a pipe
+or a device in a run's place is refused by its kind: ``particles/files.py``). Every problem is a
+StoreError whose message names the file.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ...particles.files import open_regular, read_regular
 
 __all__ = [
     "StoreError",
@@ -126,9 +129,9 @@ def owned_files(directory: str | os.PathLike) -> set[str]:
     a run written before the list existed, can be read but none of its files replaced)."""
     p = Path(directory)
     names = {OWNED_FILE}
-    try:
-        doc = json.loads((p / OWNED_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    try:  # a regular file only: a pipe or a device in its place claims nothing (and is never read)
+        doc = json.loads(read_regular(p / OWNED_FILE, str(p / OWNED_FILE), error=StoreError).decode("utf-8"))
+    except (StoreError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return names
     listed = doc.get("files") if isinstance(doc, dict) and doc.get("format") == OWNED_FORMAT else None
     for name in listed if isinstance(listed, list) else []:
@@ -183,11 +186,12 @@ def parse_dims(value: Any, where: str) -> dict[str, list[str]]:
 def _read_text(path: Path, parse, malformed: tuple, language: str, missing: str = "is missing") -> Any:
     """``parse`` of the text in ``path``; StoreError (one line naming the file) saying ``missing`` if there is
     none, or that it is unreadable or not valid ``language`` (``malformed``: the parser's errors)."""
+    data = read_regular(path, str(path), error=StoreError, missing=missing)  # never a pipe or a device
     try:
-        return parse(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path} {missing}") from None
-    except (OSError, UnicodeDecodeError, *malformed) as err:
+        return parse(data.decode("utf-8"))
+    except RecursionError:
+        raise StoreError(f"{path} is not valid {language}: arrays or tables nested too deeply") from None
+    except (UnicodeDecodeError, *malformed) as err:
         raise StoreError(f"{path} is unreadable or not valid {language}: {err}") from None
 
 
@@ -220,13 +224,8 @@ def read_summary(path: Path) -> dict[str, Any]:
 
 def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
     """A run's results.npz as (arrays, dimension names), never unpickling; StoreError on any corruption."""
-    if not path.is_file():
-        raise StoreError(f"{path} is missing")
     # We own the file handle: np.load leaks its own when the archive turns out to be corrupt.
-    try:
-        fh = open(path, "rb")
-    except OSError as err:
-        raise StoreError(f"{path} is unreadable: {err.strerror or err}") from None
+    fh = open_regular(path, str(path), error=StoreError, missing="is missing")  # never a pipe or a device
     with fh:
         try:
             obj = np.load(fh, allow_pickle=False)

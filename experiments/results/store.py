@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ...particles.files import open_regular, read_regular
 from .dataset import load
 from .rundir import (
     CONFIG_FILE,
@@ -88,6 +89,7 @@ __all__ = [
     "record_files",
     "remove_run",
     "remove_stale_temporaries",
+    "TEMPORARY_MARKER",
     "check_entry_name",
     "jsonable",
     "read_config",
@@ -169,24 +171,77 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
-    """Remove the temporary run directories and manifests that a killed process left in ``directory``.
+TEMPORARY_MARKER = ".attnflow-temporary"
+"""The file attnflow writes first into a temporary run directory (and into a replaced run's before it is
+removed): what makes a directory named like a temporary attnflow's, and so removable once its process is gone."""
+TEMPORARY_FORMAT = "attnflow-temporary"
+_TEMPORARY_FILES = (
+    b'{\n "format": "' + OWNED_FORMAT.encode() + b'"',
+    b'{\n  "format": "' + MANIFEST_FORMAT.encode() + b'"',
+)  # how the temporaries of the list of attnflow's files and of a manifest begin, as attnflow writes them
 
-    Only attnflow's own temporary names (``.NAME.tmp-<pid>-<hex>``, ``.NAME.old-<pid>-<hex>``) of
-    processes no longer running are touched. Returns what was removed.
-    """
-    removed = []
-    for entry in Path(directory).iterdir():
+
+def _marker_text(directory: Path) -> bytes:
+    return f"{TEMPORARY_FORMAT} {directory.name}\n".encode()
+
+
+def _mark(directory: Path) -> None:
+    """Mark ``directory`` (a temporary, or a replaced run about to go) as attnflow's to remove."""
+    with open(directory / TEMPORARY_MARKER, "wb") as f:
+        f.write(_marker_text(directory))
+
+
+def _marked(entry: Path) -> bool:
+    """Whether attnflow wrote the temporary ``entry``: a directory holding its marker (naming the directory),
+    or a file that begins as attnflow's list of files or manifest does. Never by the name alone."""
+    if entry.is_symlink():
+        return False
+    try:
+        if entry.is_dir():
+            data = read_regular(entry / TEMPORARY_MARKER, "marker", limit=4096, error=OSError)
+            return data == _marker_text(entry)
+        with open_regular(entry, "temporary", error=OSError) as f:
+            head = f.read(max(len(t) for t in _TEMPORARY_FILES))
+    except OSError:
+        return False
+    return head.startswith(_TEMPORARY_FILES)
+
+
+def _remove_temporary(entry: Path) -> None:
+    """Remove a marked temporary, its marker last: an interruption leaves it marked, for a later pass."""
+    if not entry.is_dir():
+        entry.unlink(missing_ok=True)
+        return
+    for inner in entry.iterdir():
+        if inner.name != TEMPORARY_MARKER:
+            _remove_entry(inner)
+    (entry / TEMPORARY_MARKER).unlink(missing_ok=True)
+    os.rmdir(entry)
+
+
+def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = None) -> list[Path]:
+    """Remove the temporary run directories and manifests that a killed process left in ``directory``
+    (those of the run ``name`` only, if given).
+
+    Only attnflow's own temporaries are touched: named ``.NAME.tmp-<pid>-<hex>`` or ``.NAME.old-<pid>-<hex>``,
+    of a process no longer running, and marked as attnflow's inside (a directory holding its
+    ``TEMPORARY_MARKER``, a file beginning as attnflow's list of files or manifest do): a folder or file
+    of the user's with such a name is kept. Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(Path(directory).iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
         m = _TEMP.match(entry.name)
-        if m is None or _alive(int(m.group(2))):
+        if m is None or (name is not None and not entry.name.startswith(f".{name}.")):
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            try:
-                entry.unlink()
-            except OSError:
-                continue
+        if _alive(int(m.group(2))) or not _marked(entry):
+            continue
+        try:
+            _remove_temporary(entry)
+        except OSError:
+            continue
         removed.append(entry)
     return removed
 
@@ -322,9 +377,10 @@ def write_run(
     their dimensions; ``figures`` maps a name to a callable that writes a PNG at the path it is
     given (``NAME.png``).
 
-    Everything is written and fsynced in a temporary sibling directory ``.NAME.tmp-<pid>-<hex>``,
-    then renamed to ``out_dir``. An empty directory at ``out_dir`` is filled; an existing run is an
-    error unless ``overwrite`` is true, and then only the files attnflow wrote there (its
+    Everything is written and fsynced in a temporary sibling directory ``.NAME.tmp-<pid>-<hex>``, marked
+    as attnflow's (``TEMPORARY_MARKER``) while it is incomplete, then renamed to ``out_dir``; the marked
+    temporaries of this name that killed processes left are removed first. An empty directory at
+    ``out_dir`` is filled; an existing run is an error unless ``overwrite`` is true, and then only the files attnflow wrote there (its
     ``.attnflow.json``) are replaced or removed: a file a user added is kept (and one the new run
     would write over is an error). Any other existing path is left alone and is an error. On any
     exception, Ctrl-C included, the temporary directory (and parent directories this call created)
@@ -362,8 +418,10 @@ def write_run(
         for d in _existing_ancestors(parent):
             os.mkdir(d)
             created.append(d)
+        remove_stale_temporaries(parent, out.name)  # what a killed run of this name left
         tmp = parent / _temp_name(out.name, "tmp")
         os.mkdir(tmp)
+        _mark(tmp)
         _write_file(tmp / CONFIG_FILE, config_toml.encode("utf-8"))
         _write_file(tmp / SUMMARY_FILE, summary_text.encode("utf-8"))
         _write_npz(tmp / RESULTS_FILE, prepared)
@@ -373,12 +431,13 @@ def write_run(
             if not path.is_file():
                 raise StoreError(f"figure {name!r} wrote nothing at {path.name}")
             _fsync_file(path)
+        os.unlink(tmp / TEMPORARY_MARKER)  # the run's own files only, from here on
         _write_file(tmp / OWNED_FILE, _owned_text(os.listdir(tmp)))
         _fsync_dir(tmp)
         _commit(tmp, out, overwrite)
     except BaseException as err:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # this process's own: the marker's name is its own
         for d in reversed(created):
             try:
                 os.rmdir(d)
@@ -417,6 +476,10 @@ def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
             except BaseException:
                 os.rename(old, out)  # put the previous run back rather than leave nothing
                 raise
+            try:
+                _mark(old)  # replaced: a later pass may finish its removal
+            except OSError:
+                pass
             shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(out.parent)
 

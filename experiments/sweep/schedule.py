@@ -182,8 +182,9 @@ def run_sweep(
     this process writes every run directory (atomically) and rewrites the manifest after each
     task. Runs whose task failed are marked "failed" with the error in the manifest and the others
     are kept; SweepError is raised at the end. Ctrl-C leaves a consistent manifest and only
-    complete runs; ``resume=True`` completes the sweep (it also clears temporaries left by a
-    killed process), refusing if a complete run there was made with another configuration.
+    complete runs; ``resume=True`` completes the sweep (it also clears the temporaries a killed
+    process left, known by attnflow's marker inside them, never by their name), refusing if a
+    complete run there was made with another configuration.
     ``overwrite=True`` runs every grid point again into a directory that holds a sweep: first the
     runs of the old manifest that are not this sweep's (outside the grid, or of another
     configuration) are removed, then each of the others is replaced when its new run is written;

@@ -290,11 +290,15 @@ def test_stale_temporaries_of_dead_processes_are_removed_and_live_ones_kept(tmp_
     foreign = tmp_path / ".beta=3.0.tmp-notapid"
     for d in (stale_dir, live, foreign):
         d.mkdir()
+    for d in (stale_dir, live):  # attnflow's marker, naming the directory
+        (d / store.TEMPORARY_MARKER).write_text(f"attnflow-temporary {d.name}\n")
     (stale_dir / "results.npz").write_bytes(b"partial")
-    stale_file.write_text("{")
+    stale_file.write_text('{\n  "format": "attnflow-sweep",\n  "ver')  # a manifest cut short by the kill
+    unmarked = tmp_path / f".beta=4.0.tmp-{pid}-0123abcd"  # a dead process's name, but no marker: not attnflow's
+    unmarked.mkdir()
     removed = store.remove_stale_temporaries(tmp_path)
     assert sorted(removed) == sorted([stale_dir, stale_file])
-    assert live.is_dir() and foreign.is_dir()
+    assert live.is_dir() and foreign.is_dir() and unmarked.is_dir()
 
 
 # -- reproducibility --------------------------------------------------------------------------------
