@@ -45,8 +45,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles.checks import check_int, check_real, real_array
 from ..particles.ensembles import ensemble_axes
 from ..particles.fields import Field
+from . import machine
 
 __all__ = [
     "Equilibrium",
@@ -61,11 +63,17 @@ __all__ = [
     "energy_parts",
     "check_field",
     "Linearization",
+    "memory_parts",
+    "check_memory",
     "newton",
     "analyze",
 ]
 
 JACOBIAN_BYTES = 256 * 2**20
+JACOBIAN_COPIES = (3, 8)
+"""N×N arrays a linearization holds (N = n(d − 1) tangent coordinates): on the device the identity whose columns
+are pushed forward, the columns and their transpose; on the host the Jacobian, its eigenvalues' work arrays
+(complex), the Hessian, the bordered Newton system and the reduced Jacobian of the spectrum."""
 """Memory for the tangent vectors pushed through the field at once when the Jacobian is formed."""
 SYMMETRY_TOL = 1e-8
 """Relative size below which an equivariance defect counts as zero (generators, gradient structure)."""
@@ -162,6 +170,32 @@ def coordinates(v, frames, sphere: bool):
     if not sphere:
         return v.reshape(-1)
     return jnp.einsum("nij,ni->nj", frames, v).reshape(-1)
+
+
+def memory_parts(n: int, d: int, N: int, batch: int) -> dict[str, int]:
+    """The bytes a linearization of n tokens in R^d (N tangent coordinates, ``batch`` directions pushed forward at
+    once) holds, by what holds them: the Jacobian's copies on the device and on the host (``JACOBIAN_COPIES``)
+    and one batch of directions."""
+    where = f"[N = {N} tangent coordinates, n = {n}, d = {d}]"
+    device, host = JACOBIAN_COPIES
+    return {
+        f"the tangent Jacobian, N × N, as it is formed {where}": 8 * device * N * N,
+        f"the tangent Jacobian's spectrum and Newton's systems {where}": 8 * host * N * N,
+        f"one batch of linearized directions [{batch} of them]": 8 * batch * (6 * n * n + 16 * n * d),
+    }
+
+
+def check_memory(n: int, d: int, N: int, batch: int) -> None:
+    """Refuse (one InputError line, ``machine.check_parts``) a linearization whose Jacobian, which grows as (n·d)²,
+    cannot fit in the memory, before it is allocated."""
+    parts = memory_parts(n, d, N, batch)
+    formed, _, directions = parts
+    machine.check_parts(
+        parts,
+        f"the linearization of n = {n} tokens in d = {d}",
+        "fewer tokens (n) or dimensions (d): the Jacobian grows as (n·d)²",
+        on_device=(formed, directions),
+    )
 
 
 def _batch(n: int, d: int, N: int) -> int:
@@ -425,7 +459,7 @@ def check_field(field: Field, x) -> tuple[Field, np.ndarray, bool]:
             f"equilibrium takes a field of one member; this one has {members} (β or weights with a "
             "member axis): solve one member at a time"
         )
-    x = np.asarray(x, dtype=np.float64)
+    x = real_array("x", x, " of shape (n, d)").astype(np.float64)
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
         raise ValueError(f"x must be one configuration of shape (n, d), got shape {x.shape}")
     if not np.all(np.isfinite(x)):
@@ -452,6 +486,7 @@ class Linearization:
         self.n, self.d = n, d
         self.N = n * (d - 1 if sphere else d)
         self.batch = _batch(n, d, self.N)
+        check_memory(n, d, self.N, self.batch)
 
     def frames(self, x) -> jax.Array:
         return tangent_frames(jnp.asarray(x)) if self.sphere else jnp.zeros((self.n, self.d, 0))
@@ -591,6 +626,10 @@ def equilibrium(
     damped by a backtracking line search on ‖f‖², with Levenberg–Marquardt steps where it fails. Returns an
     ``Equilibrium`` (see there for every field).
     """
+    t = check_real("t", t)
+    tol = check_real("tol", tol, 0.0, strict_min=True)
+    max_iter = check_int("max_iter", max_iter, 0)
+    seed = check_int("seed", seed, 0)
     field, x, sphere = check_field(field, x)
     n, d = x.shape
     lin = Linearization(field, t, n, d, sphere)
