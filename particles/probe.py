@@ -19,7 +19,6 @@ neighbours of each token. Across layers: the energy's trend (``energy_trend``), 
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import jax
@@ -289,15 +288,12 @@ def energy_trend(values, rtol: float = 1e-9) -> dict:
     if not np.all(finite):
         bad = int(np.sum(~finite))
         undefined = (
-            f"E_β is not finite (NaN or inf, its exponentials out of float64's range) in {bad} of "
-            f"{finite.size} prompts"
+            f"E_β is not finite (NaN or inf, its exponentials out of float64's range) in {bad} of {finite.size} prompts"
         )
     with np.errstate(invalid="ignore"):
         return {
             "increments": steps,
-            "monotone": None
-            if undefined
-            else bool(np.all(np.diff(mean) >= -rtol * np.abs(mean[:-1]))),
+            "monotone": None if undefined else bool(np.all(np.diff(mean) >= -rtol * np.abs(mean[:-1]))),
             "monotone_per_prompt": per_prompt,
             "monotone_fraction": float(np.mean(climbs[finite])) if np.any(finite) else None,
             "increment_min": steps.min(axis=1) if steps.size else np.zeros(0),

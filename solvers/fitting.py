@@ -32,9 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.checks import check_choice, check_int, check_real
-from . import machine
 from ..particles.fields import SA, USA
 from ..particles.multihead import MultiHead
+from . import machine
 from .progress import Counter
 from .simulation import simulate
 
@@ -288,7 +288,15 @@ def fit(
         raise ValueError(f"rank {rank} exceeds d = {d}")
     check_fit_memory(
         memory_parts(
-            L, P, n, d, heads=heads, qk=qk if rank is None else rank, v=v, horizon=horizon, substeps=substeps,
+            L,
+            P,
+            n,
+            d,
+            heads=heads,
+            qk=qk if rank is None else rank,
+            v=v,
+            horizon=horizon,
+            substeps=substeps,
             lbfgs_steps=lbfgs_steps,
         )
     )

@@ -115,9 +115,9 @@ def check_parts(
     n×n arrays [2000 tokens]"``) to their bytes, estimated from the arguments before anything is allocated.
 
     The message gives the total, the largest part and its size, the machine's memory and ``remedy`` (what
-    shrinks it, "try ..."; a mapping gives the remedy of each part, that of the largest is named). The parts named in ``on_device`` are JAX's arrays: on an accelerator they are
-    checked against its memory (:func:`device_memory`), the others against the host's. Nothing is refused
-    where the memory cannot be read.
+    shrinks it, "try ..."; a mapping gives the remedy of each part, that of the largest is named). The parts
+    named in ``on_device`` are JAX's arrays: on an accelerator they are checked against its memory
+    (:func:`device_memory`), the others against the host's. Nothing is refused where the memory cannot be read.
     """
     parts = {what: max(0, int(size)) for what, size in parts.items()}
     device = set(on_device) & set(parts)

@@ -202,7 +202,11 @@ def _degenerate(name: str, distinct: np.ndarray, dim: np.ndarray, d: int) -> str
     fewest = int(distinct.min()) if distinct.size else 0
     notes = []
     if fewest < 3:
-        why = " (with d = 2, layer norm's centring leaves every token at ±(1, −1)/√2)" if name == "normed" and d == 2 else ""
+        why = (
+            " (with d = 2, layer norm's centring leaves every token at ±(1, −1)/√2)"
+            if name == "normed" and d == 2
+            else ""
+        )
         notes.append(
             f"the {name} tokens take only {fewest} distinct point{'s' if fewest != 1 else ''} in some layer{why}: "
             "their TwoNN dimension and neighbours are undefined"
@@ -279,7 +283,9 @@ def memory_parts(layers: int, prompts: int, n: int, d: int, *, fit: dict | None 
         from ...solvers.fitting import memory_parts as fit_parts
 
         options = {key: fit[key] for key in ("heads", "qk", "v", "horizon", "substeps", "lbfgs_steps") if key in fit}
-        parts.update({f"{what} (af.fit for β)": size for what, size in fit_parts(layers, prompts, n, d, **options).items()})
+        parts.update(
+            {f"{what} (af.fit for β)": size for what, size in fit_parts(layers, prompts, n, d, **options).items()}
+        )
     return parts
 
 

@@ -253,3 +253,18 @@ def test_continuation_refuses_complex_start():
 def test_probe_refuses_complex_states_naming_them():
     with pytest.raises(InputError, match=r"^states must be a real array.*complex"):
         af.probe(circle_states(5).astype(complex), beta=1.0)
+
+
+@pytest.mark.parametrize(
+    "argument, value, message",
+    [
+        ("rho0", np.full(16, 1 / (2 * np.pi)) + 0j, r"^rho0 must be a real array.*complex"),
+        ("rtol", 0.0, r"^rtol must be a finite number > 0"),
+        ("max_steps", 0, r"^max_steps must be an integer ≥ 1, got 0"),
+        ("modes", 1.5, r"^modes must be an integer ≥ 2"),
+    ],
+)
+def test_meanfield_circle_refuses_bad_arguments_naming_them(argument, value, message):
+    arguments = {"rho0": lambda theta: 1 + 0.1 * np.cos(theta), **{argument: value}}
+    with pytest.raises(InputError, match=message):
+        af.meanfield_circle(arguments.pop("rho0"), 1.0, 1.0, **arguments)
