@@ -278,7 +278,8 @@ def energy_trend(values, rtol: float = 1e-9) -> dict:
     why (None when the verdict is defined). The increments keep their NaNs.
     """
     e = np.asarray(values, dtype=np.float64)
-    steps = np.diff(e, axis=0)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf − inf: the NaN that makes the verdict undefined
+        steps = np.diff(e, axis=0)
     slack = rtol * np.abs(e[:-1])
     finite = np.all(np.isfinite(e), axis=0) & np.all(np.isfinite(steps), axis=0)
     climbs = np.all(steps >= -slack, axis=0)

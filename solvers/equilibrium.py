@@ -63,18 +63,16 @@ __all__ = [
     "energy_parts",
     "check_field",
     "Linearization",
-    "memory_parts",
     "check_memory",
     "newton",
     "analyze",
 ]
 
 JACOBIAN_BYTES = 256 * 2**20
-JACOBIAN_COPIES = (3, 8)
-"""N×N arrays a linearization holds (N = n(d − 1) tangent coordinates): on the device the identity whose columns
-are pushed forward, the columns and their transpose; on the host the Jacobian, its eigenvalues' work arrays
-(complex), the Hessian, the bordered Newton system and the reduced Jacobian of the spectrum."""
 """Memory for the tangent vectors pushed through the field at once when the Jacobian is formed."""
+JACOBIAN_COPIES = (3, 8)
+"""N×N arrays a linearization holds (N = n(d − 1)): on the device the identity pushed forward, the columns and
+their transpose; on the host J, its eigenvalues' complex work arrays, the Hessian and Newton's bordered system."""
 SYMMETRY_TOL = 1e-8
 """Relative size below which an equivariance defect counts as zero (generators, gradient structure)."""
 
@@ -172,29 +170,20 @@ def coordinates(v, frames, sphere: bool):
     return jnp.einsum("nij,ni->nj", frames, v).reshape(-1)
 
 
-def memory_parts(n: int, d: int, N: int, batch: int) -> dict[str, int]:
-    """The bytes a linearization of n tokens in R^d (N tangent coordinates, ``batch`` directions pushed forward at
-    once) holds, by what holds them: the Jacobian's copies on the device and on the host (``JACOBIAN_COPIES``)
-    and one batch of directions."""
-    where = f"[N = {N} tangent coordinates, n = {n}, d = {d}]"
-    device, host = JACOBIAN_COPIES
-    return {
-        f"the tangent Jacobian, N × N, as it is formed {where}": 8 * device * N * N,
-        f"the tangent Jacobian's spectrum and Newton's systems {where}": 8 * host * N * N,
-        f"one batch of linearized directions [{batch} of them]": 8 * batch * (6 * n * n + 16 * n * d),
-    }
-
-
 def check_memory(n: int, d: int, N: int, batch: int) -> None:
-    """Refuse (one InputError line, ``machine.check_parts``) a linearization whose Jacobian, which grows as (n·d)²,
-    cannot fit in the memory, before it is allocated."""
-    parts = memory_parts(n, d, N, batch)
-    formed, _, directions = parts
+    """Refuse (one InputError line, ``machine.check_parts``) a linearization of n tokens in R^d (N tangent
+    coordinates, ``batch`` directions pushed forward at once) whose Jacobian, which grows as (n·d)², cannot fit
+    in the memory, before it is allocated: its copies on the device and the host (``JACOBIAN_COPIES``)."""
+    where = f"[N = {N} tangent coordinates, n = {n}, d = {d}]"
+    formed, directions = f"the tangent Jacobian as it is formed {where}", f"one batch of {batch} directions"
+    parts = {
+        formed: 8 * JACOBIAN_COPIES[0] * N * N,
+        f"the tangent Jacobian's spectrum and Newton's systems {where}": 8 * JACOBIAN_COPIES[1] * N * N,
+        directions: 8 * batch * (6 * n * n + 16 * n * d),
+    }
+    remedy = "fewer tokens (n) or dimensions (d): the Jacobian grows as (n·d)²"
     machine.check_parts(
-        parts,
-        f"the linearization of n = {n} tokens in d = {d}",
-        "fewer tokens (n) or dimensions (d): the Jacobian grows as (n·d)²",
-        on_device=(formed, directions),
+        parts, f"the linearization of n = {n} tokens in d = {d}", remedy, on_device=(formed, directions)
     )
 
 
