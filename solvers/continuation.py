@@ -314,10 +314,13 @@ def continuation(
     p_range     (p_min, p_max): the branch ends where p leaves it
     direction   +1 or −1: the sign of dp/ds at the start (at a branch point: the side of the new branch)
     ds, ds_min, ds_max   initial, smallest and largest arclength steps (in the norm of (u, p))
-    max_points  the most points; tol: Newton's tolerance (max|F| ≤ tol × max|F_u|)
+    max_points  the most points (≥ 2); max_newton: Newton's iterations per point (≥ 1); tol: Newton's tolerance
+                (max|F| ≤ tol × max|F_u|, > 0)
     locate_tol  arclength accuracy of the located folds and branch points
 
-    Returns a ``Branch``; ``ContinuationError`` when the start does not converge.
+    Returns a ``Branch``; ``ContinuationError`` when the start does not converge. Bad arguments (counts and
+    tolerances out of range, a complex start) and a system whose Jacobians cannot fit in the memory are an
+    ``InputError`` naming them, before any work.
     """
     if direction not in (1, -1) or isinstance(direction, bool):
         raise InputError(f"direction must be +1 or -1, got {direction!r}")

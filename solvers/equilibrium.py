@@ -606,7 +606,7 @@ def equilibrium(
               angles (n, 1) for ``Circle``; everything is computed in float64
     t         the time at which the field is frozen
     tol       the rest point is accepted when max_i ‖f(t, x)_i‖ ≤ tol × max|J| (J: the tangent Jacobian)
-    max_iter  Newton iterations at most
+    max_iter  Newton iterations at most (≥ 0)
     strict    raise ``EquilibriumError`` (its ``result`` the last iterate) when Newton does not converge; with
               False the result comes back with ``converged`` False instead
     seed      of the random configurations on which the symmetries and the gradient structure are tested
