@@ -58,6 +58,17 @@ def test_shared_preflight_names_the_largest_part_and_the_machine(monkeypatch):
     machine.check_parts({"anything": 2**80}, "this", "less")  # unknown memory: nothing refused
 
 
+def test_shared_preflight_checks_jax_arrays_against_an_accelerators_memory(monkeypatch):
+    monkeypatch.setattr(machine, "machine_bytes", lambda: 8 * 2**30)
+    monkeypatch.setattr(machine, "device_memory", lambda: (2**30, 2**29))  # a 1 GiB accelerator
+    parts = {"the Jacobian": 3 * 2**29, "the host's copies": 6 * 2**30}
+    with pytest.raises(InputError, match=r"mostly the Jacobian, 1.5 GiB\), more than the accelerator's 1.0 GiB"):
+        machine.check_parts(parts, "this", "less", on_device=["the Jacobian"])
+    machine.check_parts(parts, "this", "less")  # 7.5 GiB on the host alone: fits its 8 GiB
+    with pytest.raises(InputError, match=r"more than this machine's 8.0 GiB"):
+        machine.check_parts({**parts, "the host's copies": 9 * 2**30}, "this", "less")
+
+
 def test_probe_cli_refuses_pairwise_arrays_beyond_memory(tmp_path, small_machine):
     path = tmp_path / "states.npz"
     np.savez(path, states=circle_states(2000))  # 32 kB of states, 2000² pairs per layer
