@@ -349,9 +349,17 @@ def probe(
         raise ValueError(f"states of shape {raw_in.shape}: probe needs at least 3 tokens and d ≥ 2")
     if not np.all(np.isfinite(x_in)):
         raise ValueError("states have non-finite entries (nan or inf)")
-    chosen = np.arange(L_all) if layers is None else np.unique(np.asarray(layers, dtype=np.int64))
+    wanted = f"layers must name at least 2 of the states' {L_all} layers (0–{L_all - 1})"
+    if layers is not None:
+        try:
+            given = np.asarray(layers)
+        except (TypeError, ValueError):  # ragged nesting
+            given = np.asarray(None)
+        if given.dtype.kind not in "iu" or given.ndim != 1:  # 1.5 or True would be truncated to a layer silently
+            raise InputError(f"{wanted} as a list of integers, got {layers!r}")
+    chosen = np.arange(L_all) if layers is None else np.unique(given.astype(np.int64))
     if chosen.size < 2 or chosen.min() < 0 or chosen.max() >= L_all:
-        raise ValueError(f"layers must name at least 2 of the states' {L_all} layers (0–{L_all - 1}), got {layers!r}")
+        raise InputError(f"{wanted}, got {layers!r}")
     delta = _real("delta", KEYS["delta"].default if delta is None else delta, 0.0, 2.0)
     epsilon = _real("epsilon", measures.SINK_EPSILON if epsilon is None else epsilon, 0.0, 1.0, strict=False)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n - 2:

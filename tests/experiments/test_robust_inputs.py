@@ -280,3 +280,9 @@ def test_meanfield_circle_refuses_bad_arguments_naming_them(argument, value, mes
     arguments = {"rho0": lambda theta: 1 + 0.1 * np.cos(theta), **{argument: value}}
     with pytest.raises(InputError, match=message):
         af.meanfield_circle(arguments.pop("rho0"), 1.0, 1.0, **arguments)
+
+
+@pytest.mark.parametrize("layers", [[0, 1.5], [True, False], "01"])
+def test_probe_refuses_layers_that_are_not_integer_indices(layers):
+    with pytest.raises(InputError, match=r"^layers must name at least 2 of the states' 2 layers \(0–1\)"):
+        af.probe(circle_states(5), beta=1.0, k=2, layers=layers)
