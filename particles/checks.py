@@ -1,4 +1,5 @@
-"""Argument validation shared by the public functions: one clear ValueError, raised before any work."""
+"""Argument validation shared by the public functions: one clear ``InputError`` (a ValueError) naming the argument and
+what it may be, raised before any work."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .errors import InputError
+
 
 def check_int(name: str, value, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as an int, or raise ValueError naming the argument and the allowed range."""
@@ -17,10 +20,10 @@ def check_int(name: str, value, minimum: int | None = None, maximum: int | None 
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise ValueError(f"{name} must be an integer{_range(minimum, maximum)}, got {value!r}")
+            raise InputError(f"{name} must be an integer{_range(minimum, maximum)}, got {value!r}")
     value = int(value)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ValueError(f"{name} must be an integer{_range(minimum, maximum)}, got {value}")
+        raise InputError(f"{name} must be an integer{_range(minimum, maximum)}, got {value}")
     return value
 
 
@@ -39,26 +42,40 @@ def check_real(
         except Exception:  # noqa: BLE001 - anything unconvertible is a bad argument
             arr = None
         if arr is None or arr.shape != () or not np.issubdtype(arr.dtype, np.number):
-            raise ValueError(f"{name} must be a real number, got {value!r}")
+            raise InputError(f"{name} must be a real number, got {value!r}")
         value = arr.item()
     value = float(value)
     lo = "" if minimum is None else (f" > {minimum:g}" if strict_min else f" ≥ {minimum:g}")
     hi = "" if maximum is None else f" ≤ {maximum:g}"
     allowed = f"a finite number{lo}{' and' if lo and hi else ''}{hi}"
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be {allowed}, got {value}")
+        raise InputError(f"{name} must be {allowed}, got {value}")
     if minimum is not None and (value <= minimum if strict_min else value < minimum):
-        raise ValueError(f"{name} must be {allowed}, got {value:g}")
+        raise InputError(f"{name} must be {allowed}, got {value:g}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be {allowed}, got {value:g}")
+        raise InputError(f"{name} must be {allowed}, got {value:g}")
     return value
+
+
+def real_array(name: str, value, shape: str = "") -> np.ndarray:
+    """``value`` as a NumPy array of real numbers (booleans, integers or floats, its dtype kept), or an InputError
+    naming the argument: complex numbers (whose imaginary part a conversion would drop with only a warning),
+    strings and objects are refused. ``shape`` describes the shape expected, for the message."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nesting and objects NumPy cannot hold
+        raise InputError(f"{name} must be a real array{shape}, got {_show(value)}") from None
+    if arr.dtype.kind not in "biuf":
+        what = "complex numbers, whose imaginary part would be lost" if arr.dtype.kind == "c" else "not numbers"
+        raise InputError(f"{name} must be a real array{shape}, got dtype {arr.dtype} ({what})")
+    return arr
 
 
 def check_choice(name: str, value, choices) -> str:
     """Return ``value`` if it is one of ``choices``, else raise ValueError listing them."""
     if value not in choices:
         listed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {listed}; got {value!r}")
+        raise InputError(f"{name} must be one of {listed}; got {value!r}")
     return value
 
 

@@ -19,7 +19,6 @@ neighbours of each token. Across layers: the energy's trend (``energy_trend``), 
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import jax
@@ -52,11 +51,25 @@ __all__ = [
     "sink_rate",
     "first_token_norm_ratio",
     "check_attention",
+    "PAIRWISE_COPIES",
+    "layer_metrics_bytes",
+    "distinct_points",
 ]
 
 FAMILIES = ("raw", "normed")
 SINK_EPSILON = 0.3  # arXiv 2410.10781's threshold on a head's mean attention to the first token
 TWONN_DISCARD = 0.1  # Facco et al. 2017 discard the largest 10 % of the ratios μ = r2/r1
+COINCIDENT = 1e-12  # tokens closer than this (Euclidean, unit vectors) coincide to the rounding of their directions
+PAIRWISE_COPIES = 10
+"""n×n arrays that one layer's statistics hold at once per prompt (``layer_metrics``: the gaps, the Gram
+matrix, the exponentials and logits of the energies, the cluster masks and labels, the neighbours' top-k)."""
+
+
+def layer_metrics_bytes(prompts: int, n: int, d: int) -> int:
+    """Bytes that ``layer_metrics`` holds for one layer of ``prompts`` configurations of n tokens in R^d, in
+    float64: ``PAIRWISE_COPIES`` n×n arrays and a few copies of the tokens per prompt (``layers_metrics`` runs the
+    layers one at a time)."""
+    return 8 * prompts * (PAIRWISE_COPIES * n * n + 4 * n * d)
 
 
 def _where(label: str, index, shape) -> str:
@@ -128,11 +141,23 @@ def _gaps_off_diagonal(x):
 
 def twonn_ratios(x: Float[Array, "... n d"]) -> Float[Array, "... n"]:
     """μ_i = r₂(i)/r₁(i), the distances from token i to its second and first nearest neighbours among the tokens
-    of its configuration (Euclidean, in R^d). NaN for a token that coincides with another (r₁ = 0): TwoNN
-    needs distinct points. Needs n ≥ 3."""
+    of its configuration (Euclidean, in R^d). NaN for a token that coincides with another (r₁ ≤ ``COINCIDENT``,
+    the rounding of unit vectors: a ratio of two rounding errors would be noise): TwoNN needs distinct points.
+    Needs n ≥ 3."""
     neg, _ = jax.lax.top_k(-_gaps_off_diagonal(x), 2)
     r1, r2 = jnp.sqrt(2.0 * -neg[..., 0]), jnp.sqrt(2.0 * -neg[..., 1])
-    return jnp.where(r1 > 0, r2 / jnp.where(r1 > 0, r1, 1.0), jnp.nan)
+    apart = r1 > COINCIDENT
+    return jnp.where(apart, r2 / jnp.where(apart, r1, 1.0), jnp.nan)
+
+
+def distinct_points(x: Float[Array, "... n d"]) -> Array:
+    """The number of distinct points among the tokens x (..., n, d): tokens within ``COINCIDENT`` of an earlier
+    one are not counted (exact when the coinciding tokens are tight clusters, the case it is for)."""
+    gaps = pairwise_gaps(x)
+    n = x.shape[-2]
+    earlier = jnp.tril(jnp.ones((n, n), dtype=bool), -1)
+    first = jnp.all(jnp.where(earlier, gaps > 0.5 * COINCIDENT**2, True), axis=-1)
+    return jnp.sum(first, axis=-1)
 
 
 def twonn(mu, discard: float = TWONN_DISCARD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -214,7 +239,7 @@ def layer_metrics(x: Float[Array, "P n d"], beta, delta, *, k: int, bins: int) -
     """Every per-layer statistic of one layer's unit tokens x (prompts, n, d), per prompt: ``histogram``
     (P, bins), ``mean_inner_product``, ``clustered_fraction``, ``n_clusters`` (``pair_summary`` at δ),
     ``energy`` (E_β), ``energy_excess`` and ``log_pair_energy`` (its trend, kept at every β), ``effective_rank``
-    (P,), ``twonn_ratios`` (P, n) and ``neighbours`` (P, n, k)."""
+    (P,), ``twonn_ratios`` (P, n), ``neighbours`` (P, n, k) and ``distinct`` (P,: ``distinct_points``)."""
     pairs = pair_summary(x, delta)
     return {
         "histogram": inner_product_histogram(x, bins),
@@ -227,6 +252,7 @@ def layer_metrics(x: Float[Array, "P n d"], beta, delta, *, k: int, bins: int) -
         "effective_rank": effective_rank(x),
         "twonn_ratios": twonn_ratios(x),
         "neighbours": nearest_neighbours(x, k),
+        "distinct": distinct_points(x),
     }
 
 
@@ -245,22 +271,37 @@ def energy_trend(values, rtol: float = 1e-9) -> dict:
     An increment counts as a decrease when it is below −rtol·|E_β| (rounding of the sums otherwise reads as a
     decrease when the energy has stopped moving). Returns ``increments`` (layers − 1, prompts), ``monotone``
     (the mean over prompts never decreases), ``monotone_per_prompt`` (prompts,), ``monotone_fraction`` and
-    the ``increment_min``/``median``/``max`` over prompts per transition (layers − 1,).
+    the ``increment_min``/``median``/``max`` over prompts per transition (layers − 1,), and ``undefined``.
+
+    A NaN or infinite value is no verdict: a prompt with one has ``monotone_per_prompt`` None and is left out
+    of ``monotone_fraction`` (None when no prompt is left), ``monotone`` is then None, and ``undefined`` says
+    why (None when the verdict is defined). The increments keep their NaNs.
     """
     e = np.asarray(values, dtype=np.float64)
-    steps = np.diff(e, axis=0)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf − inf: the NaN that makes the verdict undefined
+        steps = np.diff(e, axis=0)
     slack = rtol * np.abs(e[:-1])
-    per_prompt = np.all(steps >= -slack, axis=0)
+    finite = np.all(np.isfinite(e), axis=0) & np.all(np.isfinite(steps), axis=0)
+    climbs = np.all(steps >= -slack, axis=0)
+    per_prompt = np.array([bool(c) if f else None for c, f in zip(climbs, finite)], dtype=object)
     mean = e.mean(axis=1)
-    return {
-        "increments": steps,
-        "monotone": bool(np.all(np.diff(mean) >= -rtol * np.abs(mean[:-1]))),
-        "monotone_per_prompt": per_prompt,
-        "monotone_fraction": float(np.mean(per_prompt)) if per_prompt.size else math.nan,
-        "increment_min": steps.min(axis=1) if steps.size else np.zeros(0),
-        "increment_median": np.median(steps, axis=1) if steps.size else np.zeros(0),
-        "increment_max": steps.max(axis=1) if steps.size else np.zeros(0),
-    }
+    undefined = None
+    if not np.all(finite):
+        bad = int(np.sum(~finite))
+        undefined = (
+            f"E_β is not finite (NaN or inf, its exponentials out of float64's range) in {bad} of {finite.size} prompts"
+        )
+    with np.errstate(invalid="ignore"):
+        return {
+            "increments": steps,
+            "monotone": None if undefined else bool(np.all(np.diff(mean) >= -rtol * np.abs(mean[:-1]))),
+            "monotone_per_prompt": per_prompt,
+            "monotone_fraction": float(np.mean(climbs[finite])) if np.any(finite) else None,
+            "increment_min": steps.min(axis=1) if steps.size else np.zeros(0),
+            "increment_median": np.median(steps, axis=1) if steps.size else np.zeros(0),
+            "increment_max": steps.max(axis=1) if steps.size else np.zeros(0),
+            "undefined": undefined,
+        }
 
 
 def trend_values(metrics: dict) -> tuple[str, np.ndarray]:

@@ -49,9 +49,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..particles.errors import ConvergenceError
+from ..particles.checks import check_int, check_real, real_array
+from ..particles.errors import ConvergenceError, InputError
+from . import machine
 
-__all__ = ["SpecialPoint", "Branch", "continuation", "ContinuationError"]
+__all__ = ["SpecialPoint", "Branch", "continuation", "ContinuationError", "check_memory"]
 
 
 class System(Protocol):
@@ -269,6 +271,25 @@ def _switch(system, point: SpecialPoint, tol: float, max_newton: int):
 # -- the driver ------------------------------------------------------------------------------------------
 
 
+CONTINUATION_COPIES = 8
+"""(N + 1)² arrays a step holds (N unknowns and the parameter): the extended Jacobian, its factorization and
+null space for the tangent, the tests' determinants and the stability's eigenvalue work arrays."""
+
+
+def _steps(ds_min, ds, ds_max):
+    return (("ds_min", ds_min), ("ds", ds), ("ds_max", ds_max))
+
+
+def check_memory(unknowns: int) -> None:
+    """Refuse (one InputError line, ``machine.check_parts``) a continuation whose Jacobians, (N + 1)² for
+    ``unknowns`` = N + 1, cannot fit in the memory, before they are allocated."""
+    machine.check_parts(
+        {f"the extended Jacobians [(N + 1)² with N + 1 = {unknowns}]": 8 * CONTINUATION_COPIES * unknowns**2},
+        f"continuation of {unknowns - 1} unknowns",
+        "a smaller system (fewer tokens or dimensions, fewer modes)",
+    )
+
+
 def continuation(
     system,
     start,
@@ -293,25 +314,40 @@ def continuation(
     p_range     (p_min, p_max): the branch ends where p leaves it
     direction   +1 or −1: the sign of dp/ds at the start (at a branch point: the side of the new branch)
     ds, ds_min, ds_max   initial, smallest and largest arclength steps (in the norm of (u, p))
-    max_points  the most points; tol: Newton's tolerance (max|F| ≤ tol × max|F_u|)
+    max_points  the most points (≥ 2); max_newton: Newton's iterations per point (≥ 1); tol: Newton's tolerance
+                (max|F| ≤ tol × max|F_u|, > 0)
     locate_tol  arclength accuracy of the located folds and branch points
 
-    Returns a ``Branch``; ``ContinuationError`` when the start does not converge.
+    Returns a ``Branch``; ``ContinuationError`` when the start does not converge. Bad arguments (counts and
+    tolerances out of range, a complex start) and a system whose Jacobians cannot fit in the memory are an
+    ``InputError`` naming them, before any work.
     """
-    if direction not in (1, -1):
-        raise ValueError(f"direction must be +1 or -1, got {direction!r}")
-    lo, hi = (float(v) for v in p_range)
+    if direction not in (1, -1) or isinstance(direction, bool):
+        raise InputError(f"direction must be +1 or -1, got {direction!r}")
+    if not isinstance(p_range, (tuple, list, np.ndarray)) or len(p_range) != 2:
+        raise InputError(f"p_range must be (p_min, p_max), got {p_range!r}")
+    lo, hi = check_real("p_range[0]", p_range[0]), check_real("p_range[1]", p_range[1])
     if not lo < hi:
-        raise ValueError(f"p_range must be (p_min, p_max) with p_min < p_max, got {p_range!r}")
-    if not 0 < ds_min <= ds <= ds_max:
-        raise ValueError(f"need 0 < ds_min ≤ ds ≤ ds_max, got ds_min = {ds_min}, ds = {ds}, ds_max = {ds_max}")
+        raise InputError(f"p_range must be (p_min, p_max) with p_min < p_max, got {p_range!r}")
+    ds_min, ds, ds_max = (check_real(name, v, 0.0, strict_min=True) for name, v in _steps(ds_min, ds, ds_max))
+    if not ds_min <= ds <= ds_max:
+        raise InputError(f"need 0 < ds_min ≤ ds ≤ ds_max, got ds_min = {ds_min}, ds = {ds}, ds_max = {ds_max}")
+    max_points = check_int("max_points", max_points, 2)
+    max_newton = check_int("max_newton", max_newton, 1)
+    tol = check_real("tol", tol, 0.0, strict_min=True)
+    locate_tol = check_real("locate_tol", locate_tol, 0.0, strict_min=True)
     if isinstance(start, SpecialPoint):
+        check_memory(np.asarray(start.u).size + 1)
         z, A, t = _switch(system, start, tol, max_newton)
         t = t * direction
     else:
         if p0 is None:
-            raise ValueError("continuation from a guess needs its parameter p0")
+            raise InputError("continuation from a guess needs its parameter p0")
+        p0 = check_real("p0", p0)
+        if not (start is None or isinstance(start, str)):  # None and names: the system's own guesses
+            start = real_array("start", start)
         u0 = np.asarray(system.start(start, float(p0)), dtype=np.float64)
+        check_memory(u0.size + 1)
         got = _correct(system, np.append(u0, float(p0)), None, tol, max(max_newton, 30))
         if got is None:
             raise ContinuationError(f"the guess does not converge to a solution at p = {p0:g}")

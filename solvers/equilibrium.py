@@ -45,9 +45,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles.checks import check_int, check_real, real_array
 from ..particles.ensembles import ensemble_axes
 from ..particles.errors import ConvergenceError
 from ..particles.fields import Field
+from . import machine
 
 __all__ = [
     "Equilibrium",
@@ -62,12 +64,16 @@ __all__ = [
     "energy_parts",
     "check_field",
     "Linearization",
+    "check_memory",
     "newton",
     "analyze",
 ]
 
 JACOBIAN_BYTES = 256 * 2**20
 """Memory for the tangent vectors pushed through the field at once when the Jacobian is formed."""
+JACOBIAN_COPIES = (3, 8)
+"""N×N arrays a linearization holds (N = n(d − 1)): on the device the identity pushed forward, the columns and
+their transpose; on the host J, its eigenvalues' complex work arrays, the Hessian and Newton's bordered system."""
 SYMMETRY_TOL = 1e-8
 """Relative size below which an equivariance defect counts as zero (generators, gradient structure)."""
 
@@ -163,6 +169,23 @@ def coordinates(v, frames, sphere: bool):
     if not sphere:
         return v.reshape(-1)
     return jnp.einsum("nij,ni->nj", frames, v).reshape(-1)
+
+
+def check_memory(n: int, d: int, N: int, batch: int) -> None:
+    """Refuse (one InputError line, ``machine.check_parts``) a linearization of n tokens in R^d (N tangent
+    coordinates, ``batch`` directions pushed forward at once) whose Jacobian, which grows as (n·d)², cannot fit
+    in the memory, before it is allocated: its copies on the device and the host (``JACOBIAN_COPIES``)."""
+    where = f"[N = {N} tangent coordinates, n = {n}, d = {d}]"
+    formed, directions = f"the tangent Jacobian as it is formed {where}", f"one batch of {batch} directions"
+    parts = {
+        formed: 8 * JACOBIAN_COPIES[0] * N * N,
+        f"the tangent Jacobian's spectrum and Newton's systems {where}": 8 * JACOBIAN_COPIES[1] * N * N,
+        directions: 8 * batch * (6 * n * n + 16 * n * d),
+    }
+    remedy = "fewer tokens (n) or dimensions (d): the Jacobian grows as (n·d)²"
+    machine.check_parts(
+        parts, f"the linearization of n = {n} tokens in d = {d}", remedy, on_device=(formed, directions)
+    )
 
 
 def _batch(n: int, d: int, N: int) -> int:
@@ -426,7 +449,7 @@ def check_field(field: Field, x) -> tuple[Field, np.ndarray, bool]:
             f"equilibrium takes a field of one member; this one has {members} (β or weights with a "
             "member axis): solve one member at a time"
         )
-    x = np.asarray(x, dtype=np.float64)
+    x = real_array("x", x, " of shape (n, d)").astype(np.float64)
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
         raise ValueError(f"x must be one configuration of shape (n, d), got shape {x.shape}")
     if not np.all(np.isfinite(x)):
@@ -453,6 +476,7 @@ class Linearization:
         self.n, self.d = n, d
         self.N = n * (d - 1 if sphere else d)
         self.batch = _batch(n, d, self.N)
+        check_memory(n, d, self.N, self.batch)
 
     def frames(self, x) -> jax.Array:
         return tangent_frames(jnp.asarray(x)) if self.sphere else jnp.zeros((self.n, self.d, 0))
@@ -583,7 +607,7 @@ def equilibrium(
               angles (n, 1) for ``Circle``; everything is computed in float64
     t         the time at which the field is frozen
     tol       the rest point is accepted when max_i ‖f(t, x)_i‖ ≤ tol × max|J| (J: the tangent Jacobian)
-    max_iter  Newton iterations at most
+    max_iter  Newton iterations at most (≥ 0)
     strict    raise ``EquilibriumError`` (its ``result`` the last iterate) when Newton does not converge; with
               False the result comes back with ``converged`` False instead
     seed      of the random configurations on which the symmetries and the gradient structure are tested
@@ -592,6 +616,10 @@ def equilibrium(
     damped by a backtracking line search on ‖f‖², with Levenberg–Marquardt steps where it fails. Returns an
     ``Equilibrium`` (see there for every field).
     """
+    t = check_real("t", t)
+    tol = check_real("tol", tol, 0.0, strict_min=True)
+    max_iter = check_int("max_iter", max_iter, 0)
+    seed = check_int("seed", seed, 0)
     field, x, sphere = check_field(field, x)
     n, d = x.shape
     lin = Linearization(field, t, n, d, sphere)

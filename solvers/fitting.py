@@ -34,10 +34,11 @@ import numpy as np
 from ..particles.checks import check_choice, check_int, check_real
 from ..particles.fields import SA, USA
 from ..particles.multihead import MultiHead
+from . import machine
 from .progress import Counter
 from .simulation import simulate
 
-__all__ = ["FitResult", "fit", "fit_field", "identity_errors", "linear_errors"]
+__all__ = ["FitResult", "fit", "fit_field", "identity_errors", "linear_errors", "memory_parts", "check_fit_memory"]
 
 FIT_MODELS = ("sa", "usa")
 WEIGHT_FORMS = ("full", "identity")
@@ -80,6 +81,65 @@ def fit_field(model: str, beta, M, V, causal: bool):
         return make(beta, K=M[..., 0, :, :], V=V[..., 0, :, :], mask=mask)
     eye = jnp.broadcast_to(jnp.eye(M.shape[-1], dtype=M.dtype), M.shape)
     return MultiHead(beta, eye, M, V, mask=mask, model=model)
+
+
+LBFGS_COPIES = 23
+"""Parameter-sized arrays L-BFGS holds: optax's memory of 10 steps and gradient differences, its search state."""
+
+ADAM_COPIES = 7
+"""Parameter-sized arrays of Adam and their initialization: the parameters, the gradient, the two moments, the
+update, the drawn perturbation and the identity it perturbs."""
+
+
+def memory_parts(
+    layers: int,
+    prompts: int,
+    n: int,
+    d: int,
+    *,
+    heads: int = 1,
+    qk: str | int = "full",
+    v: str = "full",
+    horizon: int = 1,
+    substeps: int = 8,
+    lbfgs_steps: int = 150,
+) -> dict[str, int]:
+    """The bytes ``fit`` holds by what holds them, from the shape (layers, prompts, n, d) of the states and its
+    options: the weights (M_h and V_h, both d×d per head in the flow even for the identity forms, and the
+    optimizer's copies of the parameters) and the flows (each member's attention, h·n² numbers, and its states
+    at each RK4 stage of each substep, kept for the gradient)."""
+    full = (qk == "full") + (v == "full")
+    params = full * heads * d * d + (2 * heads * d * int(qk) if not isinstance(qk, str) else 0)
+    copies = ADAM_COPIES + (LBFGS_COPIES if lbfgs_steps else 0)
+    members = prompts * sum(s * max(layers - s, 1) for s in range(1, horizon + 1))
+    return {
+        f"the weights M_h and V_h and the optimizer's copies [{heads} head{'s' if heads != 1 else ''}, d = {d}]": 8
+        * (4 * heads * d * d + copies * params),
+        f"the attention of the flows kept for the gradient [{n} tokens, {heads} head{'s' if heads != 1 else ''}]": 8
+        * members
+        * substeps
+        * 4
+        * heads
+        * (n * n + 3 * n * d),
+        f"the states [{layers} layers, {prompts} prompts, {n} tokens, d = {d}]": 8 * 4 * layers * prompts * n * d,
+    }
+
+
+def check_fit_memory(parts: dict[str, int], who: str = "fit") -> None:
+    """Refuse (one InputError line, ``machine.check_parts``) a fit whose ``memory_parts`` exceed the memory,
+    naming the remedy of its largest part."""
+    weights, flows, states = parts
+    machine.check_parts(
+        parts,
+        who,
+        {
+            weights: "fewer heads or dimensions, or a low-rank or identity QᵀK and the identity V "
+            "(qk = r or 'identity', v = 'identity'; --rank, --qk-identity, --v-identity)",
+            flows: "fewer tokens per prompt, heads or prompts, or fewer substeps",
+            states: "fewer layers or prompts",
+        },
+        on_device=(weights, flows),
+    )
 
 
 def _normalize_rows(x):
@@ -226,6 +286,20 @@ def fit(
         raise ValueError(f"horizon {horizon} exceeds the {L - 1} layer transitions of the states")
     if rank is not None and rank > d:
         raise ValueError(f"rank {rank} exceeds d = {d}")
+    check_fit_memory(
+        memory_parts(
+            L,
+            P,
+            n,
+            d,
+            heads=heads,
+            qk=qk if rank is None else rank,
+            v=v,
+            horizon=horizon,
+            substeps=substeps,
+            lbfgs_steps=lbfgs_steps,
+        )
+    )
     x = _normalize_rows(x)
     test_count = int(round(holdout * P)) if P >= 5 else 0
     train, test = (x[:, : P - test_count], x[:, P - test_count :]) if test_count else (x, x)

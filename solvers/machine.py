@@ -6,15 +6,23 @@
 
 ``machine_bytes`` is the physical memory (or a smaller container limit), not the memory free at the
 moment: a run is refused when it can never fit, not because other programs happen to be running. The
-experiments' estimates (``experiments/memory.py``) and the solvers that allocate by their arguments
+experiments' estimates (``experiments/run/memory.py``) and the solvers that allocate by their arguments
 (the mean-field grids and tables) ask it before they allocate.
+
+``check_parts`` is the one preflight of the commands and functions whose arrays grow with their arguments
+(the pairwise n×n arrays of ``probe`` and ``hist``, the d×d weights of ``fit``, the (n·d)² Jacobian of
+``equilibrium`` and ``continuation``): given the bytes of each part, it refuses in one line naming the
+largest part, before anything is allocated.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 
-__all__ = ["machine_bytes", "device_memory", "accelerated", "format_bytes", "check_memory"]
+from ..particles.errors import InputError
+
+__all__ = ["machine_bytes", "device_memory", "accelerated", "format_bytes", "check_memory", "check_parts"]
 
 
 def _meminfo_bytes(field: str) -> int | None:
@@ -92,9 +100,41 @@ def format_bytes(nbytes: int) -> str:
 
 
 def check_memory(need: int, who: str, remedy: str) -> None:
-    """Raise one ValueError line when ``need`` bytes exceed :func:`machine_bytes` (nothing when it is unknown)."""
+    """Raise one InputError line when ``need`` bytes exceed :func:`machine_bytes` (nothing when it is unknown)."""
     have = machine_bytes()
     if have is not None and need > have:
-        raise ValueError(
+        raise InputError(
             f"{who} needs about {format_bytes(need)} of memory, more than this machine's {format_bytes(have)}: {remedy}"
+        )
+
+
+def check_parts(
+    parts: Mapping[str, int], who: str, remedy: str | Mapping[str, str], *, on_device: Iterable[str] = ()
+) -> None:
+    """Refuse, in one InputError line, arrays that cannot fit: ``parts`` maps what holds them (``"the pairwise
+    n×n arrays [2000 tokens]"``) to their bytes, estimated from the arguments before anything is allocated.
+
+    The message gives the total, the largest part and its size, the machine's memory and ``remedy`` (what
+    shrinks it, "try ..."; a mapping gives the remedy of each part, that of the largest is named). The parts
+    named in ``on_device`` are JAX's arrays: on an accelerator they are checked against its memory
+    (:func:`device_memory`), the others against the host's. Nothing is refused where the memory cannot be read.
+    """
+    parts = {what: max(0, int(size)) for what, size in parts.items()}
+    device = set(on_device) & set(parts)
+    memory = device_memory() if device else None
+    groups = [(parts, machine_bytes(), "this machine's")]
+    if memory is not None:
+        groups = [
+            ({k: v for k, v in parts.items() if k in device}, memory[0], "the accelerator's"),
+            ({k: v for k, v in parts.items() if k not in device}, machine_bytes(), "this machine's"),
+        ]
+    for held, have, whose in groups:
+        need = sum(held.values())
+        if have is None or not held or need <= have:
+            continue
+        largest = max(held, key=lambda part: held[part])
+        advice = remedy if isinstance(remedy, str) else remedy[largest]
+        raise InputError(
+            f"{who} needs about {format_bytes(need)} of memory (mostly {largest}, {format_bytes(held[largest])}), "
+            f"more than {whose} {format_bytes(have)}; try {advice}"
         )

@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..particles.checks import check_int, check_real, real_array
 from ..particles.errors import ConvergenceError
 from ..particles.fields import KERNEL_MODELS
 from ..particles.modes import fastest_rate, mode_growth_rates
@@ -366,16 +367,19 @@ def meanfield_circle(
     became too narrow for the grid. Returns a ``MeanFieldSolution``.
     """
     _check_model(model)
+    rtol = check_real("rtol", rtol, 0.0, strict_min=True)
+    atol = check_real("atol", atol, 0.0)
+    positivity_tol = check_real("positivity_tol", positivity_tol, 0.0)
+    max_steps = check_int("max_steps", max_steps, 1)
     if callable(rho0):
-        if modes < 2:
-            raise ValueError(f"modes must be ≥ 2, got {modes}")
+        modes = check_int("modes", modes, 2)
         check_memory(
             solve_bytes(2 * modes, np.size(beta), 2 if ts is None else np.size(ts)),
             f"meanfield_circle with {modes} modes",
             "fewer modes",
         )
         rho0 = np.asarray(rho0(theta_grid(modes)), dtype=float)
-    rho0 = np.asarray(rho0, dtype=float)
+    rho0 = real_array("rho0", rho0, " of samples on the grid").astype(float)
     if rho0.ndim not in (1, 2) or rho0.shape[-1] < 4 or rho0.shape[-1] % 2:
         raise ValueError(
             f"rho0 must be samples on a grid of an even number N ≥ 4 of points, shape (N,) or "

@@ -66,7 +66,7 @@ STAT_DIMENSIONS.update(order=_DIMS, order_sq=_DIMS, meanfield_order=_DIMS)
 
 
 def requires(config) -> None:
-    """The run's refusals: USA, a fixed-step solver, β > 0, at least three increasing noise levels, dt ≤ t1."""
+    """The run's refusals: USA, a fixed-step solver, β > 0, n ≥ 2, at least three increasing noise levels, dt ≤ t1."""
     if config.model not in ("usa", "usa-rescaled"):
         raise ConfigError(
             f"noisy-transition compares with the theory of USA: model must be 'usa' or 'usa-rescaled', "
@@ -79,6 +79,11 @@ def requires(config) -> None:
         )
     if any(b <= 0 for b in config.beta):
         raise ConfigError("noisy-transition needs β > 0")
+    if config.n < 2:
+        raise ConfigError(
+            f"noisy-transition measures the order parameter of the tokens, 1 for a single token at every noise "
+            f"level: n must be at least 2, got n = {config.n}"
+        )
     ratios = np.asarray(config.noise_ratios, dtype=float)
     if ratios.size < 3 or np.any(np.diff(ratios) <= 0) or ratios[0] <= 0:
         raise ConfigError("noise_ratios must be at least 3 increasing values > 0 (σ/σ_#)")

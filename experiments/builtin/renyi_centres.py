@@ -112,8 +112,16 @@ _ON_THE_CIRCLE = dimensions(2, why="Rényi's parking count of arcs on the circle
 
 
 def requires(config) -> None:
-    """The circle, and the saved states its centres are computed from."""
+    """The circle, the saved states its centres are computed from, and more tokens than the parking count (else
+    every token may be a centre, and none is left to compare the strong centres with)."""
     _ON_THE_CIRCLE(config)
+    beta = max(config.beta)
+    count = parking_count(centre_delta(beta)) if beta > 0 else 0.0
+    if config.n <= count:
+        raise ConfigError(
+            f"renyi-centres compares the strong Rényi centres with the other tokens: n must exceed the parking count "
+            f"c_R·2π/δ = {count:.1f} at β = {beta:g} (the centres of many uniform tokens), got n = {config.n}"
+        )
     if config.save_states == "no":
         raise ConfigError(
             "renyi-centres finds its Rényi centres in the saved states: save_states must be 'yes' or 'auto', not 'no'"

@@ -40,6 +40,8 @@ __all__ = [
     "pair_inner_products",
     "wasserstein1",
     "compute",
+    "memory_parts",
+    "check_memory",
     "load_result",
     "replot",
     "main",
@@ -92,6 +94,35 @@ def pair_inner_products(x: np.ndarray) -> np.ndarray:
     iu, ju = np.triu_indices(n, 1)
     g = np.einsum("...id,...jd->...ij", x, x)[..., iu, ju]
     return np.sort(np.clip(g, -1.0, 1.0).ravel())
+
+
+def memory_parts(layers: int, prompts: int, n: int, *, simulated: int = 0) -> dict[str, int]:
+    """The bytes ``compute`` holds by what holds them for ``layers`` layers of (prompts, n) tokens, with
+    ``simulated`` simulated layers (β values × later layers; 0 without a simulation): the sorted pair inner
+    products of every layer, kept for the mean and the distances W1 (n(n − 1)/2 each, their sort's copy), one
+    layer's n×n Gram matrix with its pair indices, and the histograms' pairwise arrays of all layers at once."""
+    plural = "s" if prompts != 1 else ""
+    pairs = n * (n - 1) // 2
+    return {
+        f"the pairwise inner products of every layer [{layers + simulated} layers, {prompts} prompt{plural}, "
+        f"{n} tokens]": 8 * 2 * (layers + simulated) * prompts * pairs,
+        f"one layer's n×n Gram matrix and its pair indices [{n} tokens]": 8 * prompts * (n * n + 3 * pairs),
+        f"the histograms' pairwise arrays [{layers} layers at once, {n} tokens]": 8 * 2 * layers * prompts * n * n,
+    }
+
+
+def check_memory(layers: int, prompts: int, n: int, *, simulated: int = 0) -> None:
+    """Refuse (one InputError line naming the largest part, ``machine.check_parts``) a ``hist`` whose pairwise
+    arrays, which grow as n², cannot fit in the memory, before any is allocated."""
+    from ...solvers import machine
+
+    parts = memory_parts(layers, prompts, n, simulated=simulated)
+    machine.check_parts(
+        parts,
+        "hist",
+        "fewer tokens per prompt (the pairs grow as n²), or fewer layers (--layers) or prompts",
+        on_device=list(parts)[2:],
+    )
 
 
 def wasserstein1(a: np.ndarray, b: np.ndarray) -> float:
@@ -212,8 +243,10 @@ def compute(
 
     start = time.perf_counter()
     label = f"states file {path!r}" if path else "the states"
+    layers = np.arange(states.shape[0]) if layers is None else np.asarray(layers)
+    simulated = 0 if simulate_from is None else len(config.beta) * int(np.sum(layers >= simulate_from))
+    check_memory(len(layers), states.shape[1], states.shape[2], simulated=simulated)
     x = normalize_states(states, label)
-    layers = np.arange(x.shape[0]) if layers is None else np.asarray(layers)
     counts = _histograms(x[layers], bins)
     pairs = [pair_inner_products(x[l]) for l in layers]
     result = HistResult(

@@ -24,7 +24,17 @@ from .. import plots
 from ..config import KEYS, to_toml
 from ..results import store
 
-__all__ = ["ProbeResult", "probe", "main", "is_probe_run", "load_result", "replot", "FIT_OPTIONS"]
+__all__ = [
+    "ProbeResult",
+    "probe",
+    "memory_parts",
+    "check_memory",
+    "main",
+    "is_probe_run",
+    "load_result",
+    "replot",
+    "FIT_OPTIONS",
+]
 
 # β from af.fit: SA with QᵀK = V = I, the flow whose energy E_β is (docs/model.md §1.3); short optimizer runs
 # suffice for its one β and its layer times.
@@ -89,6 +99,7 @@ class ProbeResult:
             "twonn_discard": _probe().TWONN_DISCARD,
             # the headline numbers: the raw family (the tokens' directions, the particle model's variables)
             "energy_monotone": raw["energy_monotone"],
+            "energy_monotone_undefined": raw["energy_monotone_undefined"],
             "energy_monotone_fraction": raw["energy_monotone_fraction"],
             "effective_rank": raw["effective_rank"],
             "intrinsic_dimension": raw["intrinsic_dimension"],
@@ -167,6 +178,7 @@ def _family_summary(f: dict) -> dict:
         "n_clusters": f["n_clusters"].mean(axis=1).tolist(),
         "energy": f["energy"].mean(axis=1).tolist(),
         "energy_monotone": trend["monotone"],
+        "energy_monotone_undefined": trend["undefined"],
         "energy_trend_of": f["trend_of"],
         "energy_monotone_per_prompt": trend["monotone_per_prompt"].tolist(),
         "energy_monotone_fraction": trend["monotone_fraction"],
@@ -178,7 +190,34 @@ def _family_summary(f: dict) -> dict:
         "intrinsic_dimension_error": f["intrinsic_dimension_error"].tolist(),
         "twonn_ratios_used": f["twonn_used"].tolist(),
         "knn_overlap": f["knn_overlap"].tolist(),
+        "distinct_points": f["distinct"].tolist(),
+        "degenerate": f["degenerate"],
     }
+
+
+def _degenerate(name: str, distinct: np.ndarray, dim: np.ndarray, d: int) -> str | None:
+    """A note on a family whose tokens take fewer than 3 distinct points in some layer and prompt (their TwoNN
+    dimension, neighbours and rank describe rounding, not a shape), or whose TwoNN estimate is undefined; None
+    when neither."""
+    fewest = int(distinct.min()) if distinct.size else 0
+    notes = []
+    if fewest < 3:
+        why = (
+            " (with d = 2, layer norm's centring leaves every token at ±(1, −1)/√2)"
+            if name == "normed" and d == 2
+            else ""
+        )
+        notes.append(
+            f"the {name} tokens take only {fewest} distinct point{'s' if fewest != 1 else ''} in some layer{why}: "
+            "their TwoNN dimension and neighbours are undefined"
+        )
+    undefined = np.flatnonzero(~np.isfinite(dim))
+    if undefined.size and not notes:
+        notes.append(
+            f"the TwoNN dimension of the {name} tokens is undefined in {undefined.size} layer(s): fewer than 3 tokens "
+            "have a nearest neighbour apart from them"
+        )
+    return "; ".join(notes) or None
 
 
 def _measure_family(x: np.ndarray, beta: float, delta: float, k: int, bins: int) -> dict:
@@ -192,6 +231,7 @@ def _measure_family(x: np.ndarray, beta: float, delta: float, k: int, bins: int)
     trend = measures.trend_values(per)
     L = x.shape[0]
     dim, err, used = measures.twonn(per["twonn_ratios"].reshape(L, -1))
+    distinct = per["distinct"].min(axis=1)  # (L,): the fewest distinct points over the prompts
     nb = per["neighbours"]
     overlap = np.asarray(measures.knn_overlap(nb[:-1], nb[1:])).mean(axis=-1)
     return {
@@ -207,6 +247,7 @@ def _measure_family(x: np.ndarray, beta: float, delta: float, k: int, bins: int)
         "knn_overlap": overlap,
         "trend": measures.energy_trend(trend[1]),
         "trend_of": trend[0],
+        "distinct": distinct,
     }
 
 
@@ -220,6 +261,47 @@ def _real(name: str, value, low: float, high: float = math.inf, *, strict: bool 
         upper = f" and ≤ {high:g}" if math.isfinite(high) else ""
         raise ValueError(f"{name} must be a finite number {bound}{upper}, got {value!r}")
     return v
+
+
+def memory_parts(layers: int, prompts: int, n: int, d: int, *, fit: dict | None = None) -> dict[str, int]:
+    """The bytes ``probe`` holds by what holds them, for ``layers`` measured layers of (prompts, n, d): one
+    layer's pairwise n×n arrays at a time (``particles.probe.layer_metrics_bytes``), the states and their two
+    families in float64, and, when β is fitted, ``af.fit``'s parts (``fit``: its options)."""
+    plural = "s" if prompts != 1 else ""
+    parts = {
+        f"the pairwise n×n arrays of one layer [{n} tokens, {prompts} prompt{plural}]": _probe().layer_metrics_bytes(
+            prompts, n, d
+        ),
+        f"the states and their two families [{layers} layers, {prompts} prompt{plural}, {n} tokens, d = {d}]": 8
+        * 6
+        * layers
+        * prompts
+        * n
+        * d,
+    }
+    if fit is not None:
+        from ...solvers.fitting import memory_parts as fit_parts
+
+        options = {key: fit[key] for key in ("heads", "qk", "v", "horizon", "substeps", "lbfgs_steps") if key in fit}
+        parts.update(
+            {f"{what} (af.fit for β)": size for what, size in fit_parts(layers, prompts, n, d, **options).items()}
+        )
+    return parts
+
+
+def check_memory(layers: int, prompts: int, n: int, d: int, *, fit: dict | None = None) -> None:
+    """Refuse (one InputError line naming the largest part, ``machine.check_parts``) a probe whose arrays cannot
+    fit in the memory, before any is allocated."""
+    from ...solvers import machine
+
+    parts = memory_parts(layers, prompts, n, d, fit=fit)
+    pairs, states = list(parts)[:2]
+    remedies = {
+        pairs: "fewer tokens per prompt (the pairs grow as n²) or fewer prompts",
+        states: "fewer layers (--layers) or prompts",
+    }
+    remedies.update({part: "a given β (--beta), which needs no fit" for part in list(parts)[2:]})
+    machine.check_parts(parts, "probe", remedies, on_device=[pairs, *list(parts)[2:]])
 
 
 def probe(
@@ -251,12 +333,13 @@ def probe(
     ``particles/probe.py`` defines each. Bad input is a ValueError naming it, before any work.
     """
     from ...particles import checks
+    from ...particles.errors import InputError
 
     start = time.perf_counter()
     measures = _probe()
-    raw_in = np.asarray(states)
-    if raw_in.dtype.kind not in "fiu" or raw_in.ndim not in (3, 4):
-        raise ValueError(
+    raw_in = checks.real_array("states", states, " (layers, tokens, d) or (layers, prompts, tokens, d)")
+    if raw_in.dtype.kind == "b" or raw_in.ndim not in (3, 4):
+        raise InputError(
             f"states must be a real array (layers, tokens, d) or (layers, prompts, tokens, d), got dtype "
             f"{raw_in.dtype} and shape {raw_in.shape}"
         )
@@ -266,9 +349,17 @@ def probe(
         raise ValueError(f"states of shape {raw_in.shape}: probe needs at least 3 tokens and d ≥ 2")
     if not np.all(np.isfinite(x_in)):
         raise ValueError("states have non-finite entries (nan or inf)")
-    chosen = np.arange(L_all) if layers is None else np.unique(np.asarray(layers, dtype=np.int64))
+    wanted = f"layers must name at least 2 of the states' {L_all} layers (0–{L_all - 1})"
+    if layers is not None:
+        try:
+            given = np.asarray(layers)
+        except (TypeError, ValueError):  # ragged nesting
+            given = np.asarray(None)
+        if given.dtype.kind not in "iu" or given.ndim != 1:  # 1.5 or True would be truncated to a layer silently
+            raise InputError(f"{wanted} as a list of integers, got {layers!r}")
+    chosen = np.arange(L_all) if layers is None else np.unique(given.astype(np.int64))
     if chosen.size < 2 or chosen.min() < 0 or chosen.max() >= L_all:
-        raise ValueError(f"layers must name at least 2 of the states' {L_all} layers (0–{L_all - 1}), got {layers!r}")
+        raise InputError(f"{wanted}, got {layers!r}")
     delta = _real("delta", KEYS["delta"].default if delta is None else delta, 0.0, 2.0)
     epsilon = _real("epsilon", measures.SINK_EPSILON if epsilon is None else epsilon, 0.0, 1.0, strict=False)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n - 2:
@@ -281,6 +372,7 @@ def probe(
     if attention is not None:
         a = measures.check_attention(attention, L_all - 1, P if raw_in.ndim == 4 else None, n)
         alpha = measures.first_token_attention(a)  # (blocks, P, heads)
+    check_memory(len(chosen), P, n, d, fit=None if beta is not None else {**FIT_OPTIONS, **(fit_options or {})})
     x = x_in[chosen]
     raw = measures.unit_states(x, "the states")
     normed = measures.layer_normed_states(x, "the states")
@@ -304,6 +396,9 @@ def probe(
     for name, values in (("raw", raw), ("normed", normed)):
         tick = time.perf_counter()
         families[name] = _measure_family(values, beta, delta, k, bins)
+        families[name]["degenerate"] = _degenerate(
+            name, families[name]["distinct"], families[name]["intrinsic_dimension"], d
+        )
         if progress:
             print(
                 f"probe: {name} tokens, {len(chosen)} layers measured ({time.perf_counter() - tick:.1f} s)",
@@ -396,11 +491,15 @@ def _print_report(summary: dict, out: Path) -> None:
     )
     for name in ("raw", "normed"):
         f = summary[name]
-        verdict = "never decreases" if f["energy_monotone"] else "decreases somewhere"
-        print(
-            f"  {name}: E_β {verdict} (monotone in {100 * f['energy_monotone_fraction']:.0f} % of prompts); "
-            f"mean cosine {series(f['mean_inner_product'])}"
-        )
+        if f["energy_monotone"] is None:
+            verdict = f"trend undefined: {f['energy_monotone_undefined']}"
+        else:
+            verdict = "never decreases" if f["energy_monotone"] else "decreases somewhere"
+        fraction = f["energy_monotone_fraction"]
+        share = "" if fraction is None else f" (monotone in {100 * fraction:.0f} % of prompts)"
+        print(f"  {name}: E_β {verdict}{share}; mean cosine {series(f['mean_inner_product'])}")
+        if f["degenerate"]:
+            print(f"    degenerate: {f['degenerate']}")
         print(f"    effective rank {series(f['effective_rank'])}; TwoNN dimension {series(f['intrinsic_dimension'])}")
         print(
             f"    kNN overlap (k = {summary['k']}, chance {num(summary['knn_chance'], 3)}) {series(f['knn_overlap'])}"
