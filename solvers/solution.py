@@ -22,6 +22,7 @@ __all__ = [
     "Status",
     "NonFiniteError",
     "MaxStepsError",
+    "StoppedShortError",
     "ON_FAILURE",
     "finish",
     "stopped_short",
@@ -77,7 +78,25 @@ class Solution(eqx.Module):
         return jnp.asarray(self.status) == Status.DONE
 
 
-class NonFiniteError(ConvergenceError, FloatingPointError):
+class StoppedShortError(ConvergenceError):
+    """Members of a ``simulate`` run stopped before their end: ``member`` (the first), ``t`` (where it stopped),
+    ``members`` and ``times`` (all of them), ``cause`` (the remedy), ``solution`` (the whole run's ``Solution``) and
+    ``result`` (the runner's partial ``RunResult``); ``NonFiniteError`` and ``MaxStepsError`` say why."""
+
+    def __init__(
+        self, message: str, *, member, t: float, members=(), times=(), cause: str = "", solution=None, result=None
+    ):
+        super().__init__(message)
+        self.member = member
+        self.t = t
+        self.members = tuple(members) or (member,)
+        self.times = tuple(times) or (t,)
+        self.cause = cause
+        self.solution = solution
+        self.result = result
+
+
+class NonFiniteError(StoppedShortError, FloatingPointError):
     """A member's state became NaN or infinite during ``simulate``; what was computed before is kept.
 
     A ``ConvergenceError`` and, as it always was, a ``FloatingPointError``.
@@ -96,20 +115,8 @@ class NonFiniteError(ConvergenceError, FloatingPointError):
               failing member's last finite time); None from ``simulate``
     """
 
-    def __init__(
-        self, message: str, *, member, t: float, members=(), times=(), cause: str = "", solution=None, result=None
-    ):
-        super().__init__(message)
-        self.member = member
-        self.t = t
-        self.members = tuple(members) or (member,)
-        self.times = tuple(times) or (t,)
-        self.cause = cause
-        self.solution = solution
-        self.result = result
 
-
-class MaxStepsError(ConvergenceError):
+class MaxStepsError(StoppedShortError):
     """Members' adaptive solves stopped before t1 during ``simulate``: they took ``max_steps`` steps (or
     their step size underflowed); what every member computed is kept.
 
@@ -123,18 +130,6 @@ class MaxStepsError(ConvergenceError):
               complete, as in a run without them
     result    from ``experiments.run``: the partial ``RunResult``; None from ``simulate``
     """
-
-    def __init__(
-        self, message: str, *, member, t: float, members=(), times=(), cause: str = "", solution=None, result=None
-    ):
-        super().__init__(message)
-        self.member = member
-        self.t = t
-        self.members = tuple(members) or (member,)
-        self.times = tuple(times) or (t,)
-        self.cause = cause
-        self.solution = solution
-        self.result = result
 
 
 def finish(solution: Solution, batched: bool, states: bool) -> Solution:
