@@ -29,8 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from ...particles.files import TEXT_LIMIT, read_regular
-
 __all__ = [
     "add_arguments",
     "INSTALL_HINT",
@@ -75,6 +73,8 @@ def _require_hf():
 def read_prompts(path, count: int | None = None) -> list[str]:
     """The non-empty lines of a UTF-8 text file, the first ``count`` of them (all by default)."""
     label = f"prompts file {os.fspath(path)!r}"
+    from ...particles.files import TEXT_LIMIT, read_regular  # here: the particles package imports equinox
+
     data = read_regular(
         path, label, limit=TEXT_LIMIT, error=ValueError, hint="; give a text file with one prompt a line"
     )
@@ -180,6 +180,8 @@ def _ours(provenance_path: Path, states_name: str) -> bool:
     """Whether ``provenance_path`` is the provenance export wrote for the states file ``states_name`` (or an
     earlier export's, which named no file and no format: its ``command`` and ``arrays``)."""
     try:
+        from ...particles.files import TEXT_LIMIT, read_regular
+
         doc = json.loads(read_regular(provenance_path, "provenance", limit=TEXT_LIMIT).decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
         return False
