@@ -59,6 +59,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=2, help="cold runs of each (default 2)")
     p.add_argument("--against", type=Path, help="another attnflow checkout to alternate with (its root folder)")
     p.add_argument("--top", type=int, default=6, help="programs listed by compile seconds (default 6)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more overrides for every run")
     args = p.parse_args(argv)
     checkouts = {"this": HERE}
     if args.against is not None:
@@ -67,8 +68,9 @@ def main(argv=None) -> int:
         runs: dict[str, list[tuple[float, dict]]] = {k: [] for k in checkouts}
         for _ in range(args.repeat):
             for which, root in checkouts.items():
-                runs[which].append(cold_run(figure, args.t1, root, []))
-        print(f"\n{figure} (t1 = {args.t1:g}), cold, {args.repeat} run(s) each")
+                runs[which].append(cold_run(figure, args.t1, root, [a for kv in args.set for a in ("--set", kv)]))
+        sets = "".join(f", {kv}" for kv in args.set)
+        print(f"\n{figure} (t1 = {args.t1:g}{sets}), cold, {args.repeat} run(s) each")
         print("| checkout | programs compiled | compile seconds (each run) | wall (each run) |")
         print("|---|---|---|---|")
         for which, rs in runs.items():
