@@ -15,20 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from cli_helpers import SMALL, cli, tree
-from jax.experimental.compilation_cache import compilation_cache
 
 import attnflow as af
 from attnflow.experiments.config import load_config
 from attnflow.experiments.run import fields, runner
-from attnflow.solvers import compilation_cache as cc
 from attnflow.solvers import programs, simulation
 from attnflow.solvers.problem import describe
-
-OPTIONS = (
-    "jax_compilation_cache_dir",
-    "jax_persistent_cache_min_compile_time_secs",
-    "jax_persistent_cache_min_entry_size_bytes",
-)
 
 D = 12  # above sphere.SMALL_D: the attention is formed by matrix products
 MARKS = {
@@ -37,20 +29,6 @@ MARKS = {
     "bf16": "lhs_precision_type = bf16, rhs_precision_type = bf16, accumulation_type = f32",
 }
 STATS = runner.statistics(1e-3, 0, False, ("pairs", "clusters", "energy"))
-
-
-@pytest.fixture
-def store(tmp_path):
-    """The compilation cache (and so the program store) in a fresh directory; JAX's options restored after."""
-    before = {name: getattr(jax.config, name) for name in OPTIONS}
-    assert cc.enable_compilation_cache(tmp_path / "cache") is not None
-    programs.forget()
-    programs.EVENTS.clear()
-    yield tmp_path / "cache" / programs.SUBDIRECTORY
-    compilation_cache.reset_cache()
-    for name, value in before.items():
-        jax.config.update(name, value)
-    programs.forget()
 
 
 def problem_args(solver="rk4", save=None, precision="float32", delta=None):
