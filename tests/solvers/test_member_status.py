@@ -2,12 +2,11 @@
 its status, the others' results are those of a run without it, and ``on_failure`` chooses between raising (with
 the solution attached) and keeping the solution."""
 
-from typing import ClassVar
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from field_helpers import BlowsUp
 
 import attnflow as af
 
@@ -50,19 +49,6 @@ def test_a_member_at_max_steps_keeps_the_others_results(group_size):
     assert "kvaerno5" in str(err) and isinstance(err, af.ConvergenceError) and isinstance(err, RuntimeError)
     np.testing.assert_array_equal(np.asarray(err.solution.status), np.asarray(sol.status))
     np.testing.assert_array_equal(np.asarray(err.solution.xs), xs)
-
-
-class BlowsUp(af.Field):
-    """SA at β, except that members with β > 2 have an infinite drift after t = 1."""
-
-    beta: jax.Array
-    event_ndim: ClassVar[dict[str, int]] = {"beta": 0}
-
-    def __init__(self, beta):
-        self.beta = jnp.asarray(beta, dtype=float)
-
-    def drift(self, t, x):
-        return jnp.where((t > 1.0) & (self.beta > 2.0), jnp.inf, af.SA(self.beta).drift(t, x))
 
 
 def test_a_non_finite_member_is_kept_with_its_status_and_last_finite_time():

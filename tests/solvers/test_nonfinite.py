@@ -1,29 +1,13 @@
 """A member whose state turns NaN or inf stops there; the run raises NonFiniteError naming it, keeping the rest."""
 
-from typing import ClassVar
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from field_helpers import BlowsUp
 
 import attnflow as af
 from attnflow.experiments.config import load_config
 from attnflow.experiments.run import runner
-
-
-class BlowsUp(af.Field):
-    """SA at β, except that members with β > 2 have an infinite drift after t = 1."""
-
-    beta: jax.Array
-    event_ndim: ClassVar[dict[str, int]] = {"beta": 0}
-
-    def __init__(self, beta):
-        self.beta = jnp.asarray(beta, dtype=float)
-
-    def drift(self, t, x):
-        return jnp.where((t > 1.0) & (self.beta > 2.0), jnp.inf, af.SA(self.beta).drift(t, x))
-
 
 TS = np.linspace(0.0, 3.0, 13)  # every 0.25
 X0 = af.init.uniform(0, 8, 3)

@@ -4,6 +4,7 @@ the results of diffrax's vmapped solve, within the tolerance, in the members' ow
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from field_helpers import BlowsUp
 
 import attnflow as af
 from attnflow.experiments.builtin import EXPERIMENTS
@@ -107,19 +108,6 @@ def test_saves_inside_the_loop_equal_the_saves_after_it(monkeypatch):
     for key in ("energy", "gram"):
         np.testing.assert_allclose(np.asarray(inside.stats[key]), np.asarray(after.stats[key]), rtol=0, atol=1e-13)
     np.testing.assert_array_equal(np.asarray(inside.t_event), np.asarray(after.t_event))
-
-
-class BlowsUp(af.Field):
-    """SA at β, except that members with β > 2 have an infinite drift after t = 1."""
-
-    beta: jnp.ndarray
-    event_ndim = {"beta": 0}
-
-    def __init__(self, beta):
-        self.beta = jnp.asarray(beta, float)
-
-    def drift(self, t, x):
-        return jnp.where((t > 1.0) & (self.beta > 2.0), jnp.inf, af.SA(self.beta).drift(t, x))
 
 
 @pytest.mark.slow
