@@ -21,6 +21,9 @@ import jax as _jax
 _jax.config.update("jax_enable_x64", True)
 
 from ._version import __version__  # noqa: E402
+from .moved import install as _install_moved  # noqa: E402
+
+_install_moved(__name__)  # a former module path fails naming the new one (moved.py)
 
 _EXPORTS = {
     "particles": (
@@ -85,10 +88,10 @@ _EXPORTS = {
         "enable_compilation_cache",
         "simulate",
     ),
-    "solvers.meanfield": ("MeanFieldError", "MeanFieldSolution", "meanfield_circle", "w1_circle"),
+    "solvers.circle_meanfield": ("MeanFieldError", "MeanFieldSolution", "meanfield_circle", "w1_circle"),
     "solvers.fitting": ("FitResult", "fit"),
-    "experiments.commands.probe": ("ProbeResult", "probe"),
-    "solvers.meanfield_sphere": (
+    "experiments.commands.probe_command": ("ProbeResult", "probe"),
+    "solvers.sphere_meanfield": (
         "SphereMeanField",
         "SphereMeanFieldError",
         "meanfield_sphere",
@@ -184,7 +187,7 @@ if _typing.TYPE_CHECKING:
         enable_compilation_cache as enable_compilation_cache,
         simulate as simulate,
     )
-    from .solvers.meanfield import (
+    from .solvers.circle_meanfield import (
         MeanFieldError as MeanFieldError,
         MeanFieldSolution as MeanFieldSolution,
         meanfield_circle as meanfield_circle,
@@ -194,11 +197,11 @@ if _typing.TYPE_CHECKING:
         FitResult as FitResult,
         fit as fit,
     )
-    from .experiments.commands.probe import (
+    from .experiments.commands.probe_command import (
         ProbeResult as ProbeResult,
         probe as probe,
     )
-    from .solvers.meanfield_sphere import (
+    from .solvers.sphere_meanfield import (
         SphereMeanField as SphereMeanField,
         SphereMeanFieldError as SphereMeanFieldError,
         meanfield_sphere as meanfield_sphere,

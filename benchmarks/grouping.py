@@ -24,7 +24,7 @@ import machine as _machine
 import numpy as np
 
 import attnflow as af
-from attnflow.particles.ensembles import ensemble_axes
+from attnflow.particles.fields import ensemble_axes
 from attnflow.solvers import adaptive_loop
 
 

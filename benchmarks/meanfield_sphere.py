@@ -19,7 +19,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from attnflow.solvers import harmonics  # noqa: E402
-from attnflow.solvers import meanfield_sphere as ms  # noqa: E402
+from attnflow.solvers import sphere_meanfield as ms  # noqa: E402
 
 
 def measure(L: int) -> dict:

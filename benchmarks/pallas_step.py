@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import attnflow as af
-from attnflow.particles.ensembles import ensemble_axes
+from attnflow.particles.fields import ensemble_axes
 from attnflow.particles.sphere import normalize
 from attnflow.solvers import fused_rk4
 

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.checks import check_int, check_real, real_array
-from ..particles.ensembles import ensemble_axes
+from ..particles.fields import ensemble_axes
 from ..particles.errors import ConvergenceError
 from ..particles.fields import Field
 from . import machine

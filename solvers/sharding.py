@@ -3,7 +3,7 @@
 ``simulate`` asks ``plan`` how to use ``jax.local_devices()``:
 
 * members: the leading ensemble axis of x0 and of the field's ensemble leaves
-  (``particles.ensembles.ensemble_axes``) is split over a 1-D mesh (axis ``MEMBERS``) with
+  (``particles.fields.ensemble_axes``) is split over a 1-D mesh (axis ``MEMBERS``) with
   ``NamedSharding``; the batch is padded to a multiple of the device count by repeating its last
   member, and the padding is cut off the outputs. The compiled loops are the one-device ones:
   jit partitions them along the batch (GSPMD), members never talk to each other except in the

@@ -1,6 +1,6 @@
 """Stationary densities of the noisy mean field on the circle: the Gibbs fixed point, its stability, its branches.
 
-The noisy mean field of SA or USA on the circle (``meanfield_circle(..., noise=σ)``, solvers/meanfield.py)
+The noisy mean field of SA or USA on the circle (``meanfield_circle(..., noise=σ)``, solvers/circle_meanfield.py)
 moves a density ρ(θ) by ∂_t ρ = −∂_θ(ρ X[ρ]) + (σ²/2) ∂²_θ ρ with, for Φ[ρ](θ) = ∫ e^{β cos(θ−φ)} ρ(φ) dφ,
 
     USA ([GLPR] time):  X = Φ'/β          "usa-rescaled":  X = e^{−β} Φ'/β          SA:  X = Φ'/(βΦ) = (log Φ)'/β
@@ -41,8 +41,8 @@ import numpy as np
 from ..particles.checks import check_choice, check_int
 from ..particles.errors import ConvergenceError
 from ..particles.fields import KERNEL_MODELS
+from .circle_meanfield import growth_rates, scaled_bessel, theta_grid
 from .equilibrium import rest_point_spectrum
-from .meanfield import growth_rates, scaled_bessel, theta_grid
 
 __all__ = ["StationaryCircle", "StationaryDensity", "stationary_circle", "branch_threshold", "pitchfork_coefficient"]
 

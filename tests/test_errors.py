@@ -12,9 +12,9 @@ import pytest
 import attnflow as af
 from attnflow.experiments.commands import cli
 from attnflow.experiments.config import ConfigError
-from attnflow.particles import selectivity
-from attnflow.solvers import closure
-from attnflow.solvers import meanfield as mf
+from attnflow.experiments.studies.gaussian_closure import gaussian_closure_solver as closure
+from attnflow.experiments.studies.selectivity import selectivity_theory as selectivity
+from attnflow.solvers import circle_meanfield as mf
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from ..registry import Check
 from ..run.runner import RunResult
 
 __all__ = [
+    "LazyModule",
     "plots",
     "mean_over_seeds",
     "gamma_of_t",
@@ -21,17 +22,22 @@ __all__ = [
 ]
 
 
-class LazyPlots:
-    """The ``plots`` module, imported when a figure is first drawn: matplotlib takes a third of a
-    second to import, which runs without figures (``--no-plot``) need not spend."""
+class LazyModule:
+    """A module imported when one of its names is first used: the figures' modules import matplotlib, which
+    takes a third of a second and which runs without figures (``--no-plot``) need not spend.
+    ``LazyModule(f"{__package__}.x_figures")`` is how a study's experiment reaches its own figures."""
 
-    def __getattr__(self, name):
-        from .. import plots
+    def __init__(self, name: str) -> None:
+        self.name = name
 
-        return getattr(plots, name)
+    def __getattr__(self, attr):
+        import importlib
+
+        return getattr(importlib.import_module(self.name), attr)
 
 
-plots = LazyPlots()
+plots = LazyModule(__name__.rsplit(".", 2)[0] + ".plots")
+"""The core figures (``experiments.plots``), imported on first use."""
 
 
 def dimensions(*allowed: int, why: str):

@@ -1,7 +1,7 @@
 """The ``meanfield-circle`` experiment: the density of infinitely many tokens on the circle.
 
 One run solves the continuity equation ∂_t ρ + ∂_θ(ρ X[ρ]) = 0 of SA or USA (docs/model.md §1.4, §1.6;
-``solvers/meanfield.py``) for every β of the configuration and ``seeds`` initial densities
+``solvers/circle_meanfield.py``) for every β of the configuration and ``seeds`` initial densities
 ρ0 = (1 + ε Σ_{k=1}^{16} cos(kθ + φ_k))/2π (ε = ``perturbation``, phases φ_k drawn from seed + s),
 on a grid of 2·``modes`` points up to t1. Around it:
 
@@ -29,12 +29,12 @@ import numpy as np
 from ...particles import Circle
 from ...particles.models import MODELS
 from ...particles.modes import fastest_rate
-from ...solvers import meanfield as mf
+from ...solvers import circle_meanfield as mf
 from ...solvers import simulate
 from ...solvers.spectral_steps import check_horizon
 from ..config import ConfigError
 from ..registry import Check, Experiment, Figures, register
-from ..run.fields import simulate_arguments
+from ..run.field_config import simulate_arguments
 from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
 from .analysis import particle_convergence_check
 

@@ -1,6 +1,6 @@
 """The ``meanfield-sphere`` experiment: the density of infinitely many tokens on S², and particles beside it.
 
-One run solves ∂_t ρ + div(ρ X[ρ]) = (σ²/2)Δρ of SA or USA on S² (``solvers/meanfield_sphere.py``, degree
+One run solves ∂_t ρ + div(ρ X[ρ]) = (σ²/2)Δρ of SA or USA on S² (``solvers/sphere_meanfield.py``, degree
 ``degree``) for every β and ``seeds`` perturbed uniform starts (``perturbation`` ε on every degree ≤ 16,
 drawn from seed + s) up to t1, and around it:
 
@@ -30,11 +30,11 @@ from ...particles import fields
 from ...particles.models import MODELS
 from ...particles.modes import fastest_rate
 from ...solvers import harmonics, simulate
-from ...solvers import meanfield_sphere as ms
+from ...solvers import sphere_meanfield as ms
 from ...solvers.spectral_steps import check_horizon
 from ..config import ConfigError
 from ..registry import Check, Experiment, register
-from ..run.fields import simulate_arguments
+from ..run.field_config import simulate_arguments
 from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
 from .analysis import particle_convergence_check, plots
 

@@ -266,7 +266,7 @@ def cmd_fit(args) -> int:
 
 
 def cmd_probe(args) -> int:
-    from . import probe
+    from . import probe_command as probe
 
     return probe.main(args)
 

@@ -186,7 +186,7 @@ def simulate_layers(x0: np.ndarray, config, ts: np.ndarray, *, progress: bool) -
     import jax.numpy as jnp
 
     from ...solvers import simulate
-    from ..run import fields
+    from ..run import field_config as fields
 
     betas = np.asarray(config.beta, dtype=float)
     batch = x0.shape[0]

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from ..results import curves, figures, runs, store, views
-from . import fit, hist, probe
+from . import fit, hist
+from . import probe_command as probe
 
 __all__ = ["replot"]
 

@@ -2,7 +2,8 @@
 
 The core keys (what to simulate, the initial condition, the solver, what to save) come first, then
 the model variant keys (heads, mask, norm, weights, feed-forward, noise...), then the keys that only
-built-in experiments read (``experiment_keys.py``). All are in :data:`KEYS`
+the core's experiments read or several studies share (``experiment_keys.py``), then each study's own
+(``experiments/studies/NAME/NAME_keys.py``, through ``studies.declared_keys``). All are in :data:`KEYS`
 as soon as the config package is imported. :func:`register` adds a key from elsewhere (a plugin,
 a test); the names of models and the other choice lists live here, once; the solvers' names come from
 ``solvers.methods``.
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from ...particles.fields import POSITIONAL
 from ...particles.models import MODELS as _MODEL_TABLE
 from ...solvers.methods import names
+from .. import studies
 from .experiment_keys import EXPERIMENT_KEYS
 from .toml import toml_literal
 from .types import ConfigError, Key, shorten
@@ -414,7 +416,7 @@ _VARIANT_KEYS = (
     ),
 )
 
-for _key in _CORE_KEYS + _VARIANT_KEYS + EXPERIMENT_KEYS:
+for _key in (*_CORE_KEYS, *_VARIANT_KEYS, *EXPERIMENT_KEYS, *studies.declared_keys()):
     register(_key)
 del _key
 

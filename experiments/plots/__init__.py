@@ -14,13 +14,8 @@ against the equiangular ODE (6.9), and the energy staircase.
 
 from .animation import animate_sphere
 from .attention import attention_statistics
-from .centres import centre_counts, renyi_snapshots
-from .closure import closure_collapse, closure_rate, limit_rank_histograms
 from .clusters import cluster_count_vs_time, energy_and_clusters
-from .curves import sweep_curves
-from .equilibria import bifurcation_diagram, continuation_paths, extremizer_sweep, rest_point_indices, staircase_saddles
-from .fitting import fit_errors
-from .hardmax import hardmax_cells, hardmax_rate, trapping_times
+from .fit_figures import fit_errors
 from .histograms import (
     histogram_over_time,
     histogram_ridges,
@@ -28,12 +23,8 @@ from .histograms import (
     layer_histograms,
 )
 from .inner_products import inner_product_vs_ode
-from .metastability import D_COLORS, metastable_counts, plateau_lifetimes
-from .moderate import moderate_phases, moderate_times
 from .phase import phase_diagram, phase_diagram_grid
-from .probe import probe_energy, probe_geometry, probe_knn, probe_rank, probe_sinks
-from .retrieval import decay_snapshots, retrieval_profiles
-from .selectivity import selectivity_outputs, selectivity_profiles, selectivity_thresholds
+from .probe_figures import probe_energy, probe_geometry, probe_knn, probe_rank, probe_sinks
 from .sphere_density import sphere_density_maps, sphere_rates_and_convergence
 from .style import (
     BAND_COLOR,
@@ -54,7 +45,7 @@ from .style import (
     TIME_LABEL,
     TITLE_SIZE,
 )
-from .synchronization import long_context_layer, synchronization_vs_beta
+from .sweep_curves import sweep_curves
 from .trajectory import (
     circle_trajectories,
     pca_trajectories,
@@ -62,54 +53,30 @@ from .trajectory import (
     trajectories,
     unwrapped_angles,
 )
-from .transition import noise_sweep, transition_thresholds
 
 __all__ = [
     "animate_sphere",
     "attention_statistics",
-    "centre_counts",
     "circle_trajectories",
-    "closure_collapse",
-    "closure_rate",
     "cluster_count_vs_time",
-    "decay_snapshots",
     "energy_and_clusters",
-    "bifurcation_diagram",
-    "continuation_paths",
-    "extremizer_sweep",
-    "rest_point_indices",
-    "staircase_saddles",
     "fit_errors",
-    "hardmax_cells",
-    "hardmax_rate",
-    "trapping_times",
     "histogram_over_time",
     "histogram_ridges",
     "inner_product_vs_ode",
     "layer_distances",
     "layer_histograms",
-    "limit_rank_histograms",
-    "long_context_layer",
-    "noise_sweep",
-    "retrieval_profiles",
     "sphere_density_maps",
     "sphere_rates_and_convergence",
-    "metastable_counts",
-    "moderate_phases",
-    "moderate_times",
     "pca_trajectories",
     "phase_diagram",
     "phase_diagram_grid",
-    "plateau_lifetimes",
     "probe_energy",
     "probe_geometry",
     "probe_knn",
     "probe_rank",
     "probe_sinks",
-    "renyi_snapshots",
     "sphere_trajectories",
     "sweep_curves",
-    "synchronization_vs_beta",
     "trajectories",
-    "transition_thresholds",
 ]

@@ -286,6 +286,12 @@ def angle_ticks(ax, lo: float, hi: float) -> None:
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(label))
 
 
+def sequential_colors(count: int) -> list:
+    """``count`` colours spread along the sequential colour map (viridis, without its palest end)."""
+    cmap = mpl.colormaps[SEQUENTIAL_CMAP]
+    return [cmap(v) for v in np.linspace(0.05, 0.85, max(count, 1))]
+
+
 def cyclic_colors(angles: np.ndarray) -> np.ndarray:
     """Twilight colours of angles, with its near-white ends darkened to read on white paper."""
     rgba = mpl.colormaps[CYCLIC_CMAP](mcolors.Normalize(-math.pi, math.pi)(np.angle(np.exp(1j * angles))))

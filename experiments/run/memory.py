@@ -29,7 +29,7 @@ from ...solvers import machine
 from ...solvers.machine import format_bytes, machine_bytes
 from ...solvers.methods import METHODS
 from ..config import Config, ConfigError
-from .fields import in_angles, span_reduction
+from .field_config import in_angles, span_reduction
 from .plan import chunk_size, ensemble_key, keep_attention, keep_states, statistics_groups
 
 __all__ = [

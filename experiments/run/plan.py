@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from ...solvers import machine
 from ..config import Config
-from . import fields
+from . import field_config as fields
 
 __all__ = [
     "GROUPS",

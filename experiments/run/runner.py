@@ -31,7 +31,8 @@ from ...solvers import MaxStepsError, NonFiniteError, Status, compiler, programs
 from ...solvers.fusion import materialized
 from ...solvers.progress import Counter
 from ..config import Config
-from . import fields, plan, preflight
+from . import field_config as fields
+from . import plan, preflight
 from .plan import GROUPS, statistics_groups
 
 

@@ -24,7 +24,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import nnls
 
 import attnflow as af
-from attnflow.particles.ensembles import ensemble_axes
+from attnflow.particles.fields import ensemble_axes
 from attnflow.particles.layernorm import NGPT, NoLN, PeriLN, PostLN, PreLN, RescaledNoLN
 from attnflow.particles.sphere import normalize, pairwise_gaps, project
 

@@ -17,10 +17,10 @@ from attnflow.experiments.config import KEYS, ConfigError, load_config
 from attnflow.experiments.config import MODELS as MODEL_CHOICES
 from attnflow.experiments.config.keys import model_keys
 from attnflow.experiments.config.rules import variant_keys
-from attnflow.experiments.run import fields as config_models
+from attnflow.experiments.run import field_config as config_models
 from attnflow.experiments.run import memory, preflight, runner
 from attnflow.particles import models
-from attnflow.particles.ensembles import ensemble_axes
+from attnflow.particles.fields import ensemble_axes
 from attnflow.particles.fields import KERNEL_MODELS
 
 N, D = 5, 4

@@ -122,7 +122,7 @@ def test_multihead_alibi_is_each_heads_biased_softmax():
         block = x[:, 2 * h : 2 * h + 2]
         np.testing.assert_allclose(A[h], manual_weights(block, 2.0, slopes[h]), atol=1e-14)
     # from a configuration: the first head has alibi_slope, the next ALiBi's geometric ratio
-    from attnflow.experiments.run import fields as models
+    from attnflow.experiments.run import field_config as models
 
     c = load_config(None, ["heads=4", "d=8", "mask=causal", "positional=alibi", "alibi_slope=0.5"])
     field = models.attention_field(c, 1.0, np.arange(1), 8)

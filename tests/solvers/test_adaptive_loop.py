@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.particles.ensembles import ensemble_axes
+from attnflow.particles.fields import ensemble_axes
 from attnflow.solvers import adaptive_loop
 
 

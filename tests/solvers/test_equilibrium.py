@@ -178,7 +178,7 @@ def test_two_thousand_unknowns_in_seconds():
 
 
 def test_sylvester_compares_the_hessian_with_the_jacobian_and_fails_on_a_wrong_energy(monkeypatch):
-    from attnflow.experiments.builtin.equilibria import sylvester
+    from attnflow.experiments.studies.equilibria.equilibria import sylvester
     from attnflow.solvers import equilibrium as eq
 
     tetrahedron = af.simplex(4, 3)  # USA at β = 1: a saddle of index 5 (8 tangent directions, 3 zero modes)

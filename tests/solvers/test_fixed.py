@@ -11,7 +11,7 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments.config import ConfigError, load_config
-from attnflow.experiments.run import fields as models
+from attnflow.experiments.run import field_config as models
 from attnflow.solvers.fixed import Euler, RenormalizedEuler
 
 

@@ -1,4 +1,4 @@
-"""The mean-field limit on the circle (solvers/meanfield.py): the continuity equation of SA and USA.
+"""The mean-field limit on the circle (solvers/circle_meanfield.py): the continuity equation of SA and USA.
 
 Linear growth rates at the uniform density against docs/model.md §3, mass and positivity through a
 clustering run, the energy along the flow, particle systems converging to the density in W1, and
@@ -14,7 +14,7 @@ import pytest
 from scipy import special
 
 import attnflow as af
-from attnflow.solvers import meanfield as mf
+from attnflow.solvers import circle_meanfield as mf
 
 MODES, T, MEMBERS = 128, 24, 3
 BETAS = np.array([1.0, 5.0, 20.0])

@@ -10,7 +10,7 @@ from scipy.special import sph_harm_y, spherical_in
 
 import attnflow as af
 from attnflow.solvers import harmonics as H
-from attnflow.solvers import meanfield_sphere as ms
+from attnflow.solvers import sphere_meanfield as ms
 
 
 def random_coefficients(L, seed=0):

@@ -30,7 +30,7 @@ def _weights(dtype, k=D):
 
 
 def _ensemble_axes(field):
-    from attnflow.particles.ensembles import ensemble_axes
+    from attnflow.particles.fields import ensemble_axes
 
     return ensemble_axes(field)[0]
 

@@ -18,7 +18,8 @@ from cli_helpers import SMALL, cli, tree
 
 import attnflow as af
 from attnflow.experiments.config import load_config
-from attnflow.experiments.run import fields, runner
+from attnflow.experiments.run import field_config as fields
+from attnflow.experiments.run import runner
 from attnflow.solvers import programs, simulation
 from attnflow.solvers.problem import describe
 

@@ -9,7 +9,7 @@ from field_helpers import BlowsUp
 import attnflow as af
 from attnflow.experiments.builtin import EXPERIMENTS
 from attnflow.experiments.config import load_config
-from attnflow.experiments.run import fields as models
+from attnflow.experiments.run import field_config as models
 from attnflow.particles.circle import Circle, to_angles
 from attnflow.solvers import adaptive_loop, loop, queue
 

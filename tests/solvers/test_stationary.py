@@ -10,8 +10,8 @@ from scipy.optimize import brentq
 from scipy.special import iv
 
 import attnflow as af
-from attnflow.particles.noisy_transition import critical_beta, critical_noise
-from attnflow.solvers import meanfield as mf
+from attnflow.experiments.studies.noisy_transition.noisy_transition_theory import critical_beta, critical_noise
+from attnflow.solvers import circle_meanfield as mf
 
 
 def _phi(rho, beta):

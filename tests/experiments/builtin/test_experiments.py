@@ -60,7 +60,7 @@ def test_list_shows_exactly_the_registry():
     rc, out, _ = cli(["list"])
     assert rc == 0
     assert [line.split()[0] for line in out.splitlines()] == [*NAMES, "simulate"]  # and one's own configuration, last
-    # the order of the registry's imports in builtin/__init__.py: the papers' figures first
+    # the order of the registry's imports in builtin/__init__.py: the core's (the papers' figures first), then the shelf's
     assert NAMES == [
         "fig3-phase-diagram",
         "fig5-random-matrices",
@@ -68,19 +68,19 @@ def test_list_shows_exactly_the_registry():
         "highdim-histogram",
         "orthogonal-ode",
         "sphere-movie",
+        "meanfield-circle",
+        "meanfield-sphere",
         "staircase",
         "metastability",
         "metastable-count",
-        "meanfield-circle",
-        "meanfield-sphere",
         "negative-beta",
         "renyi-centres",
         "long-context",
         "lost-in-the-middle",
         "gaussian-closure",
         "noisy-transition",
-        "equilibria",
         "bifurcation",
+        "equilibria",
         "hardmax-limit",
         "selectivity",
         "moderate-interaction",
@@ -390,7 +390,11 @@ def test_an_experiment_declares_exactly_the_keys_its_runner_reads(name, monkeypa
 
 @pytest.mark.slow  # alone it runs hardmax-limit --quick (about 30 s); after the theory checks' test it is instant
 def test_hardmax_limit_concentrates_at_log_beta_and_traps_at_the_closest_vertices(runs):
-    from attnflow.particles.frank_wolfe import concentration_offset, limit_rate, trapping_exponent
+    from attnflow.experiments.studies.hardmax_limit.hardmax_limit_theory import (
+        concentration_offset,
+        limit_rate,
+        trapping_exponent,
+    )
 
     r = runs("hardmax-limit")
     c, s = r.result.config, r.result.stats

@@ -424,7 +424,7 @@ def test_every_key_is_declared_when_the_config_module_is_imported():
         "    load_config(None, ['heads=3', 'd=4'])\n"
         "except ConfigError as err:\n"
         "    print(err)\n"
-        "print('attnflow.experiments.run.fields' in sys.modules)\n"
+        "print('attnflow.experiments.run.field_config' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -6,7 +6,7 @@ import pytest
 
 import attnflow as af
 from attnflow.experiments.config import ConfigError, load_config
-from attnflow.experiments.run import fields as models
+from attnflow.experiments.run import field_config as models
 from attnflow.experiments.run import runner
 from attnflow.particles.models import MODELS
 
@@ -234,7 +234,7 @@ def test_circle_auto_runs_d_2_in_angles_where_the_run_allows_it():
 @pytest.mark.parametrize("ensemble", ["ginibre", "ginibre-v-qk"])
 def test_square_query_and_key_enter_as_their_product(ensemble):
     # ⟨Q x_i, K x_j⟩ = ⟨x_i, QᵀK x_j⟩: the run forms QᵀK once per member, from the same draws
-    from attnflow.particles.ensembles import ensemble_axes
+    from attnflow.particles.fields import ensemble_axes
     from attnflow.particles.weights import sample_weights
 
     field = runner.build_field(config([f"weights={ensemble}"]), BETAS, np.array([0, 1, 2]), D)
