@@ -99,6 +99,15 @@ def cmd_list(args) -> int:
     if args.keys:
         print(describe_keys())
         return 0
+    if args.name is not None:
+        from .describe import describe
+
+        try:
+            experiment = builtin.resolve(args.name)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        print(describe(experiment))
+        return 0
     generic = builtin.GENERIC
     width = max(len(n) for n in [*builtin.EXPERIMENTS, generic.name])
     for name, e in builtin.EXPERIMENTS.items():
@@ -292,8 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"attnflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("list", help="list the built-in experiments")
-    p.add_argument("--keys", action="store_true", help="list every configuration key with its default")
+    p = sub.add_parser("list", help="list the built-in experiments, or describe one (its keys, size and time)")
+    p.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="an experiment: its description, every key it reads with its value and --quick value, its size and time",
+    )
+    p.add_argument("--keys", action="store_true", help="list every configuration key with its generic default")
     p.set_defaults(func=cmd_list)
 
     def common(p, out_help):
@@ -342,7 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
         no_cache(p)
 
-    p = sub.add_parser("run", help="run one configuration and plot it")
+    p = sub.add_parser(
+        "run",
+        help="run one configuration and plot it",
+        description="Run one configuration and plot it. `attnflow list NAME` shows what an experiment runs: every key "
+        "it reads with its value and --quick value, its members, memory and measured time.",
+    )
     common(p, "output directory (default: runs/NAME)")
     p.add_argument("--json", action="store_true", help="print the summary object on stdout")
     p.set_defaults(func=cmd_run)
