@@ -4,6 +4,8 @@ What it adds to a plain MkDocs build, so that nothing in the site is copied by h
 
 * **cli.md** is generated from the command line's parser, ``attnflow.experiments.commands.cli.build_parser()``:
   every subcommand's usage, help and arguments. There is no docs/cli.md in the repository.
+* **experiments.md** is generated from the experiments' declarations: for each, the text of ``attnflow list NAME``
+  (``experiments/commands/describe.py``). There is no docs/experiments.md in the repository.
 * **Directory sections in the nav.** A nav entry that names a folder with a trailing slash
   (``- Gallery: gallery/``) becomes that folder's pages: ``index.md`` first, then the others by file
   name. Pages added to the folder appear without editing mkdocs.yml.
@@ -230,6 +232,34 @@ def cli_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def experiments_markdown() -> str:
+    """The reference page of the experiments: for each, what ``attnflow list NAME`` prints (its description, size,
+    measured time and every key it reads with its value and ``--quick`` value), from the same function."""
+    from attnflow.experiments import builtin
+    from attnflow.experiments.commands.describe import describe
+
+    lines = [
+        "# Experiments",
+        "",
+        "<!-- generated at build time from each experiment's declaration by docs/hooks/attnflow_docs.py "
+        "(experiments/commands/describe.py, the text of `attnflow list NAME`); edit the experiment, not this page -->",
+        "",
+        "Every built-in experiment, as `attnflow list NAME` describes it: its papers, its size at full size and "
+        "with `--quick` (members, the memory a run holds by the estimate the preflight checks), the full run's "
+        "measured time, and every configuration key its run reads, with the value it sets and its `--quick` "
+        "value. The [gallery](gallery/index.md) shows their figures and checks.",
+        "",
+        "| experiment | what it computes |",
+        "|---|---|",
+    ]
+    experiments = [*builtin.EXPERIMENTS.values(), builtin.GENERIC]
+    lines += [f"| [`{e.name}`](#{e.name}) | {_cell(e.description)} |" for e in experiments]
+    lines.append("")
+    for e in experiments:
+        lines += [f"## {e.name}", "", f"```text\n{describe(e)}\n```", ""]
+    return "\n".join(lines) + "\n"
+
+
 # -- the nav ----------------------------------------------------------------------------------------
 
 
@@ -275,6 +305,8 @@ def on_files(files: Files, config, **kwargs) -> Files:
     docs, repo = _roots(config)
     if files.get_file_from_path("cli.md") is None:
         files.append(File.generated(config, "cli.md", content=cli_markdown()))
+    if files.get_file_from_path("experiments.md") is None:
+        files.append(File.generated(config, "experiments.md", content=experiments_markdown()))
     if files.get_file_from_path("gallery/index.md") is None:
         for name, text in _gallery_stubs(config).items():
             if files.get_file_from_path(f"gallery/{name}") is None:

@@ -53,3 +53,22 @@ def test_an_unknown_name_is_refused_with_the_valid_ones():
 def test_run_help_points_to_list_name():
     rc, out, _ = cli(["run", "--help"])
     assert rc == 0 and "attnflow list NAME" in out
+
+
+def test_the_site_reference_page_is_the_same_text_for_every_experiment():
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("mkdocs", reason='the hook is a MkDocs hook (pip install -e ".[docs]")')
+    hooks = Path(__file__).resolve().parents[3] / "docs" / "hooks"
+    sys.path.insert(0, str(hooks))
+    try:
+        import attnflow_docs
+    finally:
+        sys.path.remove(str(hooks))
+    page = attnflow_docs.experiments_markdown()
+    for experiment in [*builtin.EXPERIMENTS.values(), builtin.GENERIC]:
+        assert f"## {experiment.name}\n\n```text\n{describe.describe(experiment)}\n```" in page
+    assert "552 960 members (6 d × 90 β × 1 024 seeds)" in page
