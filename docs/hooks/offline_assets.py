@@ -5,7 +5,7 @@ Every asset a page needs ships with the built site; nothing is fetched from anot
 * **MathJax 3** is served from the site itself, under ``javascripts/mathjax/``: its files come from the
   Python package django-static-mathjax (the docs extra pins it; it ships MathJax's own ``es5`` build and
   nothing else), added to the build in ``on_files``. The site needs the combined component
-  ``tex-mml-chtml.js`` and what it loads on demand: the TeX extensions (``input/``), the CHTML fonts
+  ``tex-chtml.js`` and what it loads on demand: the TeX extensions (``input/tex/``), the CHTML fonts
   (``output/chtml/``), the menu and accessibility modules (``ui/``, ``a11y/``, ``sre/``).
 * **Fonts**: mkdocs.yml sets ``theme.font: false`` (system fonts), so Material links no font service.
 * **The tutorial notebook's page** (mkdocs-jupyter, through nbconvert's lab template) would load MathJax 2
@@ -34,7 +34,7 @@ from mkdocs.structure.files import File, Files
 MATHJAX_DEST = "javascripts/mathjax"
 MATHJAX_DISTRIBUTION = "django-static-mathjax"
 # the combined component the pages load, and the folders it loads from on demand
-MATHJAX_PARTS = ("tex-mml-chtml.js", "input", "output/chtml", "ui", "a11y", "sre")
+MATHJAX_PARTS = ("tex-chtml.js", "input/tex", "output/chtml", "ui", "a11y", "sre")
 
 _ASSET = re.compile(
     r"<(script|link|img|iframe|source|audio|video|embed|object)\b([^>]*)>",
