@@ -72,7 +72,9 @@ def mathjax_root() -> Path:
         raise PluginError(f"{hint} (the package 'mathjax' at {base.parent} has no es5/{MATHJAX_PARTS[0]})")
     version = json.loads((base / "package.json").read_text(encoding="utf-8")).get("version", "")
     if not version.startswith("3."):
-        raise PluginError(f"{hint}: found MathJax {version or '(no version)'}, the site's configuration is for MathJax 3")
+        raise PluginError(
+            f"{hint}: found MathJax {version or '(no version)'}, the site's configuration is for MathJax 3"
+        )
     return root
 
 
@@ -94,7 +96,7 @@ def external_assets(html: str) -> list[str]:
     """The addresses on other hosts that a page's HTML would fetch: the ``src``/``href``/``data``/``srcset`` of
     its asset tags (a ``<link>`` whose ``rel`` only names another page excepted) and its inline styles'
     ``url(...)`` and ``@import``. Links (``<a href>``) are not fetched and not listed."""
-    found = []
+    found: list[str] = []
     for m in _ASSET.finditer(html):
         tag, attributes = m.group(1).lower(), m.group(2)
         if tag == "link":
