@@ -42,7 +42,7 @@ from ...particles.moderate import (
     unstable_band,
     usa_time_unit,
 )
-from ...particles.modes import fastest_mode, fastest_rate
+from ...particles.modes import BETA_MAX, fastest_mode, fastest_rate
 from ...solvers.progress import Counter
 from ...solvers.simulation import simulate
 from ..config import ConfigError
@@ -173,9 +173,9 @@ def phases(ts, series: dict, d: int, rates: np.ndarray, n: int) -> dict:
     if d == 2:
         from scipy.optimize import brentq  # here: scipy costs a third of a second to import
 
-        out["t_linear"] = float(
-            brentq(lambda t: float(band_growth(t, rates, n)) - CLUSTER_POWER, 0.0, 1e3 / rates.max())
-        )
+        excess = lambda t: float(band_growth(t, rates, n)) - CLUSTER_POWER  # noqa: E731
+        # so many unstable modes (k* ≈ √(2cn) against n) that the uniform start's band is already past the level
+        out["t_linear"] = 0.0 if excess(0.0) >= 0 else float(brentq(excess, 0.0, 1e3 / rates.max()))
     first = start
     last = start + int(np.nonzero(power[start : top + 1] >= GROWTH_TO * power[top])[0][0])
     if last - first >= 3:
@@ -229,7 +229,7 @@ def run(config, *, progress=None) -> RunResult:
             rates = unstable_band(beta, "sa" if model == "sa" else "usa-rescaled")[1]
             ts = tau * unit
             field = _field(model, beta, d, float(config.collapse_eigenvalue), unit)
-            x0 = init.uniform(jax.random.PRNGKey(int(config.seed) + 1000 * a + i), n, d, batch=seeds)
+            x0 = init.uniform(jax.random.PRNGKey(init.derived_seed(config.seed, 1000 * a + i)), n, d, batch=seeds)
             sol = simulate(field, x0, float(tau[-1]), ts=jnp.asarray(tau), solver=config.solver, **step)
             xs = np.asarray(sol.xs)
             for s in range(seeds):
@@ -524,6 +524,12 @@ def requires(config) -> None:
     """The circle or S² (the keys themselves refuse empty lists, c ≤ 0 and V's last eigenvalue past 0.9)."""
     if any(d not in (2, 3) for d in config.d):
         raise ConfigError(f"moderate-interaction runs on the circle or S²: d must be 2 or 3, got {list(config.d)}")
+    top = max(config.interaction_c) * max(config.token_counts)
+    if top > BETA_MAX:
+        raise ConfigError(
+            f"interaction_c × token_counts = β must be ≤ {BETA_MAX:g} (the largest β of the growth rates); got "
+            f"c = {max(config.interaction_c):g} and n = {max(config.token_counts)}: β = {top:g}"
+        )
 
 
 def memory(config) -> dict:

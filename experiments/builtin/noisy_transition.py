@@ -149,7 +149,7 @@ def _particle_sweeps(config, d: int, beta: float, ratios: np.ndarray, meter) -> 
     x = jnp.concatenate(
         [
             init.uniform(config.seed, n, d, batch=seeds, dtype=config.dtype),
-            jnp.asarray(_gathered(config.seed + 1, seeds, n, d), dtype=config.dtype),
+            jnp.asarray(_gathered(init.derived_seed(config.seed, 1), seeds, n, d), dtype=config.dtype),
         ]
     )
     field_beta = jnp.full((2 * seeds,), beta)

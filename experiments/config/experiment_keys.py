@@ -270,9 +270,10 @@ EXPERIMENT_KEYS = (
         "interaction_c",
         "float_list",
         (0.01, 0.02),
-        "moderate-interaction: the ratios c = β/n",
+        "moderate-interaction: the ratios c = β/n (and c·n ≤ 1e8, the largest β of the growth rates)",
         minimum=0.0,
         strict_min=True,
+        maximum=1e4,
         experiment_key=True,
     ),
     Key(

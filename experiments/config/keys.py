@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from ...particles.fields import POSITIONAL
 from ...particles.models import MODELS as _MODEL_TABLE
+from ...particles.modes import BETA_MAX
 from ...solvers.methods import names
 from .experiment_keys import EXPERIMENT_KEYS
 from .toml import toml_literal
@@ -80,6 +81,8 @@ _CORE_KEYS = (
         "float_list",
         1.0,
         "inverse temperature β; a list runs one ensemble per value (β < 0 with model sa or usa)",
+        minimum=-BETA_MAX,
+        maximum=BETA_MAX,
     ),
     Key("seeds", "int", 16, "ensemble size: independent initial conditions per β", minimum=1),
     Key(
