@@ -45,7 +45,7 @@ from ...particles.moderate import (
 from ...particles.modes import BETA_MAX, fastest_mode, fastest_rate
 from ...solvers.progress import Counter
 from ...solvers.simulation import simulate
-from ..config import ConfigError
+from ..config import FIXED_STEP_SOLVERS, ConfigError
 from ..registry import Check, Experiment, register
 from ..run.runner import STAT_DIMENSIONS, RunResult
 from .analysis import plots
@@ -215,6 +215,7 @@ def run(config, *, progress=None) -> RunResult:
         for j in range(len(cs))
     ]
     step: dict[str, Any] = dict(dt=float(config.dt)) if config.dt > 0 else {}
+    step["max_steps"] = int(config.max_steps)
     tolerances = dict(rtol=config.rtol, atol=config.atol)  # read whatever the solver, as keys= declares them
     if config.solver in ADAPTIVE:
         step.update(tolerances)
@@ -524,6 +525,11 @@ def requires(config) -> None:
     """The circle or S² (the keys themselves refuse empty lists, c ≤ 0 and V's last eigenvalue past 0.9)."""
     if any(d not in (2, 3) for d in config.d):
         raise ConfigError(f"moderate-interaction runs on the circle or S²: d must be 2 or 3, got {list(config.d)}")
+    if config.solver in FIXED_STEP_SOLVERS and config.dt > 0 and config.t1 / config.dt > config.max_steps:
+        raise ConfigError(
+            f"t1 = {config.t1:g} with dt = {config.dt:g} needs {config.t1 / config.dt:.3g} steps of solver "
+            f"{config.solver!r} per run, more than max_steps = {config.max_steps}: lower t1, raise dt, or raise max_steps"
+        )
     top = max(config.interaction_c) * max(config.token_counts)
     if top > BETA_MAX:
         raise ConfigError(
@@ -567,6 +573,7 @@ EXPERIMENT = register(
             "t1",
             "solver",
             "dt",
+            "max_steps",
             "rtol",
             "atol",
             "token_counts",
