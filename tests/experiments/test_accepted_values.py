@@ -117,3 +117,49 @@ def test_renyi_centres_refuses_a_run_past_max_steps(tmp_path):
 def test_bifurcation_at_a_tiny_beta_is_a_numerical_message(tmp_path):
     rc, _, err = cli(["run", "bifurcation", "--quick", "--quiet", "--set", "beta=[1e-300]", "--out", tmp_path])
     assert rc == 1 and "Traceback" not in err and "β = 1e-300" in err, err
+
+
+# -- messages --------------------------------------------------------------------------------------------------
+
+
+def test_deep_nesting_is_an_input_error_that_quotes_a_short_value(tmp_path):
+    deep = "[" * 5000 + "]" * 5000
+    (tmp_path / "deep.toml").write_text(f"beta = {deep}\n")
+    rc, _, err = cli(["run", tmp_path / "deep.toml", "--out", tmp_path / "a"])
+    refused(rc, err, "nested too deeply")
+    rc, _, err = cli(["sweep", "simulate", "--grid", f"beta={deep}", "--out", tmp_path / "b"])
+    line = refused(rc, err, "--grid beta", "not a valid TOML array")
+    assert len(line) < 200, line
+
+
+def test_a_key_the_experiment_does_not_read_is_refused_with_the_experiments_own_value(tmp_path):
+    rc, _, err = cli(["run", "hardmax-limit", "--quick", "--set", "d=3", "--out", tmp_path])
+    line = refused(rc, err, "does not read d (got d = [3])", "leave d unset (the experiment's own d = [2])")
+    assert "default" not in line
+
+
+def test_meanfield_time_past_the_mean_fields_horizon_is_named(tmp_path):
+    rc, _, err = cli(["run", "noisy-transition", "--quick", "--set", "meanfield_time=1e300", "--out", tmp_path])
+    line = refused(rc, err, "meanfield_time = 1e+300", "meanfield_time ≤ 1.88e+07")
+    assert "t1" not in line
+
+
+def test_repeated_beta_in_a_fit_is_refused_not_singular(tmp_path):
+    rc, _, err = cli(["run", "hardmax-limit", "--quick", "--set", "trap_beta=[20,20,20]", "--out", tmp_path])
+    line = refused(rc, err, "trap_beta needs ≥ 3 distinct values, got 1 (3 listed)")
+    assert "Singular" not in line
+
+
+def test_a_fit_through_one_abscissa_is_undefined():
+    from attnflow.experiments.builtin.hardmax_limit import fit_line
+
+    assert all(np.isnan(fit_line([2.0, 2.0, 2.0], [1.0, 2.0, 3.0])))
+    a, _, b, _ = fit_line([0.0, 1.0, 2.0], [1.0, 3.0, 5.0])
+    assert (a, b) == pytest.approx((2.0, 1.0))
+
+
+def test_moderate_interaction_bounds_its_steps_by_max_steps(tmp_path):
+    rc, _, err = cli(
+        ["run", "moderate-interaction", "--quick", "--set", "t1=1e5", "--set", "max_steps=100", "--out", tmp_path]
+    )
+    refused(rc, err, "t1 = 100000 with dt = 0.05 needs 2e+06 steps of solver 'ab4'", "max_steps = 100")
