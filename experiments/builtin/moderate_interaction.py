@@ -522,7 +522,8 @@ def figures(result: RunResult) -> dict:
 
 
 def requires(config) -> None:
-    """The circle or S² (the keys themselves refuse empty lists, c ≤ 0 and V's last eigenvalue past 0.9)."""
+    """The circle or S², steps within max_steps, β = c·n within the growth rates' range (the keys themselves refuse
+    empty lists, c ≤ 0 or past 1e4, and V's last eigenvalue outside [−10, 0.9])."""
     if any(d not in (2, 3) for d in config.d):
         raise ConfigError(f"moderate-interaction runs on the circle or S²: d must be 2 or 3, got {list(config.d)}")
     if config.solver in FIXED_STEP_SOLVERS and config.dt > 0 and config.t1 / config.dt > config.max_steps:

@@ -39,13 +39,13 @@ import numpy as np
 
 from ...particles import init
 from ...particles.fields import USA
+from ...particles.modes import fastest_rate
 from ...particles.noise import Noisy
 from ...particles.noisy_transition import critical_beta, critical_noise, threshold_coupling
 from ...solvers import meanfield as mf
-from ...particles.modes import fastest_rate
 from ...solvers import simulate
-from ...solvers.spectral_steps import MIN_STEP
 from ...solvers.progress import Counter
+from ...solvers.spectral_steps import MIN_STEP
 from ..config import FIXED_STEP_SOLVERS, ConfigError
 from ..registry import Check, Experiment, register
 from ..run import fields

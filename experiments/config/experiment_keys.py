@@ -282,6 +282,7 @@ EXPERIMENT_KEYS = (
         0.0,
         "moderate-interaction: the last eigenvalue λ < 1 of V = diag(1, …, 1, λ) on S², "
         "which collapses the tokens onto a great circle at the rate 1 − λ",
+        minimum=-10.0,
         maximum=0.9,
         experiment_key=True,
     ),

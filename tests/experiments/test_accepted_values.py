@@ -92,7 +92,17 @@ def test_derived_seeds_wrap_modulo_two_to_the_63():
 @pytest.mark.slow
 def test_the_seeds_documented_maximum_runs(tmp_path):
     rc, _, err = cli(
-        ["run", "moderate-interaction", "--quick", "--quiet", "--no-plot", "--set", f"seed={SEED_MAX}", "--out", tmp_path]
+        [
+            "run",
+            "moderate-interaction",
+            "--quick",
+            "--quiet",
+            "--no-plot",
+            "--set",
+            f"seed={SEED_MAX}",
+            "--out",
+            tmp_path,
+        ]
     )
     assert rc == 0 and "Traceback" not in err, err
 

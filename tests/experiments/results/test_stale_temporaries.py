@@ -13,7 +13,7 @@ import numpy as np
 from attnflow.experiments.results import store
 from attnflow.experiments.results.rundir import OWNED_FILE, OWNED_FORMAT
 
-CONFIG = 'n = 4\nd = 3\n'
+CONFIG = "n = 4\nd = 3\n"
 
 
 def dead_pid() -> int:
