@@ -173,3 +173,18 @@ def test_moderate_interaction_bounds_its_steps_by_max_steps(tmp_path):
         ["run", "moderate-interaction", "--quick", "--set", "t1=1e5", "--set", "max_steps=100", "--out", tmp_path]
     )
     refused(rc, err, "t1 = 100000 with dt = 0.05 needs 2e+06 steps of solver 'ab4'", "max_steps = 100")
+
+
+@pytest.mark.parametrize(
+    "name, setting, words",
+    [
+        ("meanfield-sphere", "perturbation=1", ("perturbation ε must be < 0.3/√16 = 0.075", "got 1")),
+        ("gaussian-closure", "collapse_time=1e-300", ("collapse_time = 1e-300 must be ≥ dt = 0.05",)),
+        ("gaussian-closure", "dt=1e300", ("t1 = 2 must be ≥ dt = 1e+300",)),
+        ("moderate-interaction", "collapse_eigenvalue=-1e300", ("collapse_eigenvalue", "≥ -10", "-1e+300")),
+    ],
+)
+def test_extremes_of_the_experiments_keys_refused_up_front(tmp_path, name, setting, words):
+    rc, _, err = cli(["run", name, "--quick", "--set", setting, "--out", tmp_path / "r"])
+    refused(rc, err, *words)
+    assert not (tmp_path / "r").exists()
