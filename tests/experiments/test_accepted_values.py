@@ -182,6 +182,7 @@ def test_moderate_interaction_bounds_its_steps_by_max_steps(tmp_path):
         ("gaussian-closure", "collapse_time=1e-300", ("collapse_time = 1e-300 must be ≥ dt = 0.05",)),
         ("gaussian-closure", "dt=1e300", ("t1 = 2 must be ≥ dt = 1e+300",)),
         ("moderate-interaction", "collapse_eigenvalue=-1e300", ("collapse_eigenvalue", "≥ -10", "-1e+300")),
+        ("long-context", "residual=1e300", ("residual must be a finite number ≥ 0 and ≤ 1000000", "1e+300")),
     ],
 )
 def test_extremes_of_the_experiments_keys_refused_up_front(tmp_path, name, setting, words):
