@@ -14,6 +14,7 @@ import sys
 __all__ = ["MOVED", "install"]
 
 MOVED = {
+    "experiments.config.experiment_keys": "experiments.config.keys",
     "particles.ensembles": "particles.fields",
     "experiments.builtin.staircase": "experiments.studies.staircase.staircase",
     "experiments.builtin.metastability": "experiments.studies.metastability.metastability",

@@ -20,7 +20,7 @@ from .checks import check_int, check_real
 from .files import regular_file
 from .sphere import expmap, normalize, project
 
-__all__ = ["uniform", "orthogonal", "equiangular", "cap", "clusters", "from_array"]
+__all__ = ["uniform", "orthogonal", "equiangular", "cap", "clusters", "from_array", "derived_seed"]
 
 
 SEED_MAX = 2**63 - 1
@@ -33,6 +33,14 @@ def check_seed(seed) -> int:
     if not 0 <= seed <= SEED_MAX:
         raise ValueError(f"seed must be an integer in [0, 2**63 - 1], got {int(seed)}")
     return int(seed)
+
+
+def derived_seed(seed: int, offset: int) -> int:
+    """The seed of a stream derived from ``seed`` (an experiment's other draws: ``seed + offset``), summed in
+    Python integers and wrapped modulo 2**63 into [0, 2**63 − 1]: every seed a configuration accepts derives
+    its streams, never an overflow of int64. The members' own seeds seed + s are not wrapped (a configuration
+    whose seed + seeds − 1 passes 2**63 − 1 is refused), so they stay distinct."""
+    return (int(seed) + int(offset)) % (SEED_MAX + 1)
 
 
 def as_key(key):

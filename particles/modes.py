@@ -30,9 +30,14 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .checks import check_choice, check_int
+from .errors import InputError
 from .fields import KERNEL_MODELS
 
-__all__ = ["mode_growth_rates", "fastest_mode", "fastest_rate"]
+__all__ = ["mode_growth_rates", "fastest_mode", "fastest_rate", "BETA_MAX"]
+
+BETA_MAX = 1e8
+"""The largest β of the growth rates: the recurrence takes about √(40β) + 2√(2β) steps (10⁵ at 10⁸, a second),
+and past it would run for ever (10¹⁵⁴ steps at β = 10³⁰⁸) or overflow."""
 
 
 def _betas(beta) -> np.ndarray:
@@ -41,6 +46,11 @@ def _betas(beta) -> np.ndarray:
     arr = np.asarray(beta, dtype=float)
     if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError(f"beta must be finite and > 0, got {np.asarray(beta).tolist()}")
+    if np.any(arr > BETA_MAX):
+        raise InputError(
+            f"beta must be ≤ {BETA_MAX:g} for the growth rates of the uniform density (their Bessel recurrence "
+            f"takes √(40β) steps), got {float(arr.max())!r}"
+        )
     return arr
 
 

@@ -46,9 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.checks import check_int, check_real, real_array
-from ..particles.fields import ensemble_axes
 from ..particles.errors import ConvergenceError
-from ..particles.fields import Field
+from ..particles.fields import Field, ensemble_axes
 from . import machine
 
 __all__ = [

@@ -21,8 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.checks import check_choice, check_int, check_real
-from ..particles.fields import ensemble_axes
-from ..particles.fields import Field
+from ..particles.fields import Field, ensemble_axes
 from ..particles.init import from_array
 from .methods import METHODS, names, spoken
 

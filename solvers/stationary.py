@@ -39,8 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..particles.checks import check_choice, check_int
-from ..particles.errors import ConvergenceError
+from ..particles.errors import ConvergenceError, InputError
 from ..particles.fields import KERNEL_MODELS
+from ..particles.modes import BETA_MAX
 from .circle_meanfield import growth_rates, scaled_bessel, theta_grid
 from .equilibrium import rest_point_spectrum
 
@@ -49,6 +50,10 @@ __all__ = ["StationaryCircle", "StationaryDensity", "stationary_circle", "branch
 PARAMETERS = ("noise", "coupling")
 PITCHFORK_STEPS = 60
 """Newton steps at most for each amplitude of ``pitchfork_coefficient``; RuntimeError beyond."""
+
+
+USA_BETA_MAX = 700.0
+"""The largest β of model 'usa' ([GLPR] time): its rates carry e^β, past e^709 the largest float64."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -82,7 +87,14 @@ class StationaryCircle(eqx.Module):
         beta = float(beta)
         if not (np.isfinite(beta) and beta > 0):
             raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+        if beta > BETA_MAX:  # the growth rates of the stability (particles.modes) take √(40β) steps
+            raise InputError(f"beta must be ≤ {BETA_MAX:g} for the stationary densities, got {beta!r}")
         self.model = check_choice("model", model, KERNEL_MODELS)
+        if self.model == "usa" and beta > USA_BETA_MAX:
+            raise InputError(
+                f"beta must be ≤ {USA_BETA_MAX:g} with model 'usa' (its rates carry e^β, which overflows float64), "
+                f"got {beta!r}; model 'usa-rescaled' takes any β"
+            )
         self.modes = check_int("modes", modes, 4, 4096)
         self.symmetry = check_int("symmetry", symmetry, 1, self.modes - 1)
         self.parameter = check_choice("parameter", parameter, PARAMETERS)
@@ -180,6 +192,11 @@ class StationaryCircle(eqx.Module):
     def stability(self, a, p: float):
         """(eigenvalues of the linearized equation, unstable, zero modes) at the density of a."""
         J, G = self.linearization(a, p)
+        if not np.all(np.isfinite(np.asarray(J))):
+            raise ConvergenceError(
+                f"the linearized mean field is not finite at beta = {float(self.beta)!r}, {self.parameter} = "
+                f"{float(p)!r} (it overflows float64 at this β)"
+            )
         # the diffusion of the high modes makes the spectrum stiff: zero is judged against the first mode's rates
         sigma2 = 1.0 / self.coupling(float(p))
         slow = 0.5 * sigma2 + float(growth_rates(1, float(self.beta), self.model))
@@ -304,6 +321,11 @@ def stationary_circle(
     residual = float("inf")
     for iteration in range(max_iter + 1):
         F, J = (np.asarray(v) for v in _newton_parts(system, jnp.asarray(a), jnp.asarray(sigma)))
+        if not (np.all(np.isfinite(F)) and np.all(np.isfinite(J))):
+            raise ConvergenceError(
+                f"stationary_circle: the Gibbs map is not finite at beta = {float(beta)!r}, sigma = {sigma!r} "
+                f"(it overflows float64 at this β and σ)"
+            )
         residual = float(np.max(np.abs(F))) if F.size else 0.0
         if residual <= tol:
             break

@@ -21,6 +21,7 @@ stops and names that time (raise ``degree`` or lower t1).
 
 from __future__ import annotations
 
+import math
 import time
 
 import jax.numpy as jnp
@@ -125,6 +126,11 @@ def requires(config) -> None:
         raise ConfigError("meanfield-sphere needs β > 0")
     if config.degree <= PERTURBED_DEGREES:
         raise ConfigError(f"degree must exceed the {PERTURBED_DEGREES} perturbed degrees, got {config.degree}")
+    if not config.perturbation * math.sqrt(PERTURBED_DEGREES) < 0.3:  # ms.perturbed_uniform_sphere's bound
+        raise ConfigError(
+            f"perturbation ε must be < 0.3/√{PERTURBED_DEGREES} = {0.3 / math.sqrt(PERTURBED_DEGREES):g} on S² "
+            f"(so that ρ0 > 0 over the degrees ≤ {PERTURBED_DEGREES} it perturbs), got {config.perturbation:g}"
+        )
     if config.noise > 0 and config.particle_counts:
         raise ConfigError(
             "particle_counts compares deterministic particles with the density: with noise > 0 set particle_counts = []"

@@ -282,7 +282,7 @@ def parse_grid(spec: str) -> tuple[str, list]:
     if raw.startswith("["):
         parsed = parse_scalar_text(raw)
         if not isinstance(parsed, list):
-            raise ConfigError(f"{label}: {raw!r} is not a valid TOML array")
+            raise ConfigError(f"{label}: {shorten(raw)!r} is not a valid TOML array (or nested too deeply)")
         values = parsed
     elif ":" in raw and key.element_type in ("int", "float"):
         values = split_spec(label, raw)

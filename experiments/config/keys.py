@@ -2,7 +2,7 @@
 
 The core keys (what to simulate, the initial condition, the solver, what to save) come first, then
 the model variant keys (heads, mask, norm, weights, feed-forward, noise...), then the keys that only
-the core's experiments read or several studies share (``experiment_keys.py``), then each study's own
+the core's experiments read or several studies share, then each study's own
 (``experiments/studies/NAME/NAME_keys.py``, through ``studies.declared_keys``). All are in :data:`KEYS`
 as soon as the config package is imported. :func:`register` adds a key from elsewhere (a plugin,
 a test); the names of models and the other choice lists live here, once; the solvers' names come from
@@ -17,9 +17,9 @@ from collections.abc import Iterable
 
 from ...particles.fields import POSITIONAL
 from ...particles.models import MODELS as _MODEL_TABLE
+from ...particles.modes import BETA_MAX
 from ...solvers.methods import names
 from .. import studies
-from .experiment_keys import EXPERIMENT_KEYS
 from .toml import toml_literal
 from .types import ConfigError, Key, shorten
 
@@ -82,6 +82,8 @@ _CORE_KEYS = (
         "float_list",
         1.0,
         "inverse temperature β; a list runs one ensemble per value (β < 0 with model sa or usa)",
+        minimum=-BETA_MAX,
+        maximum=BETA_MAX,
     ),
     Key("seeds", "int", 16, "ensemble size: independent initial conditions per β", minimum=1),
     Key(
@@ -416,7 +418,55 @@ _VARIANT_KEYS = (
     ),
 )
 
-for _key in (*_CORE_KEYS, *_VARIANT_KEYS, *EXPERIMENT_KEYS, *studies.declared_keys()):
+# the keys that only the core's experiments read, or several studies share, each documented with the experiments'
+# names first (``experiment_key=True``: read only by the experiments that list them in their ``keys``)
+_EXPERIMENT_KEYS = (
+    Key(
+        "degree",
+        "int",
+        32,
+        "meanfield-sphere: the largest spherical-harmonic degree L of the density",
+        minimum=2,
+        experiment_key=True,
+    ),
+    Key(
+        "modes",
+        "int",
+        256,
+        "meanfield-circle: Fourier modes |k| < modes of the density (a grid of 2·modes angles)",
+        minimum=2,
+        experiment_key=True,
+    ),
+    Key(
+        "perturbation",
+        "float",
+        1e-3,
+        "meanfield-circle: amplitude ε of each mode k ≤ 16 of the initial density",
+        minimum=0.0,
+        experiment_key=True,
+    ),
+    Key(
+        "particle_counts",
+        "int_list",
+        (),
+        "meanfield-circle, meanfield-sphere, gaussian-closure: particle counts n "
+        "compared with the density (or the closure)",
+        minimum=1,
+        allow_empty=True,
+        experiment_key=True,
+    ),
+    Key(
+        "context_lengths",
+        "int_list",
+        (),
+        "long-context, selectivity: the context lengths n of one attention layer (selectivity: n keys per query)",
+        minimum=2,
+        allow_empty=True,
+        experiment_key=True,
+    ),
+)
+
+for _key in (*_CORE_KEYS, *_VARIANT_KEYS, *_EXPERIMENT_KEYS, *studies.declared_keys()):
     register(_key)
 del _key
 

@@ -191,13 +191,25 @@ def _mark(directory: Path) -> None:
         f.write(_marker_text(directory))
 
 
+def _finished_temporary(entry: Path) -> bool:
+    """Whether ``entry``, a temporary run directory (``.NAME.tmp-…``) past its marker, is a whole run of attnflow's:
+    its list of attnflow's files names every entry it holds (the list is written before the marker goes)."""
+    if ".tmp-" not in entry.name:
+        return False  # a replaced run (.NAME.old-…) without its marker may be the only copy of the results: kept
+    owned = owned_files(entry)
+    return len(owned) > 1 and all(inner.name in owned for inner in entry.iterdir())
+
+
 def _marked(entry: Path) -> bool:
-    """Whether attnflow wrote the temporary ``entry``: a directory holding its marker (naming the directory),
-    or a file that begins as attnflow's list of files or manifest does. Never by the name alone."""
+    """Whether attnflow wrote the temporary ``entry``: a directory holding its marker (naming the directory) or,
+    once its marker is gone, a finished run's list of files naming everything in it, or a file that begins as
+    attnflow's list of files or manifest does. Never by the name alone."""
     if entry.is_symlink():
         return False
     try:
         if entry.is_dir():
+            if not os.path.lexists(entry / TEMPORARY_MARKER):
+                return _finished_temporary(entry)
             data = read_regular(entry / TEMPORARY_MARKER, "marker", limit=4096, error=OSError)
             return data == _marker_text(entry)
         with open_regular(entry, "temporary", error=OSError) as f:
@@ -419,6 +431,8 @@ def write_run(
             os.mkdir(d)
             created.append(d)
         remove_stale_temporaries(parent, out.name)  # what a killed run of this name left
+        if out.is_dir() and not out.is_symlink():
+            remove_stale_temporaries(out)  # and inside the run it replaces (its list of files, cut short)
         tmp = parent / _temp_name(out.name, "tmp")
         os.mkdir(tmp)
         _mark(tmp)
@@ -431,8 +445,9 @@ def write_run(
             if not path.is_file():
                 raise StoreError(f"figure {name!r} wrote nothing at {path.name}")
             _fsync_file(path)
+        # the list of the run's files before the marker goes: at every instant one of them marks it as attnflow's
+        _write_file(tmp / OWNED_FILE, _owned_text(set(os.listdir(tmp)) - {TEMPORARY_MARKER}))
         os.unlink(tmp / TEMPORARY_MARKER)  # the run's own files only, from here on
-        _write_file(tmp / OWNED_FILE, _owned_text(os.listdir(tmp)))
         _fsync_dir(tmp)
         _commit(tmp, out, overwrite)
     except BaseException as err:

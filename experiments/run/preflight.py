@@ -62,7 +62,11 @@ def check_keys_read(config: Config, experiment=None) -> None:
         if name in reads or value in own.get(name, (key.default,)):
             continue
         shown = f"{name} = {toml_literal(value)}"
-        leave = f"leave {name} at its default {toml_literal(key.default)}"
+        if name in own:  # the experiment's own value, not the key's default, is what its run would have
+            values = " or ".join(sorted(toml_literal(v) for v in own[name]))
+            leave = f"leave {name} unset (the experiment's own {name} = {values})"
+        else:
+            leave = f"leave {name} at its default {toml_literal(key.default)}"
         if custom:
             listed = ", ".join(sorted(reads - AMBIENT_KEYS))
             raise ConfigError(

@@ -20,8 +20,7 @@ from attnflow.experiments.config.rules import variant_keys
 from attnflow.experiments.run import field_config as config_models
 from attnflow.experiments.run import memory, preflight, runner
 from attnflow.particles import models
-from attnflow.particles.fields import ensemble_axes
-from attnflow.particles.fields import KERNEL_MODELS
+from attnflow.particles.fields import KERNEL_MODELS, ensemble_axes
 
 N, D = 5, 4
 X = af.init.uniform(7, N, D)

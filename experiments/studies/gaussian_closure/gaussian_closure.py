@@ -222,7 +222,13 @@ def requires(config) -> None:
         raise ConfigError("gaussian-closure runs one d and one beta (the closure-vs-particles dimension and β)")
     if not config.particle_counts:
         raise ConfigError("gaussian-closure needs particle_counts, e.g. [64, 256, 1024]")
-    for horizon in (config.t1, config.collapse_time):  # the particles step rk4 with dt over both
+    for name in ("t1", "collapse_time"):  # the particles step rk4 with dt over both
+        horizon = config[name]
+        if horizon < config.dt:
+            raise ConfigError(
+                f"{name} = {horizon:g} must be ≥ dt = {config.dt:g}: the particles step rk4 with dt up to it "
+                f"(and save at multiples of dt)"
+            )
         try:
             check_steps("the particles' rk4", 0.0, horizon, config.dt, horizon / config.dt, 1_000_000, config.dtype)
         except ValueError as err:

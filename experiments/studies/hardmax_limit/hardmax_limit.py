@@ -24,6 +24,7 @@ Statistics, on the axes (d, beta, seed) of length one: ``limit_distance``, ``lim
 
 from __future__ import annotations
 
+import math
 import time
 
 import jax
@@ -77,6 +78,8 @@ STAT_DIMENSIONS.update(
 def fit_line(x, y) -> tuple[float, float, float, float]:
     """Least squares y = a x + b: (a, its standard error, b, its standard error)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if np.unique(x).size < 2:  # no line through fewer than two abscissae
+        return (math.nan,) * 4
     A = np.stack([x, np.ones_like(x)], axis=1)
     coef, *_ = np.linalg.lstsq(A, y, rcond=None)
     dof = max(x.size - 2, 1)
@@ -197,13 +200,14 @@ def memory(config) -> dict:
 
 
 def requires(config) -> None:
-    """Grids of at least three β for the fits (the keys bound their values)."""
-    if len(config.limit_beta) < 3:
-        raise ConfigError(f"hardmax-limit fits rates over β: limit_beta needs ≥ 3 values, got {len(config.limit_beta)}")
-    if len(config.trap_beta) < 3:
-        raise ConfigError(
-            f"hardmax-limit fits log T against β: trap_beta needs ≥ 3 values, got {len(config.trap_beta)}"
-        )
+    """Grids of at least three distinct β for the fits (the keys bound their values)."""
+    for name, what in (("limit_beta", "rates over β"), ("trap_beta", "log T against β")):
+        values = config[name]
+        if len(set(values)) < 3:
+            repeated = f" ({len(values)} listed)" if len(values) != len(set(values)) else ""
+            raise ConfigError(
+                f"hardmax-limit fits {what}: {name} needs ≥ 3 distinct values, got {len(set(values))}{repeated}"
+            )
 
 
 def _series(result, name):

@@ -29,6 +29,7 @@ KEYS = (
         0.0,
         "long-context: weight α of the residual x_i added to the attention output",
         minimum=0.0,
+        maximum=1e6,
         experiment_key=True,
     ),
 )

@@ -25,11 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ....particles import fields, init
-from ....particles.modes import fastest_mode, fastest_rate
+from ....particles.modes import BETA_MAX, fastest_mode, fastest_rate
 from ....solvers.progress import Counter
 from ....solvers.simulation import simulate
 from ...builtin.analysis import LazyModule
-from ...config import ConfigError
+from ...config import FIXED_STEP_SOLVERS, ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult
 from .moderate_interaction_theory import (
@@ -175,9 +175,9 @@ def phases(ts, series: dict, d: int, rates: np.ndarray, n: int) -> dict:
     if d == 2:
         from scipy.optimize import brentq  # here: scipy costs a third of a second to import
 
-        out["t_linear"] = float(
-            brentq(lambda t: float(band_growth(t, rates, n)) - CLUSTER_POWER, 0.0, 1e3 / rates.max())
-        )
+        excess = lambda t: float(band_growth(t, rates, n)) - CLUSTER_POWER  # noqa: E731
+        # so many unstable modes (k* ≈ √(2cn) against n) that the uniform start's band is already past the level
+        out["t_linear"] = 0.0 if excess(0.0) >= 0 else float(brentq(excess, 0.0, 1e3 / rates.max()))
     first = start
     last = start + int(np.nonzero(power[start : top + 1] >= GROWTH_TO * power[top])[0][0])
     if last - first >= 3:
@@ -217,6 +217,7 @@ def run(config, *, progress=None) -> RunResult:
         for j in range(len(cs))
     ]
     step: dict[str, Any] = dict(dt=float(config.dt)) if config.dt > 0 else {}
+    step["max_steps"] = int(config.max_steps)
     tolerances = dict(rtol=config.rtol, atol=config.atol)  # read whatever the solver, as keys= declares them
     if config.solver in ADAPTIVE:
         step.update(tolerances)
@@ -231,7 +232,7 @@ def run(config, *, progress=None) -> RunResult:
             rates = unstable_band(beta, "sa" if model == "sa" else "usa-rescaled")[1]
             ts = tau * unit
             field = _field(model, beta, d, float(config.collapse_eigenvalue), unit)
-            x0 = init.uniform(jax.random.PRNGKey(int(config.seed) + 1000 * a + i), n, d, batch=seeds)
+            x0 = init.uniform(jax.random.PRNGKey(init.derived_seed(config.seed, 1000 * a + i)), n, d, batch=seeds)
             sol = simulate(field, x0, float(tau[-1]), ts=jnp.asarray(tau), solver=config.solver, **step)
             xs = np.asarray(sol.xs)
             for s in range(seeds):
@@ -523,9 +524,21 @@ def figures(result: RunResult) -> dict:
 
 
 def requires(config) -> None:
-    """The circle or S² (the keys themselves refuse empty lists, c ≤ 0 and V's last eigenvalue past 0.9)."""
+    """The circle or S², steps within max_steps, β = c·n within the growth rates' range (the keys themselves refuse
+    empty lists, c ≤ 0 or past 1e4, and V's last eigenvalue outside [−10, 0.9])."""
     if any(d not in (2, 3) for d in config.d):
         raise ConfigError(f"moderate-interaction runs on the circle or S²: d must be 2 or 3, got {list(config.d)}")
+    if config.solver in FIXED_STEP_SOLVERS and config.dt > 0 and config.t1 / config.dt > config.max_steps:
+        raise ConfigError(
+            f"t1 = {config.t1:g} with dt = {config.dt:g} needs {config.t1 / config.dt:.3g} steps of solver "
+            f"{config.solver!r} per run, more than max_steps = {config.max_steps}: lower t1, raise dt, or raise max_steps"
+        )
+    top = max(config.interaction_c) * max(config.token_counts)
+    if top > BETA_MAX:
+        raise ConfigError(
+            f"interaction_c × token_counts = β must be ≤ {BETA_MAX:g} (the largest β of the growth rates); got "
+            f"c = {max(config.interaction_c):g} and n = {max(config.token_counts)}: β = {top:g}"
+        )
 
 
 def memory(config) -> dict:
@@ -563,6 +576,7 @@ EXPERIMENT = register(
             "t1",
             "solver",
             "dt",
+            "max_steps",
             "rtol",
             "atol",
             "token_counts",

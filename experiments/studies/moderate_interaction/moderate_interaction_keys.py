@@ -21,9 +21,10 @@ KEYS = (
         "interaction_c",
         "float_list",
         (0.01, 0.02),
-        "moderate-interaction: the ratios c = β/n",
+        "moderate-interaction: the ratios c = β/n (and c·n ≤ 1e8, the largest β of the growth rates)",
         minimum=0.0,
         strict_min=True,
+        maximum=1e4,
         experiment_key=True,
     ),
     Key(
@@ -32,6 +33,7 @@ KEYS = (
         0.0,
         "moderate-interaction: the last eigenvalue λ < 1 of V = diag(1, …, 1, λ) on S², "
         "which collapses the tokens onto a great circle at the rate 1 − λ",
+        minimum=-10.0,
         maximum=0.9,
         experiment_key=True,
     ),

@@ -146,8 +146,8 @@ def run(config, *, progress=None) -> RunResult:
     ks = sorted(int(k) for k in config.branches)
     nb, nk = betas.size, len(ks) + 1
     found = [branches_at(float(b), config) for b in betas]
-    points = max(
-        max(len(f["uniform"].p), *(len(br.p) for _, br in f["modes"].values() if br is not None)) for f in found
+    points = max(  # the uniform branch, and every mode's branch that bifurcates from it
+        max([len(f["uniform"].p)] + [len(br.p) for _, br in f["modes"].values() if br is not None]) for f in found
     )
     sigma, amp, stable = (np.full((nb, nk, points), np.nan) for _ in range(3))
     bpoint, fsig, famp = (np.full((nb, nk), np.nan) for _ in range(3))

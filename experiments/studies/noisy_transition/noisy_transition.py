@@ -39,10 +39,12 @@ import numpy as np
 
 from ....particles import init
 from ....particles.fields import USA
+from ....particles.modes import fastest_rate
 from ....particles.noise import Noisy
 from ....solvers import circle_meanfield as mf
 from ....solvers import simulate
 from ....solvers.progress import Counter
+from ....solvers.spectral_steps import MIN_STEP
 from ...builtin.analysis import LazyModule
 from ...config import FIXED_STEP_SOLVERS, ConfigError
 from ...registry import Check, Experiment, register
@@ -91,6 +93,15 @@ def requires(config) -> None:
         raise ConfigError("noise_ratios must be at least 3 increasing values > 0 (σ/σ_#)")
     if not config.t1 / config.dt >= 1:
         raise ConfigError(f"noisy-transition steps dt ≤ t1 per level, got dt = {config.dt:g}, t1 = {config.t1:g}")
+    if config.meanfield_time > 0 and 2 in config.d:
+        # the mean field's horizon (meanfield_circle's own refusal: one solve over every β), named by its key
+        unit = max(time_unit(beta, 2, config.model) for beta in config.beta)
+        limit = 0.01 / (MIN_STEP * fastest_rate(list(config.beta), 2, model=config.model)) / unit
+        if config.meanfield_time > limit:
+            raise ConfigError(
+                f"meanfield_time = {config.meanfield_time:g} (in units of τ_#, up to {unit:.3g}) is beyond what the "
+                f"mean field's adaptive steps resolve: use meanfield_time ≤ {limit:.3g}"
+            )
 
 
 def memory(config) -> dict:
@@ -151,7 +162,7 @@ def _particle_sweeps(config, d: int, beta: float, ratios: np.ndarray, meter) -> 
     x = jnp.concatenate(
         [
             init.uniform(config.seed, n, d, batch=seeds, dtype=config.dtype),
-            jnp.asarray(_gathered(config.seed + 1, seeds, n, d), dtype=config.dtype),
+            jnp.asarray(_gathered(init.derived_seed(config.seed, 1), seeds, n, d), dtype=config.dtype),
         ]
     )
     field_beta = jnp.full((2 * seeds,), beta)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from ....solvers.methods import names
 from ...builtin.analysis import LazyModule, dimensions, mean_over_seeds
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
@@ -25,6 +26,11 @@ SCALE = 4.0
 
 STILL = 0.1
 """A strong centre "stays" while it moves less than STILL · δ (geodesic)."""
+
+STABLE_STEP = 8.0
+"""An explicit adaptive step at the clusters is at most this long: the tokens contract onto a cluster at rate 1
+(Q = K = V = I), and no explicit method of attnflow (tsit5, dopri5, dopri8) is stable past h·rate ≈ 7. A run
+to t1 takes at least t1 / STABLE_STEP steps (tsit5 measured: 2000 steps reach t ≈ 5200)."""
 
 
 def centre_delta(beta: float) -> float:
@@ -124,6 +130,15 @@ def requires(config) -> None:
             f"renyi-centres compares the strong Rényi centres with the other tokens: n must exceed the parking count "
             f"c_R·2π/δ = {count:.1f} at β = {beta:g} (the centres of many uniform tokens), got n = {config.n}"
         )
+    explicit = config.solver in names("adaptive", implicit=False)
+    if explicit and config.value == "identity" and config.weights == "identity":
+        steps = config.t1 / STABLE_STEP
+        if steps > config.max_steps:
+            raise ConfigError(
+                f"t1 = {config.t1:g} needs at least t1/{STABLE_STEP:g} = {steps:.3g} steps of solver "
+                f"{config.solver!r} (explicit steps at the clusters are stable up to h ≈ {STABLE_STEP:g}), more than "
+                f"max_steps = {config.max_steps}: lower t1, or raise max_steps"
+            )
     if config.save_states == "no":
         raise ConfigError(
             "renyi-centres finds its Rényi centres in the saved states: save_states must be 'yes' or 'auto', not 'no'"

@@ -108,8 +108,8 @@ def run(config, *, progress=None) -> RunResult:
     total = len(dims) * (lengths.size + 1)
     with Counter(total, label="selectivity", unit="steps") if show else contextlib.nullcontext() as meter:
         for a, d in enumerate(dims):
-            keys = init.uniform(config.seed + 2 * a, longest, d)
-            queries = init.uniform(config.seed + 2 * a + 1, m, d)
+            keys = init.uniform(init.derived_seed(config.seed, 2 * a), longest, d)
+            queries = init.uniform(init.derived_seed(config.seed, 2 * a + 1), m, d)
             for b, n in enumerate(lengths):
                 beta, _ = selectivity_threshold(queries, keys, int(n))
                 thresholds[a, b] = np.asarray(beta)

@@ -568,7 +568,8 @@ def test_to_toml_round_trip_tricky_values():
     c = load_config(
         {
             "experiment": 'quote " backslash \\ tab \t newline \n del \x7f bell \x07 ünï ✓',
-            "beta": [0.1, 1 / 3, 5e-324, 1e300, 2.0**-1074, 123456789.123456789],
+            "beta": [0.1, 1 / 3, 5e-324, 1e8, 2.0**-1074, 123456789.123456789 / 10],
+            "extremizer_tau": [1e300, -1e300, 5e-324],  # an unbounded key: floats at the ends of their range
             "rho": -0.0,
             "d": [2, 10**6],
             "t1": 1e-300,
@@ -599,7 +600,7 @@ def test_to_toml_writes_a_header_and_reads_back_lists_and_nested_tables(registry
         "short_rows": [{"a": 1}, {"a": 2}],
         "mixed": [1, "two", 3.0, False, {"t": 1}],
     }
-    c = load_config({"schedule": schedule, "beta": [0.1, 1 / 3, 1e300], "statistics": ["pairs"], "angles": []})
+    c = load_config({"schedule": schedule, "beta": [0.1, 1 / 3, 1e8], "statistics": ["pairs"], "angles": []})
     text = to_toml(c)
     assert text.startswith("# attnflow configuration\n")
     assert "\n[schedule]\n" in text
