@@ -90,7 +90,7 @@ _EXPORTS = {
     ),
     "solvers.circle_meanfield": ("MeanFieldError", "MeanFieldSolution", "meanfield_circle", "w1_circle"),
     "solvers.fitting": ("FitResult", "fit"),
-    "experiments.commands.probe_command": ("ProbeResult", "probe"),
+    "experiments.run.probe_run": ("ProbeResult", "probe"),
     "solvers.sphere_meanfield": (
         "SphereMeanField",
         "SphereMeanFieldError",
@@ -197,7 +197,7 @@ if _typing.TYPE_CHECKING:
         FitResult as FitResult,
         fit as fit,
     )
-    from .experiments.commands.probe_command import (
+    from .experiments.run.probe_run import (
         ProbeResult as ProbeResult,
         probe as probe,
     )
