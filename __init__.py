@@ -8,13 +8,15 @@ fields (``SA``, ``USA``), initial conditions (``af.init``), ``simulate``, observ
 attnflow turns on JAX's float64 support when imported (``jax_enable_x64``): validation needs
 it, and arrays default to float64. Pass ``dtype="float32"`` where speed matters more.
 
-The names below are imported when first used (``af.SA`` imports ``attnflow.particles``), so that
-``import attnflow`` is quick and the command line can configure the process (equinox's runtime
-checks, ``solvers/compilation_cache.py``) before the numerical libraries are imported.
+The public names are listed once, in ``__init__.pyi`` (what type checkers read), and imported when
+first used (``af.SA`` imports ``attnflow.particles``), so that ``import attnflow`` is quick and the
+command line can configure the process (equinox's runtime checks, ``solvers/compilation_cache.py``)
+before the numerical libraries are imported. Names of one theorem or one study live under their
+namespace (``af.particles``, ``af.solvers`` or their module); ``af.NAME`` of one that moved there
+fails naming where it is.
 """
 
 import importlib as _importlib
-import typing as _typing
 
 import jax as _jax
 
@@ -22,244 +24,46 @@ _jax.config.update("jax_enable_x64", True)
 
 from ._version import __version__  # noqa: E402
 from .moved import install as _install_moved  # noqa: E402
+from .moved import name_error as _moved_name_error  # noqa: E402
 
 _install_moved(__name__)  # a former module path fails naming the new one (moved.py)
 
-_EXPORTS = {
-    "particles": (
-        "ENSEMBLES",
-        "NGPT",
-        "SA",
-        "USA",
-        "Attention",
-        "Circle",
-        "Clusters",
-        "FeedForward",
-        "Field",
-        "Hardmax",
-        "LayerWise",
-        "LeastSquaresAttention",
-        "LinearAttention",
-        "MultiHead",
-        "NoLN",
-        "Noisy",
-        "Coalesced",
-        "PeriLN",
-        "PostLN",
-        "PreLN",
-        "RescaledNoLN",
-        "Sinkhorn",
-        "Sum",
-        "attention_matrix",
-        "attention_spectrum",
-        "cluster_labels",
-        "clustered_fraction",
-        "clustered_fraction_of_angles",
-        "clusters",
-        "effective_tokens",
-        "energy",
-        "equiangular",
-        "fastest_mode",
-        "from_angles",
-        "gamma_curve",
-        "hitting_time",
-        "inner_product_histogram",
-        "init",
-        "log_energy",
-        "mode_growth_rates",
-        "n_clusters",
-        "normalized_energy",
-        "pair_statistics",
-        "row_entropy",
-        "sample_weights",
-        "second_eigenvalue",
-        "span",
-        "stationary_distribution",
-        "to_angles",
-        "wendel_probability",
-    ),
-    "particles.errors": ("AttnflowError", "ConvergenceError", "InputError"),
-    "solvers": (
-        "SOLVERS",
-        "MaxStepsError",
-        "NonFiniteError",
-        "Solution",
-        "Status",
-        "enable_compilation_cache",
-        "simulate",
-    ),
-    "solvers.circle_meanfield": ("MeanFieldError", "MeanFieldSolution", "meanfield_circle", "w1_circle"),
-    "solvers.fitting": ("FitResult", "fit"),
-    "experiments.commands.probe_command": ("ProbeResult", "probe"),
-    "solvers.sphere_meanfield": (
-        "SphereMeanField",
-        "SphereMeanFieldError",
-        "meanfield_sphere",
-        "perturbed_uniform_sphere",
-    ),
-    "solvers.equilibrium": ("Equilibrium", "EquilibriumError", "equilibrium"),
-    "solvers.continuation": ("Branch", "ContinuationError", "SpecialPoint", "continuation"),
-    "solvers.rest_points": ("RestPoints",),
-    "solvers.stationary": (
-        "StationaryCircle",
-        "StationaryDensity",
-        "branch_threshold",
-        "pitchfork_coefficient",
-        "stationary_circle",
-    ),
-    "particles.polytopes": (
-        "cross_polytope",
-        "hypercube",
-        "regular_polygon",
-        "simplex",
-        "simplex_spectrum",
-        "simplex_threshold",
-    ),
-}
-# What type checkers and IDEs read: every name of _EXPORTS imported from its module, re-exported by the
-# ``X as X`` form (tests/test_exports.py keeps the two lists equal). Nothing here runs: ``import attnflow``
-# stays lazy. Grouped by module in _EXPORTS' order, past the import sorter (it writes one statement per name).
-if _typing.TYPE_CHECKING:
-    # isort: off
-    from .particles import (
-        ENSEMBLES as ENSEMBLES,
-        NGPT as NGPT,
-        SA as SA,
-        USA as USA,
-        Attention as Attention,
-        Circle as Circle,
-        Clusters as Clusters,
-        FeedForward as FeedForward,
-        Field as Field,
-        Hardmax as Hardmax,
-        LayerWise as LayerWise,
-        LeastSquaresAttention as LeastSquaresAttention,
-        LinearAttention as LinearAttention,
-        MultiHead as MultiHead,
-        NoLN as NoLN,
-        Noisy as Noisy,
-        Coalesced as Coalesced,
-        PeriLN as PeriLN,
-        PostLN as PostLN,
-        PreLN as PreLN,
-        RescaledNoLN as RescaledNoLN,
-        Sinkhorn as Sinkhorn,
-        Sum as Sum,
-        attention_matrix as attention_matrix,
-        attention_spectrum as attention_spectrum,
-        cluster_labels as cluster_labels,
-        clustered_fraction as clustered_fraction,
-        clustered_fraction_of_angles as clustered_fraction_of_angles,
-        clusters as clusters,
-        effective_tokens as effective_tokens,
-        energy as energy,
-        equiangular as equiangular,
-        fastest_mode as fastest_mode,
-        from_angles as from_angles,
-        gamma_curve as gamma_curve,
-        hitting_time as hitting_time,
-        inner_product_histogram as inner_product_histogram,
-        init as init,
-        log_energy as log_energy,
-        mode_growth_rates as mode_growth_rates,
-        n_clusters as n_clusters,
-        normalized_energy as normalized_energy,
-        pair_statistics as pair_statistics,
-        row_entropy as row_entropy,
-        sample_weights as sample_weights,
-        second_eigenvalue as second_eigenvalue,
-        span as span,
-        stationary_distribution as stationary_distribution,
-        to_angles as to_angles,
-        wendel_probability as wendel_probability,
-    )
-    from .particles.errors import (
-        AttnflowError as AttnflowError,
-        ConvergenceError as ConvergenceError,
-        InputError as InputError,
-    )
-    from .solvers import (
-        SOLVERS as SOLVERS,
-        MaxStepsError as MaxStepsError,
-        NonFiniteError as NonFiniteError,
-        Solution as Solution,
-        Status as Status,
-        enable_compilation_cache as enable_compilation_cache,
-        simulate as simulate,
-    )
-    from .solvers.circle_meanfield import (
-        MeanFieldError as MeanFieldError,
-        MeanFieldSolution as MeanFieldSolution,
-        meanfield_circle as meanfield_circle,
-        w1_circle as w1_circle,
-    )
-    from .solvers.fitting import (
-        FitResult as FitResult,
-        fit as fit,
-    )
-    from .experiments.commands.probe_command import (
-        ProbeResult as ProbeResult,
-        probe as probe,
-    )
-    from .solvers.sphere_meanfield import (
-        SphereMeanField as SphereMeanField,
-        SphereMeanFieldError as SphereMeanFieldError,
-        meanfield_sphere as meanfield_sphere,
-        perturbed_uniform_sphere as perturbed_uniform_sphere,
-    )
-    from .solvers.equilibrium import (
-        Equilibrium as Equilibrium,
-        EquilibriumError as EquilibriumError,
-        equilibrium as equilibrium,
-    )
-    from .solvers.continuation import (
-        Branch as Branch,
-        ContinuationError as ContinuationError,
-        SpecialPoint as SpecialPoint,
-        continuation as continuation,
-    )
-    from .solvers.rest_points import (
-        RestPoints as RestPoints,
-    )
-    from .solvers.stationary import (
-        StationaryCircle as StationaryCircle,
-        StationaryDensity as StationaryDensity,
-        branch_threshold as branch_threshold,
-        pitchfork_coefficient as pitchfork_coefficient,
-        stationary_circle as stationary_circle,
-    )
-    from .particles.polytopes import (
-        cross_polytope as cross_polytope,
-        hypercube as hypercube,
-        regular_polygon as regular_polygon,
-        simplex as simplex,
-        simplex_spectrum as simplex_spectrum,
-        simplex_threshold as simplex_threshold,
-    )
 
-    # isort: on
-    from . import experiments as experiments
-    from . import particles as particles
-    from . import solvers as solvers
+# The public names and their modules, read from the stub beside this file (``__init__.pyi``, the one list, which
+# type checkers read too): ``from .module import NAME as NAME`` makes NAME public; ``from . import sub as sub``
+# a subpackage. Parsed, never imported: ``import attnflow`` stays quick.
+def _read_exports() -> tuple[dict[str, str], tuple[str, ...]]:
+    import ast
+    from pathlib import Path
 
-_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBPACKAGES = ("particles", "solvers", "experiments")
+    tree = ast.parse(Path(__file__).with_name("__init__.pyi").read_text(encoding="utf-8"))
+    home, subpackages = {}, []
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or node.level != 1:
+            continue
+        if node.module is None:
+            subpackages += [alias.name for alias in node.names]
+        elif not node.module.startswith("_"):  # _version: __version__, defined here
+            home.update({alias.name: node.module for alias in node.names})
+    return home, tuple(subpackages)
+
+
+_HOME, _SUBPACKAGES = _read_exports()
 
 __all__ = sorted(_HOME) + ["__version__", "load"]
 
 
-if not _typing.TYPE_CHECKING:  # type checkers see the imports above, and a misspelt af.NAME as an error
-
-    def __getattr__(name):
-        """The public names, imported from their modules when first used."""
-        if name in _SUBPACKAGES:
-            return _importlib.import_module(f".{name}", __name__)
-        module = _HOME.get(name)
-        if module is None:
-            raise AttributeError(f"module 'attnflow' has no attribute {name!r}")
-        value = getattr(_importlib.import_module(f".{module}", __name__), name)
-        globals()[name] = value
-        return value
+def __getattr__(name):
+    """The public names, imported from their modules when first used; a name that moved under a namespace
+    fails naming where it lives now (``moved.MOVED_NAMES``)."""
+    if name in _SUBPACKAGES:
+        return _importlib.import_module(f".{name}", __name__)
+    module = _HOME.get(name)
+    if module is None:
+        raise _moved_name_error(__name__, name)
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__():

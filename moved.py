@@ -2,8 +2,11 @@
 
 attnflow's layout puts each study in its own folder (``experiments/studies/``) and gives every module a base name
 of its own. A script importing a module by its former path (``attnflow.particles.moderate``) gets a
-``ModuleNotFoundError`` that names the module's path now, rather than a bare "No module named". The public names
-of ``af.`` never moved.
+``ModuleNotFoundError`` that names the module's path now, rather than a bare "No module named".
+
+The names of ``af.`` are what every user needs (``__init__.pyi``); a name of one theorem's closed form or of one
+study lives under its namespace, and ``af.NAME`` of one that was at the top before fails with an AttributeError
+naming where it is now (``MOVED_NAMES``).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import importlib.abc
 import sys
 
-__all__ = ["MOVED", "install"]
+__all__ = ["MOVED", "MOVED_NAMES", "install", "name_error"]
 
 MOVED = {
     "experiments.config.experiment_keys": "experiments.config.keys",
@@ -58,6 +61,34 @@ MOVED = {
     "solvers.meanfield_sphere": "solvers.sphere_meanfield",
 }
 """Former module path → the path now, both relative to the package."""
+
+
+MOVED_NAMES = {
+    "ENSEMBLES": "particles",
+    "span": "particles",
+    "clustered_fraction_of_angles": "particles",
+    "second_eigenvalue": "particles",
+    "hitting_time": "particles",
+    "gamma_curve": "particles",
+    "wendel_probability": "particles",
+    "simplex_spectrum": "particles.polytopes",
+    "simplex_threshold": "particles.polytopes",
+    "branch_threshold": "solvers.stationary",
+    "pitchfork_coefficient": "solvers.stationary",
+    "SpecialPoint": "solvers.continuation",
+}
+"""Former names of ``af.`` → the namespace (a subpackage or a module, relative to the package) that holds them now."""
+
+
+def name_error(package: str, name: str) -> AttributeError:
+    """The AttributeError of ``package``'s ``name``: where it lives now if it moved (``MOVED_NAMES``), else the
+    plain one."""
+    where = MOVED_NAMES.get(name)
+    if where is None:
+        return AttributeError(f"module {package!r} has no attribute {name!r}")
+    home = f"{package}.{where}"
+    how = f" (from {home} import {name})" if "." in where else ""
+    return AttributeError(f"{package}.{name} moved under its namespace: it is {home}.{name}{how}", name=name)
 
 
 class MovedModuleFinder(importlib.abc.MetaPathFinder):

@@ -6,7 +6,8 @@ or a socket, or a link to one, is refused by its kind (``os.stat``'s ``S_ISREG``
 before anything is read: opening a pipe blocks until someone writes to it, and reading a device such as
 ``/dev/zero`` never ends. The file is opened without blocking (``O_NONBLOCK``) and its kind is checked
 on the open descriptor, so a pipe put in the file's place between a check and the open is refused too.
-A file larger than the reader's bound is refused before it is read.
+A file larger than the reader's bound is refused before it is read. A ``.npy`` array is memory-mapped,
+never unpickled (``open_npy``: initial conditions, states).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import os
 import stat
 from typing import BinaryIO
 
+import numpy as np
+
 from .errors import InputError
 
-__all__ = ["TEXT_LIMIT", "file_kind", "regular_file", "open_regular", "read_regular"]
+__all__ = ["TEXT_LIMIT", "file_kind", "regular_file", "open_regular", "read_regular", "open_npy"]
 
 TEXT_LIMIT = 64 * 2**20
 """The default bound of a text file read whole (a configuration, prompts, a summary): 64 MiB."""
@@ -140,3 +143,28 @@ def read_regular(
             raise error(f"cannot read {label} ({err.strerror or err})") from None
     _refuse_size(len(data), limit, label, error)
     return data
+
+
+def open_npy(path, label: str | None = None):
+    """The array of a ``.npy`` file, memory-mapped and never unpickled (or the NpzFile of an ``.npz``
+    archive found under that name, for the caller to refuse).
+
+    Memory-mapping reads only the header: dtype and shape can be checked before any data is read,
+    and a header that claims more data than the file holds is an error, not an allocation. A
+    missing file raises FileNotFoundError; any other failure (pickled objects, garbage, a
+    directory, a pipe, a device or a link to one, refused by kind: ``regular_file``) a one-line
+    ValueError starting with ``label`` (default: the path).
+    """
+    label = repr(os.fspath(path)) if label is None else label
+    if not os.path.lexists(path):
+        raise FileNotFoundError(path)
+    # a regular file only: np.load would open a pipe (and block) or map a device
+    regular_file(path, label, error=ValueError, hint=": save the array with numpy.save and give its path")
+    try:
+        return np.load(path, allow_pickle=False, mmap_mode="r")
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError) as err:  # numpy's advice to allow pickles does not apply
+        pickled = "pickle" in str(err) or "Python objects" in str(err)
+        why = "it holds pickled Python objects, which are never loaded" if pickled else str(err)
+        raise ValueError(f"{label} is not a plain numeric .npy array ({why})") from None

@@ -17,7 +17,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .checks import check_int, check_real
-from .files import regular_file
+from .files import open_npy
 from .sphere import expmap, normalize, project
 
 __all__ = ["uniform", "orthogonal", "equiangular", "cap", "clusters", "from_array", "derived_seed"]
@@ -207,31 +207,6 @@ def _clusters_sample(key_, spread, n, d, k):
     centres = normalize(jax.random.normal(kc, (k, d)))[jnp.arange(n) % k]
     tangent = project(centres, jax.random.normal(kt, (n, d)))
     return expmap(centres, spread * tangent)
-
-
-def open_npy(path, label: str | None = None):
-    """The array of a ``.npy`` file, memory-mapped and never unpickled (or the NpzFile of an ``.npz``
-    archive found under that name, for the caller to refuse).
-
-    Memory-mapping reads only the header: dtype and shape can be checked before any data is read,
-    and a header that claims more data than the file holds is an error, not an allocation. A
-    missing file raises FileNotFoundError; any other failure (pickled objects, garbage, a
-    directory, a pipe, a device or a link to one, refused by kind: ``files.regular_file``) a one-line
-    ValueError starting with ``label`` (default: the path).
-    """
-    label = repr(os.fspath(path)) if label is None else label
-    if not os.path.lexists(path):
-        raise FileNotFoundError(path)
-    # a regular file only: np.load would open a pipe (and block) or map a device
-    regular_file(path, label, error=ValueError, hint=": save the array with numpy.save and give its path")
-    try:
-        return np.load(path, allow_pickle=False, mmap_mode="r")
-    except FileNotFoundError:
-        raise
-    except (ValueError, OSError, EOFError) as err:  # numpy's advice to allow pickles does not apply
-        pickled = "pickle" in str(err) or "Python objects" in str(err)
-        why = "it holds pickled Python objects, which are never loaded" if pickled else str(err)
-        raise ValueError(f"{label} is not a plain numeric .npy array ({why})") from None
 
 
 def from_array(a, *, dtype=None, unit: bool = True) -> Float[Array, "... n d"]:

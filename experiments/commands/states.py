@@ -138,7 +138,7 @@ def read_states(path, key: str | None = None) -> tuple[np.ndarray, str | None, t
     name, the shape as saved). The header is checked (float dtype, 3 or 4 dimensions, size) before any data is read;
     the values are checked to be finite. Every problem is a one-line ValueError.
     """
-    from ...particles.init import open_npy
+    from ...particles.files import open_npy
 
     path = os.fspath(path)
     label = f"states file {path!r}"

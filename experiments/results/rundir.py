@@ -38,7 +38,6 @@ __all__ = [
     "command_of",
     "owned_files",
     "foreign_files",
-    "unowned_run_files",
     "check_entry_name",
     "jsonable",
     "parse_dims",
@@ -146,14 +145,6 @@ def foreign_files(directory: str | os.PathLike) -> list[str]:
     """The entries of ``directory`` that attnflow did not write, sorted."""
     owned = owned_files(directory)
     return sorted(e.name for e in Path(directory).iterdir() if e.name not in owned)
-
-
-def unowned_run_files(directory: str | os.PathLike) -> list[str]:
-    """The run files (config.toml, summary.json, results.npz) present in ``directory`` that attnflow did
-    not write: a new run there would have to replace them, which it never does."""
-    p = Path(directory)
-    owned = owned_files(p)
-    return [name for name in RUN_FILES if os.path.lexists(p / name) and name not in owned]
 
 
 def parse_dims(value: Any, where: str) -> dict[str, list[str]]:

@@ -65,10 +65,9 @@ from .rundir import (
     read_manifest,
     read_run,
     read_summary,
-    unowned_run_files,
     validate_manifest,
 )
-from .target import check_target
+from .target import check_target, unowned_run_files
 
 __all__ = [
     "StoreError",

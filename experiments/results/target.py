@@ -1,10 +1,11 @@
 """The path a run is written to: the one refusal of an output path, before any work and when a run commits.
 
-Every command that writes a run (``run``, ``sweep``, ``hist``, ``fit``) asks :func:`check_target` about the user's
-``--out`` before anything is computed, and ``store.write_run`` asks it again when it renames the finished run into
-place: a link, a file, a directory holding anything but an attnflow run, a run holding files attnflow did not write,
-an existing run (unless replaced on request), names the file system cannot hold, and a place that cannot be
-written are refused in one line.
+Every command that writes a run (``run``, ``sweep``, ``hist``, ``fit``, ``probe``) asks :func:`check_target` about
+the user's ``--out`` before anything is computed, and ``store.write_run`` asks it again when it renames the finished
+run into place: a link, a file, a directory holding anything but an attnflow run, a run holding files attnflow did
+not write, an existing run (unless replaced on request), names the file system cannot hold, and a place that cannot
+be written are refused in one line. Every check of an output path is here; ``rundir`` answers what a directory
+holds (``is_run``, ``owned_files``) and which names the store takes (``check_entry_name``), and never asks back.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import os
 import secrets
 from pathlib import Path
 
-from .rundir import OWNED_FILE, StoreError, check_entry_name, is_run, unowned_run_files
+from .rundir import OWNED_FILE, RUN_FILES, StoreError, check_entry_name, is_run, owned_files
 
-__all__ = ["output_path", "check_name_lengths", "check_target"]
+__all__ = ["output_path", "check_name_lengths", "check_target", "unowned_run_files"]
 
 
 def output_path(given: str | None, default: str) -> Path:
@@ -132,6 +133,14 @@ def _check_place(out: Path, subject: str, other: str, overwrite: bool, flag: str
             f"{subject} is a non-empty directory that is not an attnflow run; refusing to replace it: "
             f"choose another {other}"
         )
+
+
+def unowned_run_files(directory: str | os.PathLike) -> list[str]:
+    """The run files (config.toml, summary.json, results.npz) present in ``directory`` that attnflow did
+    not write: a new run there would have to replace them, which it never does."""
+    p = Path(directory)
+    owned = owned_files(p)
+    return [name for name in RUN_FILES if os.path.lexists(p / name) and name not in owned]
 
 
 def _check_parent(out: Path) -> None:

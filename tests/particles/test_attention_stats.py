@@ -167,7 +167,7 @@ def test_attention_statistics_of_a_run(tmp_path):
     # β = 0.5 reaches consensus by t = 25 (1 − ⟨x_i,x_j⟩ ~ e^{−2t}): n attended tokens, gap 1, uniform law
     for s in range(2):
         _assert_consensus(af.attention_matrix(af.SA(0.5), result.states()[0, s, -1]), n)
-    assert float(af.second_eigenvalue(af.attention_matrix(af.SA(0.5), result.states()[0, 0, 0]))) > 0.05
+    assert float(af.particles.second_eigenvalue(af.attention_matrix(af.SA(0.5), result.states()[0, 0, 0]))) > 0.05
     end = {k: v[0, 0, :, -1] for k, v in result.stats.items()}
     np.testing.assert_allclose(end["effective_tokens"], n, atol=1e-9)
     np.testing.assert_allclose(end["attention_entropy"], math.log(n), atol=1e-11)

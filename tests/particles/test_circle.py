@@ -210,7 +210,7 @@ def test_queue_in_angles_gives_diffrax_events_and_saves():
         rtol=1e-9,
         atol=1e-12,
         stop_when_clustered=1e-3,
-        save=lambda t, th: af.clustered_fraction_of_angles(th, 1e-2),
+        save=lambda t, th: af.particles.clustered_fraction_of_angles(th, 1e-2),
     )
     q = af.simulate(Circle(beta), x0, 8.0, **common)
     ref = af.simulate(Circle(beta), x0, 8.0, group_size=0, **common)

@@ -67,12 +67,12 @@ def test_every_model_reduces_exactly_or_says_it_cannot(model):
     """A model of the table either answers None to ``in_span`` or reduces to a field whose run is the full run's."""
     field = MODELS[model].example()
     x0 = af.init.uniform(11, N, D)
-    U, y0 = af.span.span_basis(x0)
+    U, y0 = af.particles.span.span_basis(x0)
     reduced = field.in_span(U)
     if reduced is None:
         return
     full = np.asarray(af.simulate(field, x0, T1, **RK4).xs)
-    back = np.asarray(af.span.to_ambient(af.simulate(reduced, y0, T1, **RK4).xs, U))
+    back = np.asarray(af.particles.span.to_ambient(af.simulate(reduced, y0, T1, **RK4).xs, U))
     assert np.max(np.abs(full - back)) <= 1e-12
 
 
@@ -81,14 +81,14 @@ def test_every_model_reduces_exactly_or_says_it_cannot(model):
 def test_reduced_run_equals_the_full_run(name):
     field = FIELDS[name]()
     x0 = af.init.uniform(11, N, D)
-    U, y0 = af.span.span_basis(x0)
+    U, y0 = af.particles.span.span_basis(x0)
     assert U.shape == (D, N) and y0.shape == (N, N)
     reduced = field.in_span(U)
     assert reduced is not None
     full = af.simulate(field, x0, T1, **RK4).xs
     small = af.simulate(reduced, y0, T1, **RK4).xs
     assert small.shape == (len(TS), N, N)
-    back = np.asarray(af.span.to_ambient(small, U))
+    back = np.asarray(af.particles.span.to_ambient(small, U))
     assert np.max(np.abs(np.asarray(full) - back)) <= 1e-12
     for a, b in zip(_stats(np.asarray(full), 1.5), _stats(back, 1.5)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
@@ -107,21 +107,21 @@ def test_identity_weights_reduce_to_the_same_field_at_dimension_r():
 def test_batched_ensemble_with_per_member_frames_and_weights():
     B = 3
     x0 = af.init.cap(2, N, D, angle=2.0, batch=B)
-    U, y0 = af.span.span_basis(x0)
+    U, y0 = af.particles.span.span_basis(x0)
     assert U.shape == (B, D, N)
     w = af.sample_weights(7, D, "ginibre", members=B)
     field = af.SA(jnp.array([0.5, 2.0, 4.0]), Q=w["Q"], K=w["K"], V=2.0 * np.broadcast_to(np.eye(D), (B, D, D)))
     reduced = field.in_span(U)
     assert reduced.K.shape == (B, N, N) and reduced.V.shape == (B, N, N)
     full = np.asarray(af.simulate(field, x0, T1, **RK4).xs)
-    back = np.asarray(af.span.to_ambient(af.simulate(reduced, y0, T1, **RK4).xs, U))
+    back = np.asarray(af.particles.span.to_ambient(af.simulate(reduced, y0, T1, **RK4).xs, U))
     assert full.shape == back.shape == (B, len(TS), N, D)
     assert np.max(np.abs(full - back)) <= 1e-12
     # an unbatched field with per-member frames becomes a per-member field
     one = af.SA(1.0, **_qk(8)).in_span(U)
     assert one.K.shape == (B, N, N)
     full = np.asarray(af.simulate(af.SA(1.0, **_qk(8)), x0, T1, **RK4).xs)
-    back = np.asarray(af.span.to_ambient(af.simulate(one, y0, T1, **RK4).xs, U))
+    back = np.asarray(af.particles.span.to_ambient(af.simulate(one, y0, T1, **RK4).xs, U))
     assert np.max(np.abs(full - back)) <= 1e-12
 
 
@@ -295,7 +295,7 @@ SAMPLES = 4000
 @pytest.mark.slow
 @pytest.mark.parametrize("n, d", [(2, 3), (8, 33), (8, 1024)])
 def test_reduced_sampling_has_the_law_of_uniform_sampling(n, d):
-    y = np.asarray(af.span.uniform(100 + d, n, d, batch=SAMPLES))
+    y = np.asarray(af.particles.span.uniform(100 + d, n, d, batch=SAMPLES))
     x = np.asarray(af.init.uniform(200 + d, n, d, batch=SAMPLES))
     assert y.shape == (SAMPLES, n, n)
     np.testing.assert_allclose(np.linalg.norm(y, axis=-1), 1.0, atol=1e-14)
@@ -314,10 +314,10 @@ def test_reduced_sampling_has_the_law_of_uniform_sampling(n, d):
 @pytest.mark.parametrize("n, d", [(2, 3), (8, 33)])
 def test_coordinates_in_a_haar_frame_are_uniform_points(n, d):
     keys = jax.random.split(jax.random.key(3), 2)
-    y = af.span.uniform(keys[0], n, d, batch=SAMPLES)
-    U = af.span.haar_frame(keys[1], d, n, batch=SAMPLES)
+    y = af.particles.span.uniform(keys[0], n, d, batch=SAMPLES)
+    U = af.particles.span.haar_frame(keys[1], d, n, batch=SAMPLES)
     np.testing.assert_allclose(np.einsum("bdr,bds->brs", U, U), np.broadcast_to(np.eye(n), (SAMPLES, n, n)), atol=1e-13)
-    x = np.asarray(af.span.to_ambient(y, U))
+    x = np.asarray(af.particles.span.to_ambient(y, U))
     full = np.asarray(af.init.uniform(5, n, d, batch=SAMPLES))
     np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=1e-13)
     for i in (0, n - 1):  # coordinates depend on the frame: y_1 = e_1 always, x_1 = U's first column
@@ -329,11 +329,11 @@ def test_coordinates_in_a_haar_frame_are_uniform_points(n, d):
 @pytest.mark.slow
 def test_span_basis_and_to_ambient():
     x = af.init.clusters(1, 7, 30, 2, spread=0.0, batch=2)  # rank 2: the frame's span is larger than the rows'
-    U, y = af.span.span_basis(x)
+    U, y = af.particles.span.span_basis(x)
     assert U.shape == (2, 30, 7) and y.shape == (2, 7, 7)
     np.testing.assert_allclose(np.einsum("bdr,bds->brs", U, U), np.broadcast_to(np.eye(7), (2, 7, 7)), atol=1e-13)
-    np.testing.assert_allclose(af.span.to_ambient(y, U), x, atol=1e-14)
+    np.testing.assert_allclose(af.particles.span.to_ambient(y, U), x, atol=1e-14)
     traj = jnp.stack([y, 2 * y, 3 * y], axis=1)  # (B, T, n, r)
-    np.testing.assert_allclose(af.span.to_ambient(traj, U)[:, 2], 3 * x, atol=1e-13)
+    np.testing.assert_allclose(af.particles.span.to_ambient(traj, U)[:, 2], 3 * x, atol=1e-13)
     with pytest.raises(ValueError, match="d ≥ n"):
-        af.span.uniform(0, 5, 4)
+        af.particles.span.uniform(0, 5, 4)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
+from attnflow.particles import polytopes
 from attnflow.particles.synchronization import NO_SYNC_BETA
 
 
@@ -87,7 +88,7 @@ def test_tetrahedron_branch_points_at_the_closed_forms():
     found = sorted((bp.p, bp.multiplicity) for bp in branch.branch_points)
     assert len(found) == 2
     (b1, m1), (b2, m2) = found
-    assert abs(b1 - af.simplex_threshold(4)) <= 1e-10 and m1 == 3  # μ_1, the standard representation
+    assert abs(b1 - polytopes.simplex_threshold(4)) <= 1e-10 and m1 == 3  # μ_1, the standard representation
     assert abs(b2) <= 1e-10 and m2 == 2  # μ_2 = 2βe/(n − 1) vanishes at β = 0
 
 

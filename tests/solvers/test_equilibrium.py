@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 import attnflow as af
+from attnflow.particles import polytopes
 from attnflow.particles.synchronization import triangle_rate
 from attnflow.solvers.equilibrium import symmetry_algebra
 
 
 def _closed(beta, n, d, model):
-    values, mult = af.simplex_spectrum(beta, n, d, model)
+    values, mult = polytopes.simplex_spectrum(beta, n, d, model)
     return np.sort(np.repeat(values, mult))[::-1]
 
 
@@ -53,11 +54,15 @@ def test_simplex_spectrum_is_the_closed_form(model, n, d, betas):
 
 def test_simplex_threshold_is_where_the_standard_mode_crosses_zero():
     for n in (3, 4, 5, 7):
-        beta = af.simplex_threshold(n)
-        values, _ = af.simplex_spectrum(beta, n)
+        beta = polytopes.simplex_threshold(n)
+        values, _ = polytopes.simplex_spectrum(beta, n)
         assert values[0] == pytest.approx(0.0, abs=1e-15)  # μ_1(β_n) = 0
-        assert af.simplex_spectrum(beta - 0.01, n)[0][:2].max() < 0 < af.simplex_spectrum(beta + 0.01, n)[0][0]
-    assert af.simplex_threshold(3) == pytest.approx(-2.0 / 3.0, abs=1e-15)
+        assert (
+            polytopes.simplex_spectrum(beta - 0.01, n)[0][:2].max()
+            < 0
+            < polytopes.simplex_spectrum(beta + 0.01, n)[0][0]
+        )
+    assert polytopes.simplex_threshold(3) == pytest.approx(-2.0 / 3.0, abs=1e-15)
 
 
 @pytest.mark.slow

@@ -139,7 +139,7 @@ def test_coalesced_usa_in_angles_clusters_as_in_the_plane():
         ts=ts, rtol=1e-6, atol=1e-9, stop_when_clustered=1e-3, save=lambda t, x: af.clustered_fraction(x, 1e-3)
     )
     plane = af.simulate(af.Coalesced(af.USA(beta), 1e-10), x0, 5.0, **common)
-    common["save"] = lambda t, th: af.clustered_fraction_of_angles(th, 1e-3)
+    common["save"] = lambda t, th: af.particles.clustered_fraction_of_angles(th, 1e-3)
     angles = af.simulate(af.Coalesced(Circle(beta, model="usa"), 1e-10), np.asarray(to_angles(x0)), 5.0, **common)
     fa, fp = np.asarray(angles.stats), np.asarray(plane.stats)
     assert fp[:, -1].min() > 0.2 and (fp[:, -1] == 1.0).mean() > 0.05  # clusters form; some reach consensus

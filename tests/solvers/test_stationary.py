@@ -12,6 +12,7 @@ from scipy.special import iv
 import attnflow as af
 from attnflow.experiments.studies.noisy_transition.noisy_transition_theory import critical_beta, critical_noise
 from attnflow.solvers import circle_meanfield as mf
+from attnflow.solvers import stationary
 
 
 def _phi(rho, beta):
@@ -25,7 +26,7 @@ def _phi(rho, beta):
 @pytest.mark.parametrize("model", ["usa", "sa"])
 def test_stationary_density_has_the_gibbs_form_and_does_not_move(model):
     beta = 1.5
-    sigma = 0.8 * float(af.branch_threshold(beta, 1, model))
+    sigma = 0.8 * float(stationary.branch_threshold(beta, 1, model))
     theta = mf.theta_grid(48)
     s = af.stationary_circle(beta, sigma, np.exp(2.0 * np.cos(theta)), model=model)
     assert s.residual <= 1e-13 and s.order > 0.1 and s.stable
@@ -41,7 +42,7 @@ def test_stationary_density_has_the_gibbs_form_and_does_not_move(model):
 @pytest.mark.parametrize("model", ["usa", "sa"])
 def test_branch_points_of_the_uniform_density_are_the_linear_thresholds(model):
     beta = 2.0
-    sigmas = [float(af.branch_threshold(beta, k, model)) for k in (1, 2, 3)]
+    sigmas = [float(stationary.branch_threshold(beta, k, model)) for k in (1, 2, 3)]
     if model == "usa":
         np.testing.assert_allclose(sigmas[0], critical_noise(beta, 2), rtol=1e-14)
         np.testing.assert_allclose(np.square(sigmas), [2 * iv(k, beta) / beta for k in (1, 2, 3)], rtol=1e-12)
@@ -66,14 +67,14 @@ def test_branch_points_of_the_uniform_density_are_the_linear_thresholds(model):
 
 
 def test_mode_one_turns_subcritical_at_beta_star():
-    assert af.pitchfork_coefficient(1.0) > 0 > af.pitchfork_coefficient(8.0)
-    root = brentq(lambda b: af.pitchfork_coefficient(b, amplitude=5e-3), 2.0, 3.0, xtol=1e-12)
+    assert stationary.pitchfork_coefficient(1.0) > 0 > stationary.pitchfork_coefficient(8.0)
+    root = brentq(lambda b: stationary.pitchfork_coefficient(b, amplitude=5e-3), 2.0, 3.0, xtol=1e-12)
     assert abs(root - critical_beta(2)) <= 1e-6
 
 
 def test_subcritical_branch_folds_beyond_the_threshold_and_changes_stability_there():
     beta = 8.0
-    s1 = float(af.branch_threshold(beta, 1))
+    s1 = float(stationary.branch_threshold(beta, 1))
     uniform = af.continuation(
         af.StationaryCircle(beta, modes=48), None, 1.05 * s1, p_range=(0.95 * s1, 1.1 * s1), direction=-1, ds=0.01 * s1
     )
@@ -98,7 +99,7 @@ def test_linearized_spectrum_matches_the_time_dependent_solver():
     # an unstable stationary density (the subcritical branch between its branch point and its fold): a small
     # perturbation along the leading eigenvector grows at the leading eigenvalue
     beta = 8.0
-    s1 = float(af.branch_threshold(beta, 1))
+    s1 = float(stationary.branch_threshold(beta, 1))
     sigma = 1.05 * s1
     theta = mf.theta_grid(48)
     s = af.stationary_circle(beta, sigma, np.exp(0.9 * np.cos(theta)), modes=48)
@@ -135,7 +136,7 @@ def test_pitchfork_coefficient_refuses_a_branch_newton_does_not_reach():
     # c_1 = 2 × 0.7 = 1.4 is no density's coefficient (|c_k| < 1): Newton's iterates leave the finite numbers
     # instead of converging, which was returned as NaN
     with pytest.raises(af.ConvergenceError, match=r"did not converge on the branch of mode 1 at c_1 = 1.4 .* residual"):
-        af.pitchfork_coefficient(1.0, amplitude=0.7)
+        stationary.pitchfork_coefficient(1.0, amplitude=0.7)
     with pytest.raises(RuntimeError, match=r"in \d+ of 60 steps"):
-        af.pitchfork_coefficient(1.0, amplitude=0.55)  # a singular Jacobian on the way
-    assert np.isfinite(af.pitchfork_coefficient(1.0, amplitude=0.3))
+        stationary.pitchfork_coefficient(1.0, amplitude=0.55)  # a singular Jacobian on the way
+    assert np.isfinite(stationary.pitchfork_coefficient(1.0, amplitude=0.3))

@@ -128,7 +128,7 @@ def test_fig3_overlays_the_gamma_curve(runs, monkeypatch):
     np.testing.assert_allclose(captured["betas"], betas, rtol=1e-15)
     t_star, curve_betas = captured["curve"]
     np.testing.assert_allclose(curve_betas, betas, rtol=1e-15)
-    np.testing.assert_allclose(t_star, np.asarray(af.gamma_curve(betas, c.n, c.delta)), rtol=1e-12)
+    np.testing.assert_allclose(t_star, np.asarray(af.particles.gamma_curve(betas, c.n, c.delta)), rtol=1e-12)
     assert sorted(captured["by_d"]) == [2, 32]
     frac = r.result.stats["clustered_fraction"]
     np.testing.assert_allclose(captured["by_d"][32], frac[1].mean(axis=1), rtol=1e-12)

@@ -1155,7 +1155,7 @@ def test_in_open_hemisphere_on_constructed_configurations():
     assert validate._in_open_hemisphere(half)[0]
     # the Monte-Carlo estimate agrees with Wendel's formula on a small sample
     x = _unit(rng.normal(size=(4000, 5, 2)))
-    p = af.wendel_probability(5, 2)
+    p = af.particles.wendel_probability(5, 2)
     assert abs(np.mean(validate._in_open_hemisphere(x)) - p) < 4 * np.sqrt(p * (1 - p) / 4000)
 
 
