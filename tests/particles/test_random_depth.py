@@ -54,7 +54,10 @@ def test_alpha_one_tends_to_the_deterministic_flow():
     for L in (200, 800):
         model = RandomDepth(Attention(beta, d), sigma=1.0, vbar=1.0, alpha=1.0)
         gs = jax.random.normal(jax.random.PRNGKey(L), (64, L, 1, d, d))
-        final = jax.vmap(lambda g: jax.lax.fori_loop(0, L, lambda k, x: model.layer(x, g[k], L), x0))(gs)
+        def path(g, model=model, layers=L):
+            return jax.lax.fori_loop(0, layers, lambda k, x: model.layer(x, g[k], layers), x0)
+
+        final = jax.vmap(path)(gs)
         errors.append(float(jnp.sqrt(jnp.mean(jnp.sum((final - want) ** 2, axis=-1)))))
     assert errors[1] < 0.03
     assert 1.6 < errors[0] / errors[1] < 2.5  # L^{−1/2}: a factor 2 for 4 times the layers

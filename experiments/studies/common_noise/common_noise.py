@@ -78,9 +78,7 @@ def run(config, *, progress=None) -> RunResult:
         gram[:, np.arange(config.n), np.arange(config.n)] = np.inf
         out[a] = gram.min(axis=(1, 2)).reshape(betas.size, config.seeds)
     stats = {"final_min_inner_product": out}
-    return RunResult.of_statistics(
-        config, stats, {}, start=start, members=out.shape, ts=np.asarray([float(config.t1)])
-    )
+    return RunResult.of_statistics(config, stats, {}, start=start, members=out.shape, ts=np.asarray([float(config.t1)]))
 
 
 def antipodal_fraction(result: RunResult) -> np.ndarray:
@@ -123,9 +121,7 @@ def _summary(result: RunResult) -> dict:
         "beta": [float(b) for b in c.beta],
         "antipodal_fraction": [[float(v) for v in row] for row in frac],
         "antipodal_threshold_beta": [float(antipodal_threshold(d)) for d in c.d],
-        "antipodal_exponent": [
-            [float(antipodal_exponent(b, d, c.value_sigma)) for b in c.beta] for d in c.d
-        ],
+        "antipodal_exponent": [[float(antipodal_exponent(b, d, c.value_sigma)) for b in c.beta] for d in c.d],
     }
 
 
