@@ -1,0 +1,65 @@
+"""The configuration keys that only common-noise reads, and the labels of the arrays it writes (``af.load``'s
+``long_name`` and ``units``), registered with the core's by ``experiments/studies/__init__.py``."""
+
+from __future__ import annotations
+
+from ...config.types import Key
+from ...results.labels import Label
+
+KEYS = (
+    Key(
+        "depth_dt",
+        "float",
+        0.01,
+        "common-noise: 1/L, the time one random layer takes (t1/depth_dt layers in all)",
+        minimum=0.0,
+        strict_min=True,
+        maximum=1.0,
+        experiment_key=True,
+    ),
+    Key(
+        "value_sigma",
+        "float",
+        1.0,
+        "common-noise: σ of the value matrices V_ℓ = V̄ + σ G_ℓ/√d, G_ℓ standard normal, drawn per layer",
+        minimum=0.0,
+        experiment_key=True,
+    ),
+    Key(
+        "value_mean",
+        "float",
+        0.0,
+        "common-noise: V̄ = value_mean · I, the values' mean (0: centred; must be 0 with residual_exponent = 0.5)",
+        experiment_key=True,
+    ),
+    Key(
+        "residual_exponent",
+        "float",
+        0.5,
+        "common-noise: α of the residual scaling L^(−α): 0.5 (the SDE limit) or 1 (the deterministic flow)",
+        minimum=0.5,
+        maximum=1.0,
+        experiment_key=True,
+    ),
+    Key(
+        "head_noise",
+        "str",
+        "shared",
+        "common-noise: the heads of a layer share one G_ℓ (shared) or draw one each (per-head)",
+        choices=("shared", "per-head"),
+        experiment_key=True,
+    ),
+    Key(
+        "same_noise",
+        "bool",
+        False,
+        "common-noise: every member takes the noise of seed `seed` (same noise, different initial conditions)",
+        experiment_key=True,
+    ),
+)
+
+LABELS = {
+    "final_min_inner_product": Label("min over pairs of ⟨x_i, x_j⟩ at t1"),
+    "antipodal_fraction": Label("fraction of members with an antipodal pair at t1 (⟨x_i, x_j⟩ < −0.99)"),
+    "antipodal_exponent": Label("Lyapunov exponent at the antipodal state (closed form)", "1/time"),
+}
