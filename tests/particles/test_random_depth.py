@@ -54,6 +54,7 @@ def test_alpha_one_tends_to_the_deterministic_flow():
     for L in (200, 800):
         model = RandomDepth(Attention(beta, d), sigma=1.0, vbar=1.0, alpha=1.0)
         gs = jax.random.normal(jax.random.PRNGKey(L), (64, L, 1, d, d))
+
         def path(g, model=model, layers=L):
             return jax.lax.fori_loop(0, layers, lambda k, x: model.layer(x, g[k], layers), x0)
 
