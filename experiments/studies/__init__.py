@@ -50,7 +50,12 @@ def register_all() -> None:
 
 
 def _declarations(study: str):
-    """The study's ``<study>_keys`` module (its keys and labels), None when it declares none."""
+    """The study's ``<study>_keys`` module (its keys and labels), None when it declares none.
+
+    The configuration package is imported first: it registers every study's keys as it is imported, so a
+    study's keys module, which needs the configuration's types, is never imported half-way through its own
+    import (the labels, asked before any configuration was read, would otherwise start that cycle)."""
+    importlib.import_module(__name__.rsplit(".", 1)[0] + ".config")
     name = f"{__name__}.{study}.{study}_keys"
     return importlib.import_module(name) if importlib.util.find_spec(name) is not None else None
 

@@ -25,3 +25,16 @@ def test_attrs_are_the_long_name_and_units_where_there_are_any():
     assert labels.attrs("beta") == {"long_name": "inverse temperature β"}
     assert labels.attrs("wall_time_s") == {"long_name": "wall time", "units": "s"}
     assert labels.attrs("no_such_variable") == {}
+
+
+def test_a_study_label_asked_first_thing_in_a_new_process():
+    """The labels, asked before any configuration is read (``af.load`` in a fresh process), reach the studies'
+    declarations without a circular import: the configuration package, which registers the studies' keys, is
+    imported first."""
+    import subprocess
+    import sys
+
+    code = "from attnflow.experiments.results import labels; print(labels.attrs('gamma')['long_name'])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "γ of β = γ log n"
