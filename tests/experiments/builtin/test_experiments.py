@@ -7,9 +7,12 @@ their compilations within one pytest session.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import itertools
 import json
 import shutil
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,7 +20,7 @@ import pytest
 from cli_helpers import cli
 
 import attnflow as af
-from attnflow.experiments import builtin, plots
+from attnflow.experiments import builtin, plots, studies
 from attnflow.experiments.config import KEYS, load_config
 from attnflow.experiments.results import labels
 from attnflow.experiments.results.runs import load_result
@@ -56,35 +59,30 @@ def runs(tmp_path_factory):
     return get
 
 
+def registering_modules() -> list[str]:
+    """The modules that register the built-in experiments, in the order they are imported: the core's, as
+    ``experiments/builtin/__init__.py`` imports them, then the studies' (``studies.experiment_modules()``)."""
+    source = Path(builtin.__file__).read_text(encoding="utf-8")
+    imported = [
+        f"{builtin.__name__}.{alias.name}"
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None
+        for alias in node.names
+    ]
+    core = [m for m in imported if hasattr(importlib.import_module(m), "EXPERIMENT")]
+    return core + studies.experiment_modules()
+
+
 def test_list_shows_exactly_the_registry():
     rc, out, _ = cli(["list"])
     assert rc == 0
     assert [line.split()[0] for line in out.splitlines()] == [*NAMES, "simulate"]  # and one's own configuration, last
-    # the order of the registry's imports in builtin/__init__.py: the core's (the papers' figures first), then the shelf's
-    assert NAMES == [
-        "fig3-phase-diagram",
-        "fig5-random-matrices",
-        "fig4-circle",
-        "highdim-histogram",
-        "orthogonal-ode",
-        "sphere-movie",
-        "meanfield-circle",
-        "meanfield-sphere",
-        "staircase",
-        "metastability",
-        "metastable-count",
-        "negative-beta",
-        "renyi-centres",
-        "long-context",
-        "lost-in-the-middle",
-        "gaussian-closure",
-        "noisy-transition",
-        "bifurcation",
-        "equilibria",
-        "hardmax-limit",
-        "selectivity",
-        "moderate-interaction",
-    ]
+    # the registry holds exactly the experiments that its modules register, in their import order: the core's
+    # (the papers' figures first), then the shelf's in studies.STUDIES order
+    modules = registering_modules()
+    assert NAMES == [importlib.import_module(m).EXPERIMENT.name for m in modules]
+    assert NAMES[:3] == ["fig3-phase-diagram", "fig5-random-matrices", "fig4-circle"]
+    assert all(builtin.EXPERIMENTS[n] is importlib.import_module(m).EXPERIMENT for n, m in zip(NAMES, modules))
 
 
 @pytest.mark.parametrize("name", tiered(SINGLE))
