@@ -79,6 +79,7 @@ def test_split_threshold_is_where_the_group_matrix_is_singular():
     c, r = np.exp(2 * beta * lam_p), 2.0
     sigma = split_threshold(c, r)
     assert sigma == pytest.approx((c - 2) * (2 * c - 1) / (2 * (c * c - 1)), rel=1e-15)
+    assert split_threshold(c, 0.5) == pytest.approx(sigma, rel=1e-14)  # σ(c, r) = σ(c, 1/r): either group's ratio
     x = pure_state(3, 0, 4, 2)
     at = equilibrium(symmetric_field((lam_p, sigma * lam_p, -0.9), beta), x)
     assert np.min(np.abs(at.eigenvalues)) <= 1e-12
