@@ -38,7 +38,7 @@ __all__ = [
     "linspace_values",
 ]
 
-TYPES = ("int", "float", "str", "bool", "float_list", "int_list", "str_list", "table")
+TYPES = ("int", "float", "str", "bool", "float_list", "int_list", "str_list", "float_rows", "table")
 _LIST_ELEMENT = {"float_list": "float", "int_list": "int", "str_list": "str"}
 MAX_GRID_POINTS = 100_000  # the most values an 'a:b:n' list or a grid may hold
 _BARE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -102,6 +102,9 @@ class Key:
 
     def allowed(self) -> str:
         """What the key accepts, in words (used in error messages and ``describe_keys``)."""
+        if self.type == "float_rows":
+            rng = _range_text(self)
+            return "a list of lists of finite numbers" + (f" (each {rng})" if rng else "")
         return _describe(self, self.element_type, plural=self.type in _LIST_ELEMENT)
 
     def coerce(self, value: Any) -> Any:
@@ -112,6 +115,8 @@ class Key:
             return _freeze_table(self.name, value)
         if self.type in _LIST_ELEMENT:
             return self._coerce_list(value)
+        if self.type == "float_rows":
+            return self._coerce_rows(value)
         return _coerce_scalar(self, self.type, self.name, value)
 
     def coerce_element(self, value: Any) -> Any:
@@ -143,6 +148,20 @@ class Key:
         if not items and not self.allow_empty:
             raise ConfigError(f"{self.name} must be {self.allowed()}, got an empty list")
         return tuple(_coerce_scalar(self, element, f"{self.name}[{i}]", v) for i, v in enumerate(items))
+
+    def _coerce_rows(self, value: Any) -> tuple:
+        """A list of rows, each a list of numbers (``float_rows``): a tuple of tuples of floats."""
+        rows = value.tolist() if isinstance(value, np.ndarray) and value.ndim == 2 else value
+        if not _is_sequence(rows) or any(not _is_sequence(row) for row in rows):
+            raise ConfigError(
+                f"{self.name} must be {self.allowed()}, such as [[1, 2], [3, 4]]; got {show_value(value)}"
+            )
+        if not rows and not self.allow_empty:
+            raise ConfigError(f"{self.name} must be {self.allowed()}, got an empty list")
+        return tuple(
+            tuple(_coerce_scalar(self, "float", f"{self.name}[{i}][{j}]", v) for j, v in enumerate(row))
+            for i, row in enumerate(rows)
+        )
 
 
 def _is_sequence(value: Any) -> bool:

@@ -30,6 +30,7 @@ STUDIES = (
     "selectivity",
     "moderate_interaction",
     "common_noise",
+    "spectral_selection",
 )
 """The studies, by folder name, in the order ``attnflow list`` shows their experiments (after the core's)."""
 

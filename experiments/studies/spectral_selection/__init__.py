@@ -1,0 +1,9 @@
+"""Spectral selection for a symmetric value matrix (arXiv 2604.26085, 2511.11553): pure-mode and mixed rest points,
+their stability, the basins of the eigendirections.
+
+The study's folder: its experiment (``spectral_selection.py``), its theory, figures and keys
+(``spectral_selection_*.py``). Listed in ``experiments/studies/__init__.py``.
+"""
+
+EXPERIMENTS = ("spectral_selection",)
+"""The modules that register this study's experiments, in the order of ``attnflow list``."""
