@@ -14,9 +14,34 @@ checks, ``solvers/compilation_cache.py``) before the numerical libraries are imp
 """
 
 import importlib as _importlib
+import sys as _sys
 import typing as _typing
 
-import jax as _jax
+# Ctrl-C while JAX is imported may land in its garbage-collection callback, where Python only reports it as
+# ignored: kept, and raised from this import once JAX is in (an interrupted import never goes on as if whole)
+_lost: list = []
+_previous_hook = _sys.unraisablehook
+
+
+def _keep_interrupt(unraisable):
+    if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        _lost.append(unraisable.exc_type)
+    else:
+        _previous_hook(unraisable)
+
+
+_sys.unraisablehook = _keep_interrupt
+try:
+    import jax as _jax
+except ImportError as err:  # an extension whose initialization was interrupted reports an ImportError
+    if _lost or isinstance(err.__cause__ or err.__context__, KeyboardInterrupt):
+        raise KeyboardInterrupt("interrupted while importing JAX") from err
+    raise
+finally:
+    if _sys.unraisablehook is _keep_interrupt:
+        _sys.unraisablehook = _previous_hook
+if _lost:
+    raise KeyboardInterrupt("interrupted while importing JAX")
 
 _jax.config.update("jax_enable_x64", True)
 

@@ -113,6 +113,10 @@ class Members(NamedTuple):
     steps: jax.Array
 
 
+# a segmented run's carry holds the members' bookkeeping, and the stored programs (``programs.py``) serialize it
+jax.export.register_namedtuple_serialization(Members, serialized_name="attnflow.solvers.loop.Members")
+
+
 def status_of(m: Members) -> jax.Array:
     """Per member of a fixed-step loop, its ``Status``: NON_FINITE where a step was not finite, else DONE."""
     return jnp.where(jnp.isfinite(m.t_fail), Status.NON_FINITE, Status.DONE).astype(jnp.int8)
