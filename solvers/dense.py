@@ -169,7 +169,9 @@ def run(*, segmented=False, progress=False, **kwargs):
     else:
         ends.append(n_steps - 1)
         work = np.asarray(ends) + 1
-    reach = [float(times[k]) for k in range(n_saves)] + [min(t0 + h * (e + 1), t0 + h * n_steps) for e in ends[n_saves:]]
+    reach = [float(times[k]) for k in range(n_saves)] + [
+        min(t0 + h * (e + 1), t0 + h * n_steps) for e in ends[n_saves:]
+    ]
     key = (
         "dense",
         type(field).__qualname__,

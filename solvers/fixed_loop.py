@@ -155,8 +155,22 @@ class Clamped(eqx.Module):
         return self.field.drift(self._t(t), x)
 
 
-def _machine(*, field, axes, x0, save_fn, delta, method, knots, substeps, keys=None, clamp=False, max_substeps=None,
-             select=False, fused=False):
+def _machine(
+    *,
+    field,
+    axes,
+    x0,
+    save_fn,
+    delta,
+    method,
+    knots,
+    substeps,
+    keys=None,
+    clamp=False,
+    max_substeps=None,
+    select=False,
+    fused=False,
+):
     """(start, advance) of the fixed-step loop: ``start()``, the carry (states, members, step count) at t0, and
     ``advance(carry, k)``, the steps of interval k (knots[k] → knots[k + 1]) and the saves at its end."""
     stochastic = keys is not None
