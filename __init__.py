@@ -14,8 +14,37 @@ checks, ``solvers/compilation_cache.py``) before the numerical libraries are imp
 """
 
 import importlib as _importlib
+import os as _os
 import sys as _sys
 import typing as _typing
+
+
+def _the_program() -> bool:
+    """Whether this process is the ``attnflow`` command: its console script, or ``python -m`` of its module (while
+    a ``-m`` module's packages are imported, ``sys.argv[0]`` is "-m": the original command line tells)."""
+    if _os.path.basename(_sys.argv[0]) == "attnflow":
+        return True
+    argv = list(getattr(_sys, "orig_argv", ()))
+    return any(a == "-m" and b in ("attnflow", "attnflow.experiments.commands.cli") for a, b in zip(argv, argv[1:]))
+
+
+if _the_program():
+    # Ctrl-C before the command line's own handling is set up (while JAX is imported, mostly): one line and
+    # status 130, as for Ctrl-C later, instead of Python's traceback and an end by the signal itself
+    _previous_excepthook = _sys.excepthook
+
+    def _interrupted_early(kind, value, traceback):
+        if not issubclass(kind, KeyboardInterrupt):
+            return _previous_excepthook(kind, value, traceback)
+        _sys.stderr.write("attnflow: interrupted\n")
+        for stream in (_sys.stdout, _sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        _os._exit(130)
+
+    _sys.excepthook = _interrupted_early
 
 # Ctrl-C while JAX is imported may land in its garbage-collection callback, where Python only reports it as
 # ignored: kept, and raised from this import once JAX is in (an interrupted import never goes on as if whole)

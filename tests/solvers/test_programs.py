@@ -186,7 +186,8 @@ def test_a_save_function_from_outside_attnflow_is_traced(store, caplog):
 
     with caplog.at_level(logging.DEBUG, logger="attnflow"):
         sol = run(save=mine)
-    assert programs.EVENTS == {"traced": 1} and entries(store) == []
+    # traced at each of the run's calls (its bounded calls, ``loop.segments``), never stored nor loaded
+    assert set(programs.EVENTS) == {"traced"} and entries(store) == []
     assert "has no stable description" in caplog.text and "mine" in caplog.text
     assert np.isfinite(np.asarray(sol.stats["first"])).all()
 
