@@ -15,7 +15,9 @@ checks, ``solvers/compilation_cache.py``) before the numerical libraries are imp
 
 import importlib as _importlib
 import os as _os
+import signal as _signal
 import sys as _sys
+import threading as _threading
 import typing as _typing
 
 
@@ -46,30 +48,21 @@ if _the_program():
 
     _sys.excepthook = _interrupted_early
 
-# Ctrl-C while JAX is imported may land in its garbage-collection callback, where Python only reports it as
-# ignored: kept, and raised from this import once JAX is in (an interrupted import never goes on as if whole)
-_lost: list = []
-_previous_hook = _sys.unraisablehook
-
-
-def _keep_interrupt(unraisable):
-    if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-        _lost.append(unraisable.exc_type)
-    else:
-        _previous_hook(unraisable)
-
-
-_sys.unraisablehook = _keep_interrupt
+# Ctrl-C while JAX is imported is held until the import is done, then raised: raised inside it, it may land in
+# JAX's garbage-collection callback (where Python only reports it as ignored, and the import goes on as if whole)
+# or in an extension's initialization (which it can leave broken)
+_held: list = []
+_holding = _threading.current_thread() is _threading.main_thread() and (
+    _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+)
+if _holding:
+    _signal.signal(_signal.SIGINT, lambda signum, frame: _held.append(signum))
 try:
     import jax as _jax
-except ImportError as err:  # an extension whose initialization was interrupted reports an ImportError
-    if _lost or isinstance(err.__cause__ or err.__context__, KeyboardInterrupt):
-        raise KeyboardInterrupt("interrupted while importing JAX") from err
-    raise
 finally:
-    if _sys.unraisablehook is _keep_interrupt:
-        _sys.unraisablehook = _previous_hook
-if _lost:
+    if _holding:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+if _held:
     raise KeyboardInterrupt("interrupted while importing JAX")
 
 _jax.config.update("jax_enable_x64", True)

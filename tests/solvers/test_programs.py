@@ -495,6 +495,6 @@ def test_a_refused_static_value_is_traced_with_its_reason(store, caplog):
     save.__defaults__ = (np.random.default_rng(0),)
     with caplog.at_level(logging.DEBUG, logger="attnflow"):
         sol = run(save=save)
-    assert programs.EVENTS == {"traced": 1} and entries(store) == []
+    assert set(programs.EVENTS) == {"traced"} and entries(store) == []  # at each of the run's bounded calls
     assert "has no stable description" in caplog.text and "Generator" in caplog.text
     assert np.isfinite(np.asarray(sol.stats["first"])).all()
