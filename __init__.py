@@ -17,8 +17,56 @@ fails naming where it is.
 """
 
 import importlib as _importlib
+import os as _os
+import signal as _signal
+import sys as _sys
+import threading as _threading
+import typing as _typing
 
-import jax as _jax
+
+def _the_program() -> bool:
+    """Whether this process is the ``attnflow`` command: its console script, or ``python -m`` of its module (while
+    a ``-m`` module's packages are imported, ``sys.argv[0]`` is "-m": the original command line tells)."""
+    if _os.path.basename(_sys.argv[0]) == "attnflow":
+        return True
+    argv = list(getattr(_sys, "orig_argv", ()))
+    return any(a == "-m" and b in ("attnflow", "attnflow.experiments.commands.cli") for a, b in zip(argv, argv[1:]))
+
+
+if _the_program():
+    # Ctrl-C before the command line's own handling is set up (while JAX is imported, mostly): one line and
+    # status 130, as for Ctrl-C later, instead of Python's traceback and an end by the signal itself
+    _previous_excepthook = _sys.excepthook
+
+    def _interrupted_early(kind, value, traceback):
+        if not issubclass(kind, KeyboardInterrupt):
+            return _previous_excepthook(kind, value, traceback)
+        _sys.stderr.write("attnflow: interrupted\n")
+        for stream in (_sys.stdout, _sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        _os._exit(130)
+
+    _sys.excepthook = _interrupted_early
+
+# Ctrl-C while JAX is imported is held until the import is done, then raised: raised inside it, it may land in
+# JAX's garbage-collection callback (where Python only reports it as ignored, and the import goes on as if whole)
+# or in an extension's initialization (which it can leave broken)
+_held: list = []
+_holding = _threading.current_thread() is _threading.main_thread() and (
+    _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+)
+if _holding:
+    _signal.signal(_signal.SIGINT, lambda signum, frame: _held.append(signum))
+try:
+    import jax as _jax
+finally:
+    if _holding:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+if _held:
+    raise KeyboardInterrupt("interrupted while importing JAX")
 
 _jax.config.update("jax_enable_x64", True)
 

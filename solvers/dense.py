@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -111,7 +112,9 @@ def prepare(p: Problem, plan=None):
         )
     fused = fused_rk4.check(p)  # refuses what SA(kernel="pallas") cannot take
     n_steps, h, index, theta = grid(p.t0, p.t1, p.fixed_dt, p.ts)
-    return run_dense, dict(
+    return run, dict(
+        # outside the caller's trace, on one device: calls of bounded wall time (``loop.segments``)
+        segmented=not p.traced and plan is None,
         method=p.solver,
         fused=fused,
         t0=jnp.asarray(p.t0, p.dtype),
@@ -141,15 +144,63 @@ def stage_loop(field) -> bool:
     return bool(field.in_angles) or machine.accelerated()
 
 
-@jit_with_options
-def run_dense(
+def run(*, segmented=False, progress=False, **kwargs):
+    """The grid run: ``run_dense`` in one call (under the caller's trace, or spread over several devices), else its
+    saves in calls of bounded wall time (``segment_dense``, ``loop.segments``), with progress reported, and an
+    interrupt honoured, between them."""
+    if not segmented:
+        return run_dense(**kwargs)
+    x0, field, index = kwargs["x0"], kwargs["field"], np.asarray(kwargs["index"])
+    n_saves, n_steps, bounds = len(index), int(kwargs["n_steps"]), kwargs.get("bounds")
+    times, t0, h = np.asarray(kwargs["times"]), float(kwargs["t0"]), float(kwargs["h"])
+    j = np.zeros((), index.dtype)
+    one = eqx.filter_eval_shape(lambda f, x: loop.saves(kwargs["save_fn"], kwargs["axes"])(f, times[0], x), field, x0)
+    last = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), one)
+    xs = np.zeros(x0.shape, x0.dtype)  # (xa, fa, xb, fb) and AB4's history: the start's shapes
+    state = (j, xs, xs, xs, xs, (xs, xs, xs) if kwargs.get("method") == "ab4" else (), loop.members_like(x0))
+    carry = ((state, last, (j, np.zeros((), x0.dtype))), loop.buffer(one, n_saves))
+    # the grid steps each interval ends at: the save times' steps, then the stretch to the grid's end (in pieces of
+    # the bounded loops' length when the loops are of static length)
+    ends = list(index.astype(np.int64))
+    tail = n_steps - 1 - int(index[-1])
+    if bounds is not None:
+        ends += [min(n_steps - 1, int(index[-1]) + bounds[0] * (i + 1)) for i in range(max(1, -(-tail // bounds[0])))]
+        work = bounds[0] * np.arange(1, len(ends) + 1)  # every loop runs its static length
+    else:
+        ends.append(n_steps - 1)
+        work = np.asarray(ends) + 1
+    reach = [float(times[k]) for k in range(n_saves)] + [
+        min(t0 + h * (e + 1), t0 + h * n_steps) for e in ends[n_saves:]
+    ]
+    key = (
+        "dense",
+        type(field).__qualname__,
+        kwargs.get("method"),
+        tuple(x0.shape),
+        str(x0.dtype),
+        getattr(kwargs["save_fn"], "__qualname__", None),
+        bounds is not None,
+        bool(kwargs.get("fused")),
+        bool(kwargs.get("hold_saves")),
+    )
+
+    def call(carry, k0, k1):
+        return segment_dense(carry=carry, k0=k0, k1=k1, ends=np.asarray(ends, index.dtype), **kwargs)
+
+    ((state, _, _), saved), status = loop.segments(
+        call, carry, work, key=key, at=lambda k: reach[k - 1], progress=progress
+    )
+    members = state[6]
+    return saved, state[3], members.steps, members.t_event, members.t_fail, status
+
+
+def _machine(
     *,
     field,
     axes,
     x0,
     save_fn,
     delta,
-    progress,
     t0,
     h,
     n_steps,
@@ -162,22 +213,8 @@ def run_dense(
     select=False,
     fused=False,
 ):
-    """Steps of ``method`` ("rk4" or "ab4") of size h from t0, saves at ``times`` (step ``index``,
-    fraction ``theta``), vmapped. With ``hold_saves`` (``save_fn`` does not read t), a save of
-    states that have not moved since the last one (no member running, the same interval and θ)
-    repeats its values: the saves after every member has stopped cost nothing.
-
-    The steps between saves are while loops that end once no member runs; with ``bounds`` (static: the
-    most steps before a save and in all; ``loop.fixed_trips``) loops of those fixed lengths whose extra steps
-    are skipped, which reverse-mode differentiation (``jax.grad``) can go through and an accelerator runs
-    without reading a predicate back at every step (with ``select``: ``loop.steps_while``).
-
-    With ``fused`` (SA with kernel="pallas", ``fused_rk4.check``) each RK4 step and the velocity at its end
-    are one Pallas kernel over blocks of members (``fused_rk4.py``): the same numbers to rounding.
-
-    Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite,
-    statuses: ``loop.status_of``).
-    """
+    """The grid loop's parts: ``start()`` (the state after the first step, the hold-saves carry, its mark),
+    ``save(carry, k, target, most)`` (the steps to interval ``target``, then save k's values) and ``steps_until``."""
     sphere = field.geometry == "sphere"
     finish = normalize if sphere else (lambda y: y)
     vfield = jax.vmap(lambda f, t, x: f(t, x), in_axes=(axes, None, 0))
@@ -255,21 +292,25 @@ def run_dense(
 
         return loop.steps_while(go, step, state, most, select)
 
-    # start as if at the end of an interval ending at t0 (j = −1); one step gives [t0, t0 + h]
-    fa0 = vfield(field, t0, x0)
-    history0 = (fa0, fa0, fa0) if method == "ab4" else ()
-    state = step((jnp.asarray(-1), x0, fa0, x0, fa0, history0, loop.start(field, axes, x0, delta, t0)))
+    def start():
+        # start as if at the end of an interval ending at t0 (j = −1); one step gives [t0, t0 + h]
+        fa0 = vfield(field, t0, x0)
+        history0 = (fa0, fa0, fa0) if method == "ab4" else ()
+        state = step((jnp.asarray(-1), x0, fa0, x0, fa0, history0, loop.start(field, axes, x0, delta, t0)))
+        blank = jax.tree_util.tree_map(
+            lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(values, state, jnp.asarray(1.0, dtype), 0)
+        )
+        return (state, blank, (state[0], jnp.asarray(-1.0, dtype)))
 
     def values(state, at, k):
         _, xa, fa, xb, fb = state[:5]
         return save_all(field, times[k], finish(materialized(at, _hermite(xa, fa, xb, fb, at, h))))
 
-    def save(carry, k):
+    def save(carry, k, target, most):
         state, last, mark = carry
-        target = index[k]
-        # advance until the current interval is the save time's (all members share the grid), or
+        # advance until the current interval is ``target`` (the save time's: all members share the grid), or
         # until no member is left running: each then holds its final state at the interval's end
-        state = steps_until(state, target, None if bounds is None else bounds[0])
+        state = steps_until(state, target, most)
         at = jnp.where(state[0] < target, 1.0, theta[k]).astype(dtype)
         if hold_saves:
             # the predicate is shared by the members: one branch runs
@@ -277,15 +318,62 @@ def run_dense(
             out = loop.where_moved(moved, values, last, state, at, k, select=select)
         else:
             out = values(state, at, k)
-        loop.report(progress, times[k])
         return (state, out, (state[0], at)), out
 
-    blank = jax.tree_util.tree_map(
-        lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(values, state, jnp.asarray(1.0, dtype), 0)
-    )
-    carry = (state, blank, (state[0], jnp.asarray(-1.0, dtype)))
-    (state, _, _), saved = jax.lax.scan(save, carry, jnp.arange(index.shape[0]))
-    state = steps_until(state, n_steps - 1, None if bounds is None else bounds[1])
+    return start, save, steps_until
+
+
+@jit_with_options
+def run_dense(*, progress=False, **parts):
+    """Steps of ``method`` ("rk4" or "ab4") of size h from t0, saves at ``times`` (step ``index``,
+    fraction ``theta``), vmapped, in one program (under the caller's trace, on several devices); elsewhere ``run``
+    cuts the same saves into calls of ``segment_dense``, with the same numbers. With ``hold_saves`` (``save_fn``
+    does not read t), a save of states that have not moved since the last one (no member running, the same
+    interval and θ) repeats its values: the saves after every member has stopped cost nothing.
+
+    The steps between saves are while loops that end once no member runs; with ``bounds`` (static: the
+    most steps before a save and in all; ``loop.fixed_trips``) loops of those fixed lengths whose extra steps
+    are skipped, which reverse-mode differentiation (``jax.grad``) can go through and an accelerator runs
+    without reading a predicate back at every step (with ``select``: ``loop.steps_while``).
+
+    With ``fused`` (SA with kernel="pallas", ``fused_rk4.check``) each RK4 step and the velocity at its end
+    are one Pallas kernel over blocks of members (``fused_rk4.py``): the same numbers to rounding.
+
+    Returns (saves, final states, steps, event times, last finite times: inf for members that stay finite,
+    statuses: ``loop.status_of``).
+    """
+    del progress  # reported between a segmented run's calls, never from inside a program
+    start, save, steps_until = _machine(**parts)
+    index, bounds = parts["index"], parts.get("bounds")
+    most = None if bounds is None else bounds[0]
+    (state, _, _), saved = jax.lax.scan(lambda c, k: save(c, k, index[k], most), start(), jnp.arange(index.shape[0]))
+    state = steps_until(state, parts["n_steps"] - 1, None if bounds is None else bounds[1])
     x_end, members = state[3], state[6]
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
     return saved, x_end, members.steps, members.t_event, members.t_fail, loop.status_of(members)
+
+
+@jit_with_options
+def segment_dense(*, carry, k0, k1, ends, **parts):
+    """Save intervals k0 ≤ k < k1 of the grid run from the carry (the grid state, the hold-saves carry; the saves'
+    buffer (members, T, ...)), which the call with k0 = 0 replaces by the run's start: for k < T the steps to save
+    k's grid interval and its values, then the steps to ``ends[k]`` (the stretch to the grid's end). k0 and k1 are
+    data: one program for every segment and for the start, the same steps and bits as one call. Returns (the
+    carry, the members' statuses)."""
+    loop_carry, saved = carry
+    start, save, _ = _machine(**parts)
+    loop_carry = loop.started(k0, start, loop_carry)
+    n_saves = parts["index"].shape[0]
+    bounds = parts.get("bounds")
+    most = None if bounds is None else bounds[0]
+
+    def advance(c, k):
+        last = k < n_saves
+        kk = jnp.minimum(k, n_saves - 1)
+        new, out = save(c, kk, ends[k], most)
+        # past the last save only the steps count: the hold-saves carry keeps the last save's
+        kept = jax.tree_util.tree_map(lambda a, b: jnp.where(last, a, b), new[1:], c[1:])
+        return (new[0],) + kept, out
+
+    loop_carry, saved = loop.intervals(advance, loop_carry, saved, k0, k1)
+    return (loop_carry, saved), loop.status_of(loop_carry[0][6])

@@ -61,19 +61,59 @@ def prepare(p: Problem, plan=None) -> tuple[Any, dict]:
         if plan is not None and plan.members > p.members:  # the padding members (``sharding.place``) repeat the last
             keys = keys[np.minimum(np.arange(plan.members), p.members - 1)]
         args.update(method=Strang(method), keys=keys)
+    # outside the caller's trace, on one device: calls of bounded wall time (``loop.segments``)
+    args["segmented"] = not p.traced and plan is None
     return run, args
 
 
-def run(*, keep=None, **kwargs):
-    """``run_fixed``, with the layer switches' knots dropped from the saves."""
+def run(*, keep=None, progress=False, segmented=False, **kwargs):
+    """The fixed-step run: ``run_fixed`` in one call (under the caller's trace, or spread over several devices),
+    else its save intervals in calls of bounded wall time (``segment_fixed``, ``loop.segments``), with progress
+    reported, and an interrupt honoured, between them. Either way the layer switches' knots are dropped from the
+    saves."""
     # compiler options apply to a top-level jit only: none under the caller's trace (loops of static length whose
     # skipped steps are branched, not selected)
     traced = kwargs.get("max_substeps") is not None and not kwargs.get("select")
     options = None if traced else loop_options(kwargs["x0"].shape[-1])
-    saved, *rest = run_fixed(**kwargs, compiler_options=options)
+    if segmented:
+        saved, *rest = _in_segments(kwargs, options, progress)
+    else:
+        saved, *rest = run_fixed(**kwargs, compiler_options=options)
     if keep is not None:
         saved = jax.tree_util.tree_map(lambda a: a[:, keep], saved)
     return (saved, *rest)
+
+
+def _in_segments(kwargs: dict, options, progress: bool):
+    """``run_fixed``'s results from calls of ``segment_fixed`` over [k0, k1) of about ``loop.SEGMENT_S`` each."""
+    knots_ = np.asarray(kwargs["knots"])
+    x0, field = kwargs["x0"], kwargs["field"]
+    n_saves = len(knots_) - 2
+    one = eqx.filter_eval_shape(lambda f, x: loop.saves(kwargs["save_fn"], kwargs["axes"])(f, knots_[0], x), field, x0)
+    state = (np.zeros(x0.shape, x0.dtype), loop.members_like(x0), np.zeros((), np.uint32))
+    carry = (state, loop.buffer(one, n_saves))
+    # the work of interval k: its steps, or the iterations of its loop of static length
+    most = kwargs.get("max_substeps")
+    per = np.full(n_saves + 1, most) if most is not None else np.asarray(kwargs["substeps"])
+    key = (
+        "fixed",
+        type(field).__qualname__,
+        type(kwargs["method"]).__qualname__,
+        tuple(x0.shape),
+        str(x0.dtype),
+        getattr(kwargs["save_fn"], "__qualname__", None),
+        most is not None,
+        bool(kwargs.get("fused")),
+    )
+
+    def call(carry, k0, k1):
+        return segment_fixed(carry=carry, k0=k0, k1=k1, **kwargs, compiler_options=options)
+
+    # intervals 0..T-1 end at the save times, interval T at t1
+    ((x, ms, _), saved), status = loop.segments(
+        call, carry, np.cumsum(per), key=key, at=lambda k: float(knots_[k]), progress=progress
+    )
+    return saved, x, ms.steps, ms.t_event, ms.t_fail, status
 
 
 class Clamped(eqx.Module):
@@ -115,15 +155,13 @@ class Clamped(eqx.Module):
         return self.field.drift(self._t(t), x)
 
 
-@jit_with_options
-def run_fixed(
+def _machine(
     *,
     field,
     axes,
     x0,
     save_fn,
     delta,
-    progress,
     method,
     knots,
     substeps,
@@ -133,21 +171,8 @@ def run_fixed(
     select=False,
     fused=False,
 ):
-    """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop.
-
-    Between knots the steps are a while loop that ends early once no member runs; with ``max_substeps``
-    (static: under the caller's trace and on accelerators, ``loop.fixed_trips``) they are a loop of that fixed
-    length whose extra steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through and
-    an accelerator runs without reading a predicate back at every step (with ``select``: ``loop.steps_while``).
-
-    Returns (saves, final states, steps, event times, last finite times, statuses). A member whose step
-    produces a non-finite state is frozen at its last finite state, like a member stopped at
-    consensus, and its last finite time recorded (inf for members that stay finite); the loop
-    ends when no member is left running. With ``keys`` (noisy fields: one Brownian key per member,
-    ``stochastic.member_keys``) member m's step k draws from fold_in(keys[m], k), so no path is stored. With
-    ``fused`` (SA with kernel="pallas", ``fused_rk4.check``) each RK4 step is one Pallas kernel over blocks of
-    members (``fused_rk4.py``), the same numbers to rounding.
-    """
+    """(start, advance) of the fixed-step loop: ``start()``, the carry (states, members, step count) at t0, and
+    ``advance(carry, k)``, the steps of interval k (knots[k] → knots[k + 1]) and the saves at its end."""
     stochastic = keys is not None
     step_axes = Clamped(axes, None, None) if clamp else axes
     if stochastic:
@@ -185,13 +210,51 @@ def run_fixed(
             return (c[0] < m) & jnp.any(c[2].active)
 
         _, x, members_, count = loop.steps_while(running, body, (0, x, members_, count), max_substeps, select)
-        loop.report(progress, tb)
         return (x, members_, count), save_all(field, tb, x)
 
-    carry0 = (x0, loop.start(field, axes, x0, delta, knots[0]), jnp.zeros((), jnp.uint32))
+    def start():
+        return (x0, loop.start(field, axes, x0, delta, knots[0]), jnp.zeros((), jnp.uint32))
+
+    return start, advance
+
+
+@jit_with_options
+def run_fixed(*, field, axes, x0, save_fn, delta, **parts):
+    """Fixed steps between consecutive knots [t0, ts..., t1], the ensemble vmapped inside one time loop, in one
+    program (under the caller's trace, on several devices); elsewhere ``run`` cuts the same intervals into calls of
+    ``segment_fixed``, with the same numbers.
+
+    Between knots the steps are a while loop that ends early once no member runs; with ``max_substeps``
+    (static: under the caller's trace and on accelerators, ``loop.fixed_trips``) they are a loop of that fixed
+    length whose extra steps are skipped, which reverse-mode differentiation (``jax.grad``) can go through and
+    an accelerator runs without reading a predicate back at every step (with ``select``: ``loop.steps_while``).
+
+    Returns (saves, final states, steps, event times, last finite times, statuses). A member whose step
+    produces a non-finite state is frozen at its last finite state, like a member stopped at
+    consensus, and its last finite time recorded (inf for members that stay finite); the loop
+    ends when no member is left running. With ``keys`` (noisy fields: one Brownian key per member,
+    ``stochastic.member_keys``) member m's step k draws from fold_in(keys[m], k), so no path is stored. With
+    ``fused`` (SA with kernel="pallas", ``fused_rk4.check``) each RK4 step is one Pallas kernel over blocks of
+    members (``fused_rk4.py``), the same numbers to rounding.
+    """
+    start, advance = _machine(field=field, axes=axes, x0=x0, save_fn=save_fn, delta=delta, **parts)
     # knots = [t0, ts..., t1]: intervals 0..T-1 end at the save times, interval T at t1
-    n_saves = knots.shape[0] - 2
-    carry, saved = jax.lax.scan(advance, carry0, jnp.arange(n_saves))
+    n_saves = parts["knots"].shape[0] - 2
+    carry, saved = jax.lax.scan(advance, start(), jnp.arange(n_saves))
     (x, ms, _), _ = advance(carry, n_saves)
     saved = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), saved)  # (members, T, ...)
     return saved, x, ms.steps, ms.t_event, ms.t_fail, loop.status_of(ms)
+
+
+@jit_with_options
+def segment_fixed(*, field, axes, x0, save_fn, delta, carry, k0, k1, **parts):
+    """The intervals k0 ≤ k < k1 of the fixed-step run (knots[k] → knots[k + 1], the saves of k < T written into
+    the buffer ``carry[1]``, (members, T, ...)) from the state ``carry[0]``, which the call with k0 = 0 replaces
+    by the run's start at x0. k0 and k1 are data: one program for every segment and for the start, and the
+    steps, the noise keys' step counter and the members' bookkeeping go on as in one call (the same bits).
+    Returns (the carry, the members' statuses)."""
+    state, saved = carry
+    start, advance = _machine(field=field, axes=axes, x0=x0, save_fn=save_fn, delta=delta, **parts)
+    state = loop.started(k0, start, state)
+    state, saved = loop.intervals(advance, state, saved, k0, k1)
+    return (state, saved), loop.status_of(state[1])

@@ -12,7 +12,11 @@ only its stepping; what they all do to the members is here, once:
 * ``consensus``: the test of one cluster at threshold δ, on the tokens' directions;
 * ``saves``: the save function vmapped over the members; ``hold_after``: saves past a member's end
   hold its final values; ``statistics_of``: the save function over states saved by the loop;
-* ``report``: progress from inside a compiled loop (a host callback, only where progress is on);
+* ``report``: progress from inside a compiled loop (a host callback, only where progress is on: the
+  adaptive queue's);
+* ``segments``, ``intervals``, ``buffer``, ``members_like``: a fixed-step or grid run cut into calls of bounded
+  wall time (about ``SEGMENT_S``), each over a range [k0, k1) of save intervals given as data (one program),
+  with progress and interrupts between them and the same numbers as one call;
 * ``fixed_trips``, ``steps_while``, ``where_moved``: the loops' shape on each backend (below);
 * ``MemberParts``: a field's per-member leaves taken in another order (groups, the queue's slots);
 * ``Status``: how a member's solve ended, the one code every loop returns per member (``status_of``
@@ -26,14 +30,16 @@ time is where it stopped short (its last finite state, or the time an adaptive s
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..particles.sphere import within
-from . import machine
+from . import compilations, machine
 from . import progress as _progress
 
 STATES_AFTER_LOOP_BYTES = 64 * 2**20
@@ -107,6 +113,10 @@ class Members(NamedTuple):
     steps: jax.Array
 
 
+# a segmented run's carry holds the members' bookkeeping, and the stored programs (``programs.py``) serialize it
+jax.export.register_namedtuple_serialization(Members, serialized_name="attnflow.solvers.loop.Members")
+
+
 def status_of(m: Members) -> jax.Array:
     """Per member of a fixed-step loop, its ``Status``: NON_FINITE where a step was not finite, else DONE."""
     return jnp.where(jnp.isfinite(m.t_fail), Status.NON_FINITE, Status.DONE).astype(jnp.int8)
@@ -168,6 +178,98 @@ def report(progress: bool, t) -> None:
     """Tell the active progress display that every member reached t (nothing when progress is off)."""
     if progress:
         jax.debug.callback(_progress.report, -1, t)
+
+
+SEGMENT_S = 1.0
+"""The wall time a call of a segmented fixed-step or grid run aims at (``segments``): progress is reported, and
+Ctrl-C or SIGTERM honoured, between calls, so within about this long."""
+
+RATES: dict[Hashable, float] = {}
+"""Seconds per unit of work (a step, or an iteration of a loop of static length) of each segmented program, by its
+key (``segments``), as last measured in this process: a run's calls are sized from it, so that only the first
+run of a program probes."""
+
+
+def next_end(work: np.ndarray, k0: int, rate: float | None, target: float) -> int:
+    """The end k1 > k0 of the next call over intervals k0 ≤ k < k1, whose work ends at ``work[k]`` (cumulative):
+    one interval while the rate is unknown (a probe), else the most intervals whose work takes at most
+    ``target`` seconds at ``rate``, at least one, all the rest when they fit."""
+    if rate is None:
+        return k0 + 1
+    base = work[k0 - 1] if k0 > 0 else 0
+    budget = base + target / max(rate, 1e-12)
+    return max(k0 + 1, int(np.searchsorted(work, budget, side="right")))
+
+
+def segments(call: Callable, carry, work, *, key: Hashable, at: Callable[[int], float], progress: bool = False):
+    """(``carry``, the last call's ``ends``) after intervals 0 ≤ k < len(``work``) of a time loop, run as
+    ``call(carry, k0, k1) -> (carry, ends)`` over segments [k0, k1) of about ``SEGMENT_S`` seconds each.
+
+    ``work[k]`` is the work (steps) done by the end of interval k; the seconds per unit of work are kept in
+    ``RATES[key]`` across calls and runs, so that a run whose rate is known goes in segments sized from it (in one
+    call when it all fits), and only a program's first run probes with a first segment of one interval. A call
+    that compiled (its first) teaches nothing. k0 and k1 go in as arrays, so that every segment runs the same
+    compiled program; each call is waited for, so that Python, and with it an interrupt (KeyboardInterrupt, the
+    command line's SIGTERM), gets its turn between them; with ``progress`` each segment's end ``at(k1)`` is
+    reported (``progress.report``) from here, not from inside the program."""
+    work = np.asarray(work, dtype=float)
+    total, k0, ends = len(work), 0, None
+    while k0 < total:
+        rate = RATES.get(key)
+        k1 = min(total, next_end(work, k0, rate, SEGMENT_S))
+        with compilations.record() as compiled:
+            began = time.perf_counter()
+            carry, ends = jax.block_until_ready(call(carry, np.asarray(k0, np.int32), np.asarray(k1, np.int32)))
+            wall = time.perf_counter() - began
+        units = work[k1 - 1] - (work[k0 - 1] if k0 > 0 else 0.0)
+        if not compiled.items and units > 0:
+            RATES[key] = wall / units
+        if progress:
+            _progress.report(-1, at(k1))
+        k0 = k1
+    return carry, ends
+
+
+def members_like(x0) -> Members:
+    """A placeholder of ``Members``' shapes and dtypes for ``x0``'s members (host zeros, replaced by ``start``)."""
+    m, dtype = x0.shape[0], x0.dtype
+    return Members(np.zeros(m, bool), np.zeros(m, dtype), np.zeros(m, dtype), np.zeros(m, np.int32))
+
+
+def buffer(one, n_saves: int):
+    """Host zeros for ``n_saves`` saves of shapes ``one`` (leaves (members, ...) → (members, n_saves, ...))."""
+    return jax.tree_util.tree_map(lambda a: np.zeros((a.shape[0], n_saves) + tuple(a.shape[1:]), a.dtype), one)
+
+
+def like(tree, template):
+    """``tree`` with each leaf in its ``template`` leaf's dtype, never weakly typed: a segment's carry goes out as
+    it came in, so that the next call runs the same program."""
+    return jax.tree_util.tree_map(lambda a, b: jax.lax.convert_element_type(a, b.dtype), tree, template)
+
+
+def started(k0, start: Callable, state):
+    """``start()`` (the run's state at t0, in ``state``'s dtypes) for the call that begins the run (k0 = 0), else
+    ``state``: the start is part of the segments' one program."""
+    return jax.lax.cond(k0 == 0, lambda s: like(start(), s), lambda s: s, state)
+
+
+def intervals(advance: Callable, state, saved, k0, k1):
+    """(state, saved) after ``advance(state, k) -> (state, values)`` for k0 ≤ k < k1, the values of k < T written
+    at save k of ``saved`` (leaves (members, T, ...)); those of later k (a run's stretch after its last save) are
+    dropped."""
+    n_saves = jax.tree_util.tree_leaves(saved)[0].shape[1]
+
+    def write(b, v, k):
+        at = jnp.minimum(k, n_saves - 1)
+        held = jax.lax.dynamic_index_in_dim(b, at, 1, keepdims=False)
+        return jax.lax.dynamic_update_index_in_dim(b, jnp.where(k < n_saves, v.astype(b.dtype), held), at, 1)
+
+    def one(k, c):
+        state, saved = c
+        state, values = advance(state, k)
+        return state, jax.tree_util.tree_map(lambda b, v: write(b, v, k), saved, values)
+
+    return jax.lax.fori_loop(k0, k1, one, (state, saved))
 
 
 def hold_after(ts, t_end, saved, held):

@@ -13,15 +13,16 @@ import json
 import os
 import signal
 import sys
-import threading
 import warnings
 from pathlib import Path
 
 from ..._version import __version__
+from .interrupts import Interrupts, Terminated
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: SIGTERM (``kill``, a batch system's stop)
 # stdout closed before all was written (``attnflow list --keys | head``): 128 + SIGPIPE, the status a
 # shell reports for a program the signal ended (``seq 100000 | head``), as conventional Unix tools exit
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -578,30 +579,6 @@ def _message(err: BaseException) -> str:
     return " ".join(text.splitlines()).strip()
 
 
-class _Interrupts:
-    """Ctrl-C for the ``attnflow`` program, which must end it with status 130 whenever it comes.
-
-    Python raises KeyboardInterrupt wherever the main thread is, and when that is a garbage-collection
-    callback or a finalizer (JAX runs one at every collection) the exception is only reported as
-    ignored and lost: the program went on as if nothing had been pressed. ``sys.unraisablehook`` sees
-    such an interrupt; it is delivered again, from a helper thread, so that it reaches the main
-    thread's own code."""
-
-    def __init__(self):
-        self.previous_hook = sys.unraisablehook
-
-    def install(self) -> None:
-        sys.unraisablehook = self.hook
-
-    def hook(self, unraisable) -> None:
-        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-            again = threading.Timer(0.01, signal.raise_signal, (signal.SIGINT,))
-            again.daemon = True
-            again.start()
-            return
-        self.previous_hook(unraisable)
-
-
 def _leave_now(status: int) -> None:
     """End the program at once with ``status``, after flushing its streams, without the interpreter's
     teardown. An interrupt can come while XLA compiles on a thread of its own (JAX waits for that
@@ -630,12 +607,13 @@ def _quiet_stdout() -> None:
 
 def main(argv=None) -> int:
     """The command line. As a program (``argv`` None) it also sets up the process: see ``_configure_process``,
-    and ``_Interrupts`` for Ctrl-C; called from Python with ``argv`` it leaves the caller's JAX settings,
+    and ``interrupts.Interrupts`` for Ctrl-C and SIGTERM; called from Python with ``argv`` it leaves the caller's JAX settings,
     signal handling and interpreter alone."""
     program = argv is None
+    interrupts = Interrupts()
     if program:
         _runtime_checks_without_callbacks()  # first: before anything imports equinox
-        _Interrupts().install()
+        interrupts.install()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -645,6 +623,7 @@ def main(argv=None) -> int:
         if program:
             _configure_process(args)
         status = args.func(args)
+        interrupts.check()  # one lost where it came and not raised again yet: it ends the command all the same
         sys.stdout.flush()  # a reader that went away shows here, still inside these handlers
         return status
     except BrokenPipeError:
@@ -656,11 +635,13 @@ def main(argv=None) -> int:
         _log(f"attnflow: error: {_message(err)}")
         failed = isinstance(err, (FloatingPointError, RuntimeError)) or _errno_of(err) in MACHINE_ERRNOS
         return EXIT_FAILURE if failed else EXIT_USAGE
-    except KeyboardInterrupt:
-        _log("attnflow: interrupted")
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        _log("attnflow: terminated" if terminated else "attnflow: interrupted")
+        status = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         if program:
-            _leave_now(EXIT_INTERRUPTED)
-        return EXIT_INTERRUPTED
+            _leave_now(status)
+        return status
 
 
 if __name__ == "__main__":

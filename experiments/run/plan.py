@@ -107,7 +107,8 @@ def progress_chunk(members: int) -> int:
     """Members per call of a run that shows progress and fits one compiled call: up to ``PROGRESS_CALLS``
     equal calls, so that progress is reported between them and the program holds no callback (a callback
     keeps it out of the compilation cache and the stored programs, and a warm run would compile again).
-    A single member stays one call, which reports from inside its loop."""
+    A single member stays one call (a fixed-step or grid run reports between its bounded calls, ``loop.segments``;
+    an adaptive one from inside its loop)."""
     return -(-members // min(max(members, 1), PROGRESS_CALLS))
 
 

@@ -1,0 +1,181 @@
+"""Fixed-step and grid runs cut into calls of bounded wall time (``loop.segments``): the same bits as one call, one
+compiled program (start included) whatever the segment sizes, the rate of a program learnt once, progress between
+segments; Ctrl-C and SIGTERM end a long ``attnflow run`` within seconds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import attnflow as af
+from attnflow.solvers import compilations, loop
+
+
+def _save(t, x):
+    return {"e": af.energy(x, 1.0), "x": x}
+
+
+def _run(kind: str, n: int = 12, **kwargs):
+    x0 = af.init.uniform(0, n=n, d=3)
+    field = af.SA(beta=jnp.array([1.0, 4.0, 9.0]))
+    args: dict = dict(solver="rk4", dt=0.1)
+    if kind == "euler":
+        args["solver"] = "euler"
+    elif kind == "noisy":
+        field = af.Noisy(field, sigma=0.2)
+        args["key"] = jax.random.split(jax.random.key(7), 3)  # one key per member
+    elif kind == "dense":
+        args["dense"] = True
+    elif kind == "ab4":
+        args["solver"] = "ab4"
+    elif kind == "dense-held":
+        args.update(dense=True, save_reads_time=False, stop_when_clustered=1e-3)
+    elif kind == "consensus":
+        args["stop_when_clustered"] = 1e-3
+    args.update(kwargs)
+    ts = jnp.linspace(0.0, 19.0, 39)  # the last save before t1: a stretch after it
+    return af.simulate(field, x0, 20.0, ts=ts, save=_save, **args)
+
+
+def _leaves(sol):
+    return [
+        np.asarray(a)
+        for a in jax.tree_util.tree_leaves((sol.stats, sol.xs, sol.x_final, sol.steps, sol.t_event, sol.status))
+    ]
+
+
+@pytest.fixture
+def schedule(monkeypatch):
+    """``one`` call for the whole run, or ``single`` intervals (every call one save interval)."""
+
+    def use(which: str):
+        loop.RATES.clear()
+        monkeypatch.setattr(loop, "SEGMENT_S", 1e9 if which == "one" else 0.0)
+
+    return use
+
+
+KINDS = ["rk4", "euler", "noisy", "dense", "ab4", "consensus", "dense-held"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("accelerated", [False, True], ids=["while", "select"])
+def test_segments_give_the_bits_of_one_call(kind, accelerated, schedule, monkeypatch):
+    if accelerated:  # the accelerators' loops of static length with selected steps (test_device_loops.py)
+        from attnflow.solvers import machine
+
+        monkeypatch.setattr(machine, "accelerated", lambda: True)
+    schedule("one")
+    whole = _run(kind)
+    schedule("single")
+    cut = _run(kind)
+    assert all(np.array_equal(a, b) for a, b in zip(_leaves(whole), _leaves(cut), strict=True))
+    steps = np.asarray(cut.steps)
+    if kind in ("consensus", "dense-held"):  # β = 9 clusters before t1, β = 1 does not
+        assert np.isfinite(np.asarray(cut.t_event)).any() and steps.max() == 200 and steps.min() < 200
+    else:
+        assert np.all(steps == 200)  # t1 / dt
+
+
+def test_one_program_start_included_whatever_the_segment_sizes(schedule):
+    with compilations.record() as compiled:
+        schedule("one")
+        _run("rk4", n=13)
+        schedule("single")
+        _run("rk4", n=13, progress=True)  # progress is reported between calls: the same program
+    programs = compiled.by_program()
+    assert programs["jit(segment_fixed)"]["compiled"] == 1, programs
+    assert not any("start" in name or "run_fixed" in name for name in programs), programs
+
+
+def test_a_known_rate_runs_what_fits_in_one_call(monkeypatch):
+    """The first run of a program probes (one interval), then sizes its calls from the rate; a later run of the
+    same program, whose whole run fits in ``SEGMENT_S``, is one call."""
+    calls = []
+    original = loop.segments
+
+    def spy(call, carry, work, **kw):
+        def counted(c, k0, k1):
+            calls.append((int(k0), int(k1)))
+            return call(c, k0, k1)
+
+        return original(counted, carry, work, **kw)
+
+    monkeypatch.setattr(loop, "segments", spy)
+    loop.RATES.clear()
+    _run("rk4", n=14)  # compiles in its probe: that call teaches nothing, the next probes again
+    assert calls[0] == (0, 1) and calls[1] == (1, 2) and calls[-1][1] == 40
+    calls.clear()
+    _run("rk4", n=14)
+    assert calls == [(0, 40)]  # 39 saves and the stretch to t1 in one call
+
+
+def test_the_next_call_aims_at_its_budget():
+    work = np.cumsum(np.full(10, 100.0))  # ten intervals of 100 steps
+    assert loop.next_end(work, 0, None, 1.0) == 1  # unknown rate: a probe of one interval
+    assert loop.next_end(work, 2, 1e-3, 0.35) == 5  # 350 steps at 1 ms: 3 intervals
+    assert loop.next_end(work, 2, 1.0, 0.35) == 3  # an interval longer than the budget: still one
+    assert loop.next_end(work, 0, 1e-6, 1.0) == 10  # all of it fits
+
+
+def test_progress_is_reported_between_segments(schedule, capsys):
+    schedule("single")
+    _run("dense", progress="grid")
+    err = capsys.readouterr().err
+    assert "grid: [########################] t = 20 / 20 (100%)" in err
+
+
+# minutes as one compiled call; calls of about a second now
+LONG = ["run", "simulate", "--set", "solver=rk4", "--set", "dt=0.01", "--set", "n=128", "--set", "seeds=1"]
+LONG += ["--set", "t1=5000", "--set", "n_save=501", "--set", "statistics=clustered", "--set", "save_states=no"]
+
+
+@pytest.mark.parametrize(
+    ("sig", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_a_signal_ends_a_long_run_within_seconds(tmp_path, sig, status, word):
+    env = dict(os.environ, MPLBACKEND="Agg", ATTNFLOW_CACHE_DIR=str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "attnflow.experiments.commands.cli", *LONG, "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = bytearray()
+    started = threading.Event()
+
+    def read():
+        assert proc.stderr is not None
+        while chunk := os.read(proc.stderr.fileno(), 4096):
+            err.extend(chunk)
+            if b"t = " in err and b"t = 0 /" not in err[err.rfind(b"t = ") :]:
+                started.set()  # a segment's end reported: the run is in its loop
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 300
+        while not started.wait(0.2) and proc.poll() is None and time.monotonic() < deadline:
+            pass
+        assert started.is_set() and proc.poll() is None, err.decode(errors="replace")
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        waited = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(5)
+    text = err.decode(errors="replace")
+    assert proc.returncode == status, text
+    assert waited < 15, (waited, text)  # calls of ~1 s; generous for a loaded machine
+    assert text.rstrip().endswith(f"attnflow: {word}"), text
+    assert not out.exists()  # nothing written
