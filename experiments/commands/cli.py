@@ -292,7 +292,6 @@ def cmd_export(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``attnflow`` command line's argument parser, one subparser per command (docs/cli.md is made from it)."""
-    from . import export
 
     parser = _Parser(
         prog="attnflow",
@@ -524,7 +523,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("export", help="a Hugging Face model's states and attention weights on prompts, as a file")
-    export.add_arguments(p, _positive_int)  # export imports numpy alone until it runs: the parser stays quick
+    p.add_argument("model", metavar="MODEL", help="a local model directory or a Hugging Face hub name")
+    for flag, metavar, kind, text in (
+        ("--prompts", "FILE", str, "a UTF-8 text file, one prompt a line (required)"),
+        ("--tokens", "N", _positive_int, "cut every prompt to its first N tokens (default: the shortest one's length)"),
+        ("--prompts-count", "P", _positive_int, "the first P prompts of the file (default: all)"),
+        ("--out", "STATES.npz", str, "the states file to write, its provenance beside it as .json (required)"),
+    ):
+        p.add_argument(flag, metavar=metavar, type=kind, required=flag in ("--prompts", "--out"), help=text)
+    p.add_argument("--no-attention", action="store_true", help="save the hidden states alone, not the attention")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("validate", help="check the simulator against the theory, as a table")

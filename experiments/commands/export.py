@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "add_arguments",
     "INSTALL_HINT",
     "read_prompts",
     "load_tokenizer",
@@ -46,20 +45,6 @@ __all__ = [
 
 INSTALL_HINT = 'attnflow export needs torch and transformers: pip install "attnflow[hf]"'
 BATCH = 8  # prompts per forward pass
-
-
-def add_arguments(p, positive_int) -> None:
-    """``attnflow export``'s arguments on its subparser ``p`` (``positive_int``: the command line's type)."""
-    p.add_argument("model", metavar="MODEL", help="a local model directory or a Hugging Face hub name")
-    for flag, metavar, kind, text in (
-        ("--prompts", "FILE", str, "a UTF-8 text file, one prompt a line (required)"),
-        ("--tokens", "N", positive_int, "cut every prompt to its first N tokens (default: the shortest one's length)"),
-        ("--prompts-count", "P", positive_int, "the first P prompts of the file (default: all)"),
-        ("--out", "STATES.npz", str, "the states file to write, its provenance beside it as .json (required)"),
-    ):
-        p.add_argument(flag, metavar=metavar, type=kind, required=flag in ("--prompts", "--out"), help=text)
-    p.add_argument("--no-attention", action="store_true", help="save the hidden states alone, not the attention")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
 
 
 def _require_hf():
