@@ -426,7 +426,7 @@ def page_markdown(experiment, record: dict | None, env: str) -> str:
             "|---|---|---|---|",
         ]
         for c in checks:
-            mark = {True: "✅", False: "❌ FAIL", None: "n/a"}[c["passed"]]
+            mark = {True: "ok", False: "FAIL", None: "n/a"}[c["passed"]]
             lines.append(f"| {mark} | {prose(c['name'])} | {prose(c['expected'])} | {prose(c['measured'])} |")
         lines.append("")
     else:
@@ -531,13 +531,13 @@ def stub_pages() -> dict[str, str]:
 
 def _status(r: dict) -> str:
     if r["error"]:
-        return "❌ run failed"
+        return "FAIL: the run failed"
     checks = r["checks"]
     if not checks:
         return "no checks"
     passed = sum(c["passed"] is True for c in checks)
     applicable = sum(c["passed"] is not None for c in checks)
-    return f"{'✅' if passed == applicable else '❌'} {passed}/{applicable} checks"
+    return f"{'ok' if passed == applicable else 'FAIL'} {passed}/{applicable} checks"
 
 
 def copy_figures(out: Path, name: str, run_dir: Path, figures: list[str], views: list[str] = ()) -> None:
