@@ -92,8 +92,8 @@ def _rope_parameters(base, theta, Q, K) -> tuple[Array, Array | None]:
         checked = base
     else:
         checked = as_parameter("rope_base", base, "base")
-        if np.any(np.asarray(checked) <= 0):
-            raise ValueError(f"rope_base must be > 0 (θ_p = base^(−2p/k)), got {np.asarray(checked).tolist()}")
+        if np.any(np.asarray(base) <= 0):
+            raise ValueError(f"rope_base must be > 0 (θ_p = base^(−2p/k)), got {np.asarray(base).tolist()}")
     if theta is None or isinstance(theta, jax.core.Tracer):
         return checked, theta
     arr = np.asarray(theta, dtype=float)

@@ -110,8 +110,8 @@ class MultiHead(Field):
                     f"dimension k = {self.Q.shape[-2]} must be even (d/heads with identity heads)"
                 )
             base = as_parameter("rope_base", rope_base, "base")
-            if not isinstance(base, jax.core.Tracer) and np.any(np.asarray(base) <= 0):
-                raise ValueError(f"rope_base must be > 0 (θ_p = base^(−2p/k)), got {np.asarray(base).tolist()}")
+            if not isinstance(rope_base, jax.core.Tracer) and np.any(np.asarray(rope_base) <= 0):
+                raise ValueError(f"rope_base must be > 0 (θ_p = base^(−2p/k)), got {np.asarray(rope_base).tolist()}")
             self.rope_base = base
 
     @staticmethod

@@ -29,6 +29,7 @@ STUDIES = (
     "hardmax_limit",
     "selectivity",
     "moderate_interaction",
+    "rope",
 )
 """The studies, by folder name, in the order ``attnflow list`` shows their experiments (after the core's)."""
 
