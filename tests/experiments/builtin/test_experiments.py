@@ -84,6 +84,7 @@ def test_list_shows_exactly_the_registry():
         "hardmax-limit",
         "selectivity",
         "moderate-interaction",
+        "twisted-states",
     ]
 
 
