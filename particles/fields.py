@@ -268,7 +268,6 @@ class Field(eqx.Module):
         return Sum(*self.summands(), *other.summands())
 
 
-
 def ensemble_axes(field: Field) -> tuple[Field, int | None]:
     """vmap axes of a field's leaves (0 for ensemble axes, None otherwise) and the ensemble size.
 

@@ -261,7 +261,9 @@ class MultiHead(Field):
         """Largest |⟨Q_h x, K_h y⟩| over unit x, y and heads: max_h ‖Q_hᵀK_h‖₂ (max over members); with rotary
         positions the bound max_h ‖Q_h‖₂‖K_h‖₂ over every rotation between them."""
         if self.positional == "rope":
-            norms = np.linalg.norm(np.asarray(self.Q), 2, axis=(-2, -1)) * np.linalg.norm(np.asarray(self.K), 2, axis=(-2, -1))
+            norms = np.linalg.norm(np.asarray(self.Q), 2, axis=(-2, -1)) * np.linalg.norm(
+                np.asarray(self.K), 2, axis=(-2, -1)
+            )
             return float(np.max(norms))
         qk = np.swapaxes(np.asarray(self.Q), -1, -2) @ np.asarray(self.K)
         return float(np.max(np.linalg.norm(qk, 2, axis=(-2, -1))))

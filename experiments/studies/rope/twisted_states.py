@@ -1,7 +1,8 @@
 """``twisted-states``: SA with rotary positions (``positional="rope"``, Q = K = V = I), arXiv 2607.24502, 2512.03058.
 
 Four parts, none of which depends on the β and seed axes of the run's arrays (each spans the β range itself,
-the flows take the minimum over their seeds; repeated along those axes); closed forms in ``experiments/studies/rope/rope_theory.py``, docs/model.md "Rotary positions"):
+the flows take the minimum over their seeds; repeated along those axes); closed forms in
+``experiments/studies/rope/rope_theory.py``, docs/model.md §17:
 
 * twisted states: for each pair (q, s) of ``twist_q``, ``twist_s`` the ring θ_k = 2πqk/n of n tokens in one
   rotation plane whose frequency is resonant, θ_p = 2πs/n (d = 2: ``rope_theta`` = (2πs/n,); d ≥ 4: plane 1,
@@ -171,9 +172,7 @@ def abscissae(config) -> tuple[np.ndarray, np.ndarray]:
     """(β grid, the phase abscissa of the ring (q, s) for q = 0 … n/2, s = 1 … n − 1 on it)."""
     n = config.n
     grid = np.linspace(*ORDER_BETA, GRID)
-    table = np.array(
-        [[[spectral_abscissa(b, n, q, s) for b in grid] for s in range(1, n)] for q in range(n // 2 + 1)]
-    )
+    table = np.array([[[spectral_abscissa(b, n, q, s) for b in grid] for s in range(1, n)] for q in range(n // 2 + 1)])
     return grid, table
 
 
@@ -217,7 +216,9 @@ def _paths_keys():
 def requires(config) -> None:
     """Rotary positions, even d ≤ 8, 4 ≤ n ≤ 24, paired twist_q and twist_s with 0 < s < n, β > 0."""
     if config.positional != "rope":
-        raise ConfigError(f"twisted-states studies rotary positions: positional must be 'rope', got {config.positional!r}")
+        raise ConfigError(
+            f"twisted-states studies rotary positions: positional must be 'rope', got {config.positional!r}"
+        )
     if any(d % 2 or not 2 <= d <= 8 for d in config.d):
         raise ConfigError(f"twisted-states needs even d from 2 to 8 (rotary planes), got d = {list(config.d)}")
     if not 4 <= config.n <= 24:
@@ -379,6 +380,6 @@ EXPERIMENT = register(
             f"β ∈ [{min(c.beta):g}, {max(c.beta):g}]"
         ),
         summary=_summary,
-        runtime="about 3 min cold on 2 CPU cores shared with other work",
+        runtime="4.2 min cold on 2 CPU cores shared with other work (119 compilations)",
     )
 )

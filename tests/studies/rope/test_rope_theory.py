@@ -49,7 +49,9 @@ def test_aliased_bessel_sums_are_the_discrete_fourier_transform_of_the_weights()
         assert np.all(S[np.arange(n) % g != 0] == 0.0)  # non-coprime: aliasing misses the other residues
 
 
-@pytest.mark.parametrize("n, q, s, d, beta", [(12, 2, 3, 2, 0.8), (12, 2, 2, 2, 3.0), (8, 1, 2, 4, 1.5), (6, 1, 1, 2, 5.0)])
+@pytest.mark.parametrize(
+    "n, q, s, d, beta", [(12, 2, 3, 2, 0.8), (12, 2, 2, 2, 3.0), (8, 1, 2, 4, 1.5), (6, 1, 1, 2, 5.0)]
+)
 def test_twisted_spectrum_is_the_tangent_jacobians(n, q, s, d, beta):
     """The closed form against the eigenvalues of equilibrium's Jacobian at the ring, non-coprime q + s included."""
     found = equilibrium(ring_field(beta, n, s, d), ring(n, q, d, plane=0 if d == 2 else 1), max_iter=0)
