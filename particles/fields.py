@@ -34,9 +34,6 @@ _TIMES = ("glpr", "rescaled")
 MASKS = ("none", "causal")
 POSITIONAL = ("none", "alibi", "decay", "rope")
 
-ROPE_BASE = 10000.0
-"""The default base of the rotary frequencies θ_p = base^{−2p/k} (Su et al. 2021)."""
-
 UNROLLED_N = 64
 """Up to this many tokens, SA on the circle (d = 2) and ``Circle`` sum over j term by term: the loop over j
 runs once, when the function is traced, and yields n elementwise terms vectorized over the ensemble."""
@@ -439,7 +436,7 @@ class Attention(Field):
         kernel: str = "auto",
         positional: str = "none",
         alibi_slope=1.0,
-        rope_base=ROPE_BASE,
+        rope_base=10000.0,
         rope_theta=None,
     ):
         self.beta = as_beta(beta, signed=self.signed_beta, field=type(self).__name__)
@@ -655,7 +652,7 @@ class SA(Attention):
             kernel: str = "auto",
             positional: str = "none",
             alibi_slope: ArrayLike = 1.0,
-            rope_base: ArrayLike = ROPE_BASE,
+            rope_base: ArrayLike = 10000.0,
             rope_theta: ArrayLike | None = None,
         ) -> None: ...
 
@@ -732,7 +729,7 @@ class USA(Attention):
         kernel: str = "auto",
         positional: str = "none",
         alibi_slope=1.0,
-        rope_base=ROPE_BASE,
+        rope_base=10000.0,
         rope_theta=None,
     ):
         time = check_choice("time", time, _TIMES)

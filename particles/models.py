@@ -74,7 +74,7 @@ class Model:
 
 
 def _kernel(model: str) -> Callable[..., Field]:
-    def build(beta, Q=None, K=None, V=None, *, mask="none", positional="none", alibi_slope=1.0, rope_base=1e4):
+    def build(beta, Q=None, K=None, V=None, *, mask="none", positional="none", alibi_slope=1.0, rope_base=10000.0):
         position = dict(positional=positional, alibi_slope=alibi_slope) if positional != "none" else {}
         position = dict(positional=positional, rope_base=rope_base) if positional == "rope" else position
         return make(model, beta, Q=Q, K=K, V=V, mask=mask, **position)

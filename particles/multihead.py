@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .checks import as_beta, as_parameter, check_choice, check_int, required_matrix
-from .fields import KERNEL_MODELS, MASKS, ROPE_BASE, Field, rope_frequencies, rotate_positions
+from .fields import KERNEL_MODELS, MASKS, Field, rope_frequencies, rotate_positions
 from .span import identity_scale, span_kernel
 
 POSITIONAL = ("none", "alibi", "rope")
@@ -70,7 +70,7 @@ class MultiHead(Field):
         model: str = "sa",
         positional: str = "none",
         alibi_slope=1.0,
-        rope_base=ROPE_BASE,
+        rope_base=10000.0,
     ):
         # β < 0 where the kernel's row maximum is subtracted: not in the rescaled time, meant for β ≥ 0
         self.beta = as_beta(beta, signed=model in ("sa", "usa"), field=f"MultiHead(model={model!r})")
@@ -131,7 +131,7 @@ class MultiHead(Field):
         model: str = "sa",
         positional: str = "none",
         alibi_slope=1.0,
-        rope_base=ROPE_BASE,
+        rope_base=10000.0,
     ) -> MultiHead:
         """H heads that split R^d into H coordinate blocks of size k = d/H.
 
