@@ -85,12 +85,9 @@ def rotate_positions(v: Float[Array, "n k"], theta: Float[Array, " p"]) -> Float
 def _rope_parameters(base, theta, Q, K) -> tuple[Array, Array | None]:
     """(rope_base, rope_theta) checked: a base > 0 (one per member allowed); frequencies finite, one 1-D row
     (or one row per member), of k/2 entries when Q or K says k."""
-    if isinstance(base, jax.core.Tracer):
-        checked = base
-    else:
-        checked = as_parameter("rope_base", base, "base")
-        if np.any(np.asarray(base) <= 0):
-            raise ValueError(f"rope_base must be > 0 (θ_p = base^(−2p/k)), got {np.asarray(base).tolist()}")
+    checked = as_parameter("rope_base", base, "base")  # a tracer passes as it is
+    if not isinstance(base, jax.core.Tracer) and np.any(np.asarray(base) <= 0):
+        raise ValueError(f"rope_base must be > 0 (θ_p = base^(−2p/k)), got {np.asarray(base).tolist()}")
     if theta is None or isinstance(theta, jax.core.Tracer):
         return checked, theta
     arr = np.asarray(theta, dtype=float)

@@ -75,7 +75,7 @@ STAT_DIMENSIONS.update(
 def ring_field(beta, n: int, s: int, d: int) -> SA:
     """SA with rotary positions whose ring plane (0 for d = 2, 1 otherwise) turns by 2πs/n per position."""
     if d == 2:
-        return SA(beta, positional="rope", rope_theta=[resonant_theta(n, s)])
+        return SA(beta, positional="rope", rope_theta=np.array([resonant_theta(n, s)]))
     return SA(beta, positional="rope", rope_base=(n / (2.0 * np.pi * s)) ** (d / 2.0))
 
 
