@@ -15,7 +15,7 @@ the flows take the minimum over their seeds; repeated along those axes); closed 
 * ``seeds`` runs to t1 from tokens in the closed hemisphere ⟨e_0, x⟩ ≥ 0 (a quarter of them on its boundary):
   min_i ⟨e_0, x_i(t)⟩ (``hemisphere_margin``) stays ≥ 0 and never decreases; and ``seeds`` runs from pairwise
   non-obtuse data (a cap of angular radius π/4): min_{i≠j}⟨x_i, x_j⟩ (``twist_min_inner``) against the bound
-  tanh(2at + artanh m₀), a = 1/(1 + (n − 1)e^{2β}) (``twist_min_inner_bound``), at β = max β and ``rope_base``;
+  tanh(2at + artanh m₀), a = 1/(1 + (n − 1)e^{2β}) (``twist_min_inner_bound``), at β = min β and ``rope_base``;
 * the phase spectral abscissa of every ring (q = 0 … n/2, s = 1 … n − 1) over β ∈ [0.1, 8] (``twist_abscissa``):
   which frequency makes a ring most stable changes with β, no ordering of the frequencies holds for all β.
 """
@@ -139,7 +139,7 @@ def _paths(config) -> dict:
 
 def _flows(config, d: int, ts) -> dict:
     """The hemisphere's margin and the contraction of non-obtuse data, min over ``seeds`` runs."""
-    n, beta = config.n, float(max(config.beta))
+    n, beta = config.n, float(min(config.beta))  # where the floor a, hence the bound, is largest
     rng = np.random.default_rng(config.seed + d)
     field = SA(beta, positional="rope", rope_base=config.rope_base)
     x = rng.normal(size=(config.seeds, n, d))
@@ -322,7 +322,7 @@ def checks(result: RunResult) -> list[Check]:
         m = s["hemisphere_margin"][a, 0, 0]
         out.append(
             Check(
-                f"d = {d}: {c.seeds} runs from the closed hemisphere ⟨e_0, x⟩ ≥ 0 (β = {max(c.beta):g})",
+                f"d = {d}: {c.seeds} runs from the closed hemisphere ⟨e_0, x⟩ ≥ 0 (β = {min(c.beta):g})",
                 "min_i ⟨e_0, x_i(t)⟩ ≥ 0 and non-decreasing (to 1e-9)",
                 f"min {np.min(m):.3g}, largest decrease {max(0.0, float(-np.min(np.diff(m)))):.2g}",
                 bool(np.min(m) >= -1e-9 and np.min(np.diff(m)) >= -1e-9),
