@@ -24,6 +24,9 @@ KEYS = (
 )
 
 LABELS = {
+    "ring": Label("twisted ring (index into twist_q, twist_s)"),
+    "winding": Label("winding q of the ring θ_k = 2πqk/n"),
+    "resonance": Label("resonance s of the plane's frequency θ = 2πs/n"),
     "ring_velocity": Label("largest tangent velocity at the rest point found"),
     "ring_spectrum_error": Label("tangent Jacobian's eigenvalues against the Bessel-aliasing closed form"),
     "ring_unstable": Label("unstable eigenvalues of the twisted state"),
