@@ -62,7 +62,7 @@ def flows(ts, margin, inner, bound, *, dims, path=None) -> Figure:
 def ordering(grid, table, *, n, path=None) -> Figure:
     """For each winding q, the resonance s of least phase abscissa against β (``table`` (q, s, β))."""
     table = np.asarray(table, dtype=float)
-    fig = new_figure(6.4, 4.2)
+    fig = new_figure(7.2, 4.2)
     ax = fig.add_subplot()
     for q, (rows, color) in enumerate(zip(table, _colors(len(table)))):
         best = np.argmin(rows, axis=0) + 1
@@ -70,6 +70,6 @@ def ordering(grid, table, *, n, path=None) -> Figure:
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel(r"most stable resonance $s$ ($\theta = 2\pi s/n$)")
     despine(ax)
-    ax.legend(fontsize=LEGEND_SIZE, frameon=False, ncol=2)
+    ax.legend(fontsize=LEGEND_SIZE, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(rf"Rings of $n = {n}$: which frequency is most stable depends on $\beta$")
     return finish(fig, path)
