@@ -125,10 +125,11 @@ def check_kernel(kernel: str, field: str = "SA", *, mask: str = "none", position
     """Validate the ``kernel`` option of an attention field: "auto", "xla", "fused" or "pallas".
 
     "pallas" steps SA without a mask or a positional bias (``pallas_step``), and keeps the logits whole:
-    ``block`` must be "auto" or None. "fused" does not take a positional bias.
+    ``block`` must be "auto" or None. "fused" does not take a positional bias (rotary positions it does: they
+    rotate the queries and keys it is given).
     """
     check_choice("kernel", kernel, _KERNELS)
-    if kernel == "fused" and positional != "none":
+    if kernel == "fused" and positional not in ("none", "rope"):
         raise ValueError(
             f"positional={positional!r} is evaluated by attnflow's dense or blocked attention: "
             "use kernel='auto' or 'xla', not 'fused'"

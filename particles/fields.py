@@ -32,7 +32,7 @@ _TIMES = ("glpr", "rescaled")
 
 
 MASKS = ("none", "causal")
-POSITIONAL = ("none", "alibi", "decay")
+POSITIONAL = ("none", "alibi", "decay", "rope")
 
 UNROLLED_N = 64
 """Up to this many tokens, SA on the circle (d = 2) and ``Circle`` sum over j term by term: the loop over j
@@ -65,6 +65,59 @@ def query_key(Q, K, x: Float[Array, "n d"]) -> tuple[Array, Array]:
     q = x if Q is None else x @ Q.T.astype(x.dtype)
     k = x if K is None else x @ K.T.astype(x.dtype)
     return q, k
+
+
+def rope_frequencies(base, k: int, dtype) -> Array:
+    """θ_p = base^{−2p/k}, p = 0, …, k/2 − 1: the angle per position of the plane (2p, 2p + 1)."""
+    return jnp.asarray(base, dtype) ** (-2.0 * jnp.arange(k // 2, dtype=dtype) / k)
+
+
+def rotate_positions(v: Float[Array, "n k"], theta: Float[Array, " p"]) -> Float[Array, "n k"]:
+    """R_{θ,i} v_i: row i's plane (2p, 2p + 1) rotated by the angle i·θ_p (token i at position i, from 0)."""
+    n, k = v.shape
+    angle = jnp.arange(n, dtype=v.dtype)[:, None] * theta.astype(v.dtype)[None, :]
+    cos, sin = jnp.cos(angle), jnp.sin(angle)
+    pairs = v.reshape(n, k // 2, 2)
+    a, b = pairs[..., 0], pairs[..., 1]
+    return jnp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1).reshape(n, k)
+
+
+def _rope_parameters(base, theta, Q, K) -> tuple[Array, Array | None]:
+    """(rope_base, rope_theta) checked: a base > 0 (one per member allowed); frequencies finite, one 1-D row
+    (or one row per member), of k/2 entries when Q or K says k."""
+    checked = as_parameter("rope_base", base, "base")  # a tracer passes as it is
+    if not isinstance(base, jax.core.Tracer) and np.any(np.asarray(base) <= 0):
+        raise ValueError(f"rope_base must be > 0 (θ_p = base^(−2p/k)), got {np.asarray(base).tolist()}")
+    if theta is None or isinstance(theta, jax.core.Tracer):
+        return checked, theta
+    arr = np.asarray(theta, dtype=float)
+    if arr.ndim not in (1, 2) or arr.shape[-1] == 0 or not np.all(np.isfinite(arr)):
+        raise ValueError(
+            "rope_theta must be the finite frequencies (θ_0, …, θ_{k/2−1}) of the planes (2p, 2p + 1), "
+            f"one row, or one row per member; got {arr.tolist()}"
+        )
+    given = next((w for w in (Q, K) if w is not None), None)
+    if given is not None and 2 * arr.shape[-1] != given.shape[-2]:
+        raise ValueError(
+            f"rope_theta has {arr.shape[-1]} frequencies but the queries and keys have k = {given.shape[-2]} "
+            f"coordinates: give k/2 = {given.shape[-2] / 2:g}"
+        )
+    return checked, jnp.asarray(arr, dtype=jnp.result_type(float))
+
+
+def _check_rope_dimension(k: int, d: int, theta) -> None:
+    """Refuse queries and keys of odd dimension k, or frequencies that are not k/2, for rotary positions."""
+    if k % 2:
+        what = f"d = {d}" if k == d else f"k = {k} (the rows of Q and K)"
+        raise ValueError(
+            f"positional='rope' rotates the planes (2p, 2p + 1) of the queries and keys, so their dimension must be "
+            f"even: got {what}; use an even d (or Q, K with an even number of rows)"
+        )
+    if theta is not None and 2 * np.shape(theta)[-1] != k:
+        raise ValueError(
+            f"rope_theta has {np.shape(theta)[-1]} frequencies but the queries and keys have k = {k} coordinates: "
+            f"give k/2 = {k // 2}"
+        )
 
 
 def _is_none(a) -> bool:
@@ -323,8 +376,10 @@ class Attention(Field):
                  former (SA, float32 only), "xla" the latter. "pallas" (SA, no mask): whole RK4 steps
                  fused into one Pallas kernel (``solvers/fused_rk4.py``), never chosen by "auto" yet.
     positional   "none", "alibi" (SA, USA) or "decay" (USA), with ``mask="causal"``: a bias by the
-                 distance in the sequence, described in ``Attention``.
+                 distance in the sequence; or "rope" (SA, USA, any mask): rotary positions. Described below.
     alibi_slope  the slope m ≥ 0 of the positional bias; one per member allowed.
+    rope_base    the base b > 0 of the rotary frequencies θ_p = b^{−2p/k} (default 10000); one per member allowed.
+    rope_theta   the rotary frequencies (θ_0, …, θ_{k/2−1}) themselves, instead of ``rope_base``'s; None: the base's.
 
     ``positional="alibi"`` (SA and USA, with ``mask="causal"``) adds the bias −m (i − j) of ALiBi
     (Press, Smith, Lewis 2022) to the logit of token i attending to an earlier token j, m =
@@ -336,6 +391,13 @@ class Attention(Field):
     positions, not by the content kernel, which multiplies them unnormalized:
     ẋ_i = P_{x_i}(Σ_{j<i} w_ij e^{β⟨Qx_i, Kx_j⟩} V x_j). The first token never moves. With V = βI, m = λ/n and d = 2
     it is the paper's θ̇_i = −β Σ_{j<i} w_ij sin(θ_i − θ_j) e^{β cos(θ_i − θ_j)}. Evaluated densely (n × n).
+
+    ``positional="rope"`` (SA and USA, with or without a mask) is rotary positions (Su et al. 2021; arXiv
+    2607.24502): the logits are β⟨R_i Q x_i, R_j K x_j⟩ = β⟨Q x_i, R_{j−i} K x_j⟩, where R_i rotates each plane
+    (2p, 2p + 1) of the k-dimensional queries and keys by the angle i·θ_p, token i at position i (from 0); the
+    values are not rotated. k (d for Q = K = None) must be even. The rotated queries and keys go to the dense,
+    the blocked and the fused evaluations alike; the Pallas step does not take them. The span of the tokens is
+    not invariant in general (the rotations leave it), so the field never reduces to it.
     """
 
     beta: Float[Array, ""]
@@ -347,7 +409,17 @@ class Attention(Field):
     kernel: str = eqx.field(static=True, default="auto")
     positional: str = eqx.field(static=True, default="none")
     alibi_slope: Float[Array, ""] | None = None
-    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 2, "K": 2, "V": 2, "alibi_slope": 0}
+    rope_base: Float[Array, ""] | None = None
+    rope_theta: Float[Array, " p"] | None = None
+    event_ndim: ClassVar[dict[str, int]] = {
+        "beta": 0,
+        "Q": 2,
+        "K": 2,
+        "V": 2,
+        "alibi_slope": 0,
+        "rope_base": 0,
+        "rope_theta": 1,
+    }
 
     def __init__(
         self,
@@ -361,6 +433,8 @@ class Attention(Field):
         kernel: str = "auto",
         positional: str = "none",
         alibi_slope=1.0,
+        rope_base=10000.0,
+        rope_theta=None,
     ):
         self.beta = as_beta(beta, signed=self.signed_beta, field=type(self).__name__)
         self.Q, self.K, self.V = as_weights(Q, K, V)
@@ -373,8 +447,11 @@ class Attention(Field):
                 takes = ", ".join(repr(p) for p in self.positional_modes)
                 raise ValueError(
                     f"{type(self).__name__} takes positional = {takes}, not {positional!r} "
-                    "('alibi': SA and USA; 'decay': USA)"
+                    "('alibi', 'rope': SA and USA; 'decay': USA)"
                 )
+            if self.positional == "rope":
+                self.rope_base, self.rope_theta = _rope_parameters(rope_base, rope_theta, self.Q, self.K)
+                return
             if self.mask != "causal":
                 raise ValueError(f"positional={positional!r} weighs earlier tokens: it needs mask='causal'")
             if self.positional == "decay" and isinstance(self.block, int):
@@ -382,7 +459,25 @@ class Attention(Field):
             self.alibi_slope = as_parameter("alibi_slope", alibi_slope, "slope")
 
     positional_modes: ClassVar[tuple[str, ...]] = ("none",)
-    """The values of ``positional`` the field takes: SA adds ALiBi's bias, USA also the decay form."""
+    """The values of ``positional`` the field takes: SA adds ALiBi's bias or rotary positions, USA also the decay
+    form."""
+
+    def frequencies(self, k: int, dtype) -> Array | None:
+        """The rotary frequencies θ_p of queries and keys of dimension k (``rope_theta``, else ``rope_base``'s);
+        None without rotary positions."""
+        if self.positional != "rope":
+            return None
+        if self.rope_theta is not None:
+            return self.rope_theta.astype(dtype)
+        return rope_frequencies(self.rope_base, k, dtype)
+
+    def queries_keys(self, x: Float[Array, "n d"]) -> tuple[Array, Array]:
+        """(Q x_i)_i and (K x_j)_j, rotated to their positions under ``positional="rope"`` (R_i Q x_i, R_j K x_j)."""
+        q, k = query_key(self.Q, self.K, x)
+        theta = self.frequencies(q.shape[-1], x.dtype)
+        if theta is None:
+            return q, k
+        return rotate_positions(q, theta), rotate_positions(k, theta)
 
     def position_bias(self, n: int, dtype) -> Array | None:
         """The bias added to the logits (n × n, in ``dtype``); None without one.
@@ -393,7 +488,7 @@ class Attention(Field):
         (no ∞ − ∞, no ∞ · 0) for every slope, one beyond the dtype too: at m → ∞ each token weighs its
         predecessor alone.
         """
-        if self.positional == "none":
+        if self.positional in ("none", "rope"):
             return None
         assert self.alibi_slope is not None, "__init__ sets alibi_slope with every positional bias"
         i = jnp.arange(n, dtype=dtype)
@@ -413,9 +508,9 @@ class Attention(Field):
 
     # -- pieces --------------------------------------------------------------------------
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """β⟨Q x_i, K x_j⟩ (−∞ where the mask forbids attention)."""
+        """β⟨Q x_i, K x_j⟩, β⟨R_i Q x_i, R_j K x_j⟩ with rotary positions (−∞ where the mask forbids attention)."""
         # weights follow the configuration's precision, so float32 runs stay float32
-        q, k = query_key(self.Q, self.K, x)
+        q, k = self.queries_keys(x)
         logits = self.beta.astype(x.dtype) * (q @ k.T)
         bias = self.position_bias(x.shape[0], x.dtype)
         if bias is not None:
@@ -468,12 +563,12 @@ class Attention(Field):
         block = resolve_block(self.block, x.shape[0], x.dtype)
         if self.positional == "decay":
             return None
-        if kernel == "fused" and self.positional == "none" and (block is None or self.kernel == "fused"):
-            q, k = query_key(self.Q, self.K, x)
+        if kernel == "fused" and self.positional in ("none", "rope") and (block is None or self.kernel == "fused"):
+            q, k = self.queries_keys(x)
             return fused_attention(self.beta, q, k, self.values(x), causal=causal)
         if block is None:
             return None
-        q, k = query_key(self.Q, self.K, x)
+        q, k = self.queries_keys(x)
         slope = self.alibi_slope if self.positional == "alibi" else None
         return blocked_attention(
             self.beta,
@@ -491,6 +586,9 @@ class Attention(Field):
     def check(self, n: int, d: int, dtype) -> None:
         check_weights(self.Q, self.K, self.V, d)
         blocked.check_kernel_size(self.kernel, n, d)
+        if self.positional == "rope":
+            k = d if self.Q is None and self.K is None else next(w for w in (self.Q, self.K) if w is not None).shape[-2]
+            _check_rope_dimension(k, d, self.rope_theta)
 
     @property
     def asks_fused_step(self) -> bool:
@@ -501,20 +599,27 @@ class Attention(Field):
 
         Every velocity Σ_j A_ij λ x_j, projected or not, is a combination of the tokens, whatever Q, K
         and the mask; the logits ⟨Q x_i, K x_j⟩ = ⟨y_i, K' y_j⟩ are unchanged. Q = K = identity stays
-        the identity: the reduced field is this field at dimension r. None for any other V.
+        the identity: the reduced field is this field at dimension r. None for any other V, and with rotary
+        positions (the logits ⟨Q x_i, R_{j−i} K x_j⟩ are not those of any r × r kernel on the span).
         """
+        if self.positional == "rope":
+            return None
         weights = span_weights(self.Q, self.K, self.V, U)
         if weights is None:
             return None
         return eqx.tree_at(lambda f: (f.Q, f.K, f.V), self, weights, is_leaf=_is_none)
 
     def kernel_norm(self) -> float:
-        """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities; max over members)."""
+        """Largest |⟨Qx, Ky⟩| over unit x, y: the spectral norm of QᵀK (1 for identities; max over members).
+        With rotary positions a bound on |⟨Qx, R K y⟩| over every rotation R: ‖Q‖₂‖K‖₂."""
         if (given := self.Q if self.Q is not None else self.K) is None:
             return 1.0
         d = given.shape[-1]
         q = np.eye(d) if self.Q is None else np.asarray(self.Q)
         k = np.eye(d) if self.K is None else np.asarray(self.K)
+        if self.positional == "rope":
+            norms = np.linalg.norm(q, 2, axis=(-2, -1)) * np.linalg.norm(k, 2, axis=(-2, -1))
+            return float(np.max(norms))
         qk = np.swapaxes(q, -1, -2) @ k
         return float(np.max(np.linalg.norm(qk, 2, axis=(-2, -1))))
 
@@ -529,7 +634,7 @@ class SA(Attention):
     """
 
     signed_beta: ClassVar[bool] = True
-    positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi")
+    positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi", "rope")
     if TYPE_CHECKING:  # Attention's __init__, for type checkers: they read a Module without one as a dataclass
 
         def __init__(
@@ -544,6 +649,8 @@ class SA(Attention):
             kernel: str = "auto",
             positional: str = "none",
             alibi_slope: ArrayLike = 1.0,
+            rope_base: ArrayLike = 10000.0,
+            rope_theta: ArrayLike | None = None,
         ) -> None: ...
 
     def attention(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
@@ -559,6 +666,7 @@ class SA(Attention):
             and self.K is None
             and self.V is None
             and self.mask == "none"
+            and self.positional == "none"
             and type(self).drift is SA.drift
             and self.geometry == "sphere"
         )
@@ -618,17 +726,29 @@ class USA(Attention):
         kernel: str = "auto",
         positional: str = "none",
         alibi_slope=1.0,
+        rope_base=10000.0,
+        rope_theta=None,
     ):
         time = check_choice("time", time, _TIMES)
         if time == "rescaled":  # the time e^{β} t is meant for β ≥ 0, where it keeps velocities O(1)
             as_beta(beta, field="USA(time='rescaled')")
         super().__init__(
-            beta, Q, K, V, mask=mask, block=block, kernel=kernel, positional=positional, alibi_slope=alibi_slope
+            beta,
+            Q,
+            K,
+            V,
+            mask=mask,
+            block=block,
+            kernel=kernel,
+            positional=positional,
+            alibi_slope=alibi_slope,
+            rope_base=rope_base,
+            rope_theta=rope_theta,
         )
         self.time = time
 
     signed_beta: ClassVar[bool] = True
-    positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi", "decay")
+    positional_modes: ClassVar[tuple[str, ...]] = ("none", "alibi", "decay", "rope")
 
     def drift(self, t, x):
         offset = 0.0 if self.time == "glpr" else self.beta.astype(x.dtype)

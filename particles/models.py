@@ -74,8 +74,9 @@ class Model:
 
 
 def _kernel(model: str) -> Callable[..., Field]:
-    def build(beta, Q=None, K=None, V=None, *, mask="none", positional="none", alibi_slope=1.0):
+    def build(beta, Q=None, K=None, V=None, *, mask="none", positional="none", alibi_slope=1.0, rope_base=10000.0):
         position = dict(positional=positional, alibi_slope=alibi_slope) if positional != "none" else {}
+        position = dict(positional=positional, rope_base=rope_base) if positional == "rope" else position
         return make(model, beta, Q=Q, K=K, V=V, mask=mask, **position)
 
     return build
@@ -106,7 +107,7 @@ MODELS: dict[str, Model] = {
             "sa",
             "SA, softmax self-attention ([GLPR] (2.3))",
             _kernel("sa"),
-            ("mask", "positional", "alibi_slope"),
+            ("mask", "positional", "alibi_slope", "rope_base"),
             _SOFTMAX,
             signed_beta=True,
             circle=True,
@@ -116,7 +117,7 @@ MODELS: dict[str, Model] = {
             "usa",
             "USA, unnormalized self-attention in [GLPR]'s time",
             _kernel("usa"),
-            ("mask", "positional", "alibi_slope"),
+            ("mask", "positional", "alibi_slope", "rope_base"),
             _SOFTMAX,
             signed_beta=True,
             circle=True,
@@ -126,7 +127,7 @@ MODELS: dict[str, Model] = {
             "usa-rescaled",
             "USA rescaled by e^{−β} (the time of arXiv 2410.06833)",
             _kernel("usa-rescaled"),
-            ("mask", "positional", "alibi_slope"),
+            ("mask", "positional", "alibi_slope", "rope_base"),
             _SOFTMAX,
             circle=True,
             bilinear=True,

@@ -17,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .checks import as_beta, check_choice, check_int, required_matrix
-from .fields import KERNEL_MODELS, MASKS, Field
+from .checks import as_beta, as_parameter, check_choice, check_int, required_matrix
+from .fields import KERNEL_MODELS, MASKS, Field, rope_frequencies, rotate_positions
 from .span import identity_scale, span_kernel
 
-POSITIONAL = ("none", "alibi")
+POSITIONAL = ("none", "alibi", "rope")
 
 
 class MultiHead(Field):
@@ -42,6 +42,10 @@ class MultiHead(Field):
     ``positional="alibi"`` (with ``mask="causal"``) adds −m_h (i − j) to head h's logits, ALiBi as Press,
     Smith and Lewis (2022) define it: one slope per head, ``alibi_slope`` of shape () (every head), (H,)
     or (members, H); ``alibi_slopes(H)`` gives their geometric slopes 2^{−8h/H}.
+
+    ``positional="rope"`` (any mask) rotates each head's queries Q_h x_i and keys K_h x_j to their positions,
+    β⟨R_i Q_h x_i, R_j K_h x_j⟩, R_i turning the plane (2p, 2p + 1) of the head's k coordinates by i·θ_p,
+    θ_p = ``rope_base``^{−2p/k}, as ``SA`` does with one head (k must be even); the values are not rotated.
     """
 
     beta: Float[Array, ""]
@@ -52,10 +56,21 @@ class MultiHead(Field):
     model: str = eqx.field(static=True, default="sa")
     positional: str = eqx.field(static=True, default="none")
     alibi_slope: Float[Array, " H"] | None = None
-    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 3, "K": 3, "V": 3, "alibi_slope": 1}
+    rope_base: Float[Array, ""] | None = None
+    event_ndim: ClassVar[dict[str, int]] = {"beta": 0, "Q": 3, "K": 3, "V": 3, "alibi_slope": 1, "rope_base": 0}
 
     def __init__(
-        self, beta, Q, K, V, *, mask: str = "none", model: str = "sa", positional: str = "none", alibi_slope=1.0
+        self,
+        beta,
+        Q,
+        K,
+        V,
+        *,
+        mask: str = "none",
+        model: str = "sa",
+        positional: str = "none",
+        alibi_slope=1.0,
+        rope_base=10000.0,
     ):
         # β < 0 where the kernel's row maximum is subtracted: not in the rescaled time, meant for β ≥ 0
         self.beta = as_beta(beta, signed=model in ("sa", "usa"), field=f"MultiHead(model={model!r})")
@@ -88,6 +103,16 @@ class MultiHead(Field):
             if self.mask != "causal":
                 raise ValueError("positional='alibi' biases attention to earlier tokens: it needs mask='causal'")
             self.alibi_slope = _head_slopes(alibi_slope, self.Q.shape[-3])
+        if self.positional == "rope":
+            if self.Q.shape[-2] % 2:
+                raise ValueError(
+                    f"positional='rope' rotates the planes (2p, 2p + 1) of each head's queries and keys: their "
+                    f"dimension k = {self.Q.shape[-2]} must be even (d/heads with identity heads)"
+                )
+            base = as_parameter("rope_base", rope_base, "base")
+            if not isinstance(rope_base, jax.core.Tracer) and np.any(np.asarray(rope_base) <= 0):
+                raise ValueError(f"rope_base must be > 0 (θ_p = base^(−2p/k)), got {np.asarray(rope_base).tolist()}")
+            self.rope_base = base
 
     @staticmethod
     def alibi_slopes(heads: int) -> np.ndarray:
@@ -106,6 +131,7 @@ class MultiHead(Field):
         model: str = "sa",
         positional: str = "none",
         alibi_slope=1.0,
+        rope_base=10000.0,
     ) -> MultiHead:
         """H heads that split R^d into H coordinate blocks of size k = d/H.
 
@@ -120,7 +146,17 @@ class MultiHead(Field):
         k = d // heads
         blocks = np.eye(d).reshape(heads, k, d)
         values = np.broadcast_to(np.eye(d) / heads, (heads, d, d))
-        return cls(beta, blocks, blocks, values, mask=mask, model=model, positional=positional, alibi_slope=alibi_slope)
+        return cls(
+            beta,
+            blocks,
+            blocks,
+            values,
+            mask=mask,
+            model=model,
+            positional=positional,
+            alibi_slope=alibi_slope,
+            rope_base=rope_base,
+        )
 
     @property
     def heads(self) -> int:
@@ -133,6 +169,9 @@ class MultiHead(Field):
         # weights follow the configuration's precision, so float32 runs stay float32
         q = jnp.einsum("hkd,nd->hnk", self.Q.astype(x.dtype), x)
         k = jnp.einsum("hkd,nd->hnk", self.K.astype(x.dtype), x)
+        if self.positional == "rope":
+            theta = rope_frequencies(self.rope_base, q.shape[-1], x.dtype)
+            q, k = jax.vmap(lambda a: rotate_positions(a, theta))(q), jax.vmap(lambda a: rotate_positions(a, theta))(k)
         logits = self.beta.astype(x.dtype) * jnp.einsum("hik,hjk->hij", q, k)
         if self.positional == "alibi":
             assert self.alibi_slope is not None, "__init__ sets alibi_slope with positional='alibi'"
@@ -183,11 +222,11 @@ class MultiHead(Field):
 
         Each head's output Σ_j A^h_ij λ_h x_j is a combination of the tokens whatever Q_h, K_h (the
         coordinate blocks of ``identity`` included, whose V_h = I/H); the logits are unchanged. None
-        when some V_h is not a multiple of the identity (e.g. a projection onto a block), or for a
-        frame left unspecified (an int U: Q_h, K_h need the frame).
+        when some V_h is not a multiple of the identity (e.g. a projection onto a block), for a
+        frame left unspecified (an int U: Q_h, K_h need the frame), and with rotary positions.
         """
         scale = identity_scale(self.V)
-        if scale is None or isinstance(U, (int, np.integer)):
+        if scale is None or isinstance(U, (int, np.integer)) or self.positional == "rope":
             return None
         if np.shape(U)[-2] != self.Q.shape[-1]:
             raise ValueError(f"the frame U has shape {np.shape(U)} but the heads act on d = {self.Q.shape[-1]}")
@@ -219,7 +258,13 @@ class MultiHead(Field):
             )
 
     def kernel_norm(self) -> float:
-        """Largest |⟨Q_h x, K_h y⟩| over unit x, y and heads: max_h ‖Q_hᵀK_h‖₂ (max over members)."""
+        """Largest |⟨Q_h x, K_h y⟩| over unit x, y and heads: max_h ‖Q_hᵀK_h‖₂ (max over members); with rotary
+        positions the bound max_h ‖Q_h‖₂‖K_h‖₂ over every rotation between them."""
+        if self.positional == "rope":
+            norms = np.linalg.norm(np.asarray(self.Q), 2, axis=(-2, -1)) * np.linalg.norm(
+                np.asarray(self.K), 2, axis=(-2, -1)
+            )
+            return float(np.max(norms))
         qk = np.swapaxes(np.asarray(self.Q), -1, -2) @ np.asarray(self.K)
         return float(np.max(np.linalg.norm(qk, 2, axis=(-2, -1))))
 

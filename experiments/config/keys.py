@@ -267,7 +267,8 @@ _VARIANT_KEYS = (
         "str",
         "none",
         "positional weights (with mask = causal): alibi adds −m (i − j) to the logits; "
-        "decay (usa) weighs j < i by e^{−m (i − j)} normalized over positions (arXiv 2605.09213)",
+        "decay (usa) weighs j < i by e^{−m (i − j)} normalized over positions (arXiv 2605.09213); "
+        "rope (any mask, even d) rotates queries and keys to their positions, β⟨Qx_i, R_{j−i}Kx_j⟩",
         choices=POSITIONAL,
         model=True,
     ),
@@ -279,6 +280,17 @@ _VARIANT_KEYS = (
         "head h has m·2^{−8(h−1)/H} (ALiBi's geometric slopes)",
         minimum=0.0,
         applies=("positional", ("alibi", "decay")),
+        model=True,
+    ),
+    Key(
+        "rope_base",
+        "float",
+        10000.0,
+        "the base b of positional = 'rope': plane (2p, 2p + 1) of the k-dimensional queries and keys turns by "
+        "i·b^{−2p/k} at position i (k = d, or d/heads per head)",
+        minimum=0.0,
+        strict_min=True,
+        applies=("positional", ("rope",)),
         model=True,
     ),
     Key(

@@ -180,8 +180,17 @@ def check_negative_beta(c: Mapping[str, Any]) -> None:
 
 @register_check
 def check_positional(c: Mapping[str, Any]) -> None:
-    """A positional bias (ALiBi: SA/USA, any heads; decay: USA, one head) weighs the causal logits."""
+    """A positional bias (ALiBi: SA/USA, any heads; decay: USA, one head) weighs the causal logits; rotary
+    positions (any mask) rotate planes of the queries and keys, whose dimension must be even."""
     if c["positional"] == "none":
+        return
+    if c["positional"] == "rope":
+        odd = [d for d in c["d"] if (d // c["heads"]) % 2]
+        if odd:
+            raise ConfigError(
+                f"positional = 'rope' rotates the planes (2p, 2p + 1) of the queries and keys, whose dimension "
+                f"d/heads must be even: got d = {odd[0]} with heads = {c['heads']}; choose an even d/heads"
+            )
         return
     if c["mask"] != "causal":
         raise ConfigError(f"positional = {c['positional']!r} biases attention to earlier tokens: set mask = 'causal'")

@@ -75,11 +75,13 @@ def attention_field(config: Config, beta, seeds: np.ndarray, d: int):
         if mats or layered:
             raise ConfigError("heads > 1 uses the block-identity heads; random or layer-wise weights need heads = 1")
         position = {}
-        if config.positional != "none":  # ALiBi's geometric slopes, the first head's being alibi_slope
+        if config.positional == "rope":
+            position = dict(positional="rope", rope_base=config.rope_base)
+        elif config.positional != "none":  # ALiBi's geometric slopes, the first head's being alibi_slope
             slopes = MultiHead.alibi_slopes(config.heads)
             position = dict(positional=config.positional, alibi_slope=config.alibi_slope * slopes / slopes[0])
         return MultiHead.identity(beta, config.heads, d, mask=config.mask, model=config.model, **position)
-    if spec.bilinear:
+    if spec.bilinear and config.positional != "rope":  # rotary logits ⟨Qx_i, R_{j−i}Kx_j⟩ need Q and K apart
         mats = query_key_product(mats, d)
     inner = spec.make(beta, options=config, **mats)
     if config.weights_file:

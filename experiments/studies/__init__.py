@@ -31,6 +31,7 @@ STUDIES = (
     "moderate_interaction",
     "common_noise",
     "spectral_selection",
+    "rope",
 )
 """The studies, by folder name, in the order ``attnflow list`` shows their experiments (after the core's)."""
 

@@ -76,7 +76,7 @@ def test_an_ensemble_of_slopes_runs_in_one_call():
     [
         (lambda: af.SA(1.0, positional="alibi"), "needs mask='causal'"),
         (lambda: af.SA(1.0, mask="causal", positional="alibi", kernel="fused"), "not 'fused'"),
-        (lambda: af.SA(1.0, mask="causal", positional="rope"), "positional must be one of"),
+        (lambda: af.SA(1.0, mask="causal", positional="xpos"), "positional must be one of"),
         (lambda: af.SA(1.0, mask="causal", positional="decay"), "SA takes positional = 'none', 'alibi'"),
         (lambda: af.USA(1.0, positional="decay"), "needs mask='causal'"),
         (lambda: af.USA(1.0, mask="causal", positional="decay", block=16), "evaluated densely"),
