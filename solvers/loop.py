@@ -214,6 +214,9 @@ def segments(call: Callable, carry, work, *, key: Hashable, at: Callable[[int], 
     reported (``progress.report``) from here, not from inside the program."""
     work = np.asarray(work, dtype=float)
     total, k0, ends = len(work), 0, None
+    # committed to the device from the first call on, as every later call's carry (the last call's output) is:
+    # uncommitted arrays in the first call only would change the arguments' placement, and compile it twice
+    carry = jax.device_put(carry, jax.config.jax_default_device or jax.devices()[0])  # type: ignore[attr-defined]
     while k0 < total:
         rate = RATES.get(key)
         k1 = min(total, next_end(work, k0, rate, SEGMENT_S))

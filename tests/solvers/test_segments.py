@@ -97,6 +97,17 @@ def test_one_program_start_included_whatever_the_segment_sizes(schedule):
     assert not any("start" in name or "run_fixed" in name for name in programs), programs
 
 
+@pytest.mark.parametrize("dense", [False, True])
+def test_one_compilation_with_the_program_store_on(store, schedule, dense):
+    """With the compilation cache on, the first segment's carry (made on the host) goes in committed to the device,
+    as every later segment's (the last call's output) does: the program compiles once, not once per placement."""
+    schedule("single")
+    with compilations.record() as compiled:
+        _run("rk4", n=19, dense=dense) if dense else _run("rk4", n=19)  # shapes no other test compiles
+    name = "jit(segment_dense)" if dense else "jit(segment_fixed)"
+    assert compiled.by_program()[name]["compiled"] == 1, compiled.by_program()
+
+
 def test_a_known_rate_runs_what_fits_in_one_call(monkeypatch):
     """The first run of a program probes (one interval), then sizes its calls from the rate; a later run of the
     same program, whose whole run fits in ``SEGMENT_S``, is one call."""
