@@ -23,9 +23,9 @@ MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
 
 def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=None) -> Figure:
-    """One panel per d: the index (unstable directions, rotations excluded) of each configuration against β,
-    the simplex's stability threshold −(n−1)(n−2)/n dashed. index: (len(ds), len(betas), len(names)), NaN where a
-    configuration does not exist."""
+    """One panel per d: the index (unstable directions, rotations excluded) of each configuration against β as
+    steps (an integer, constant between its jumps), the simplex's stability threshold −(n−1)(n−2)/n dashed.
+    index: (len(ds), len(betas), len(names)), NaN where a configuration does not exist."""
     betas = np.asarray(betas, dtype=float)
     index = np.asarray(index, dtype=float)
     fig = new_figure(max(3.6 * len(ds) + 0.4, 7.5), 4.3)
@@ -38,8 +38,11 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
             y = index[a, :, p]
             if not np.any(np.isfinite(y)):
                 continue
+            # an index is an integer: it jumps between grid points (steps half-way), never slopes;
             # overlapping values stay visible: each configuration's markers smaller than the last one's
-            ax.plot(betas, y, "-", color=colors[p], linewidth=0.9, alpha=0.5)
+            ax.plot(
+                betas, y, "-", color=colors[p], linewidth=0.9, alpha=0.5, drawstyle="steps-mid", gid=f"steps {name}"
+            )
             (line,) = ax.plot(
                 betas,
                 y,
