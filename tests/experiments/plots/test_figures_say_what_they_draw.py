@@ -103,6 +103,27 @@ def test_morse_indices_are_drawn_as_steps_and_the_legend_covers_no_curve():
     assert box.y1 <= ax.get_window_extent().y0  # below the axes: over no curve
 
 
+def test_the_continuation_and_extremizer_legends_lie_below_the_curves():
+    from attnflow.experiments.studies.equilibria import equilibria_figures as ef
+
+    grid = np.linspace(-2, 1, 7)
+    path = dict(
+        name="tetrahedron", n=4, d=3, beta=grid, eigen=np.stack([grid, grid / 2], 1), grid=grid,
+        theory=np.stack([grid, grid / 2], 1), crossings=[0.0],
+    )  # fmt: skip
+    fig = ef.continuation_paths([path, path], model="usa")
+    taus = np.array([-2.0, 0.5, 2.0, 8.0])
+    energy, index = np.ones((4, 2)), np.zeros((4, 2))
+    fig2 = ef.extremizer_sweep(taus, taus, energy, index, ["rectangle", "cross"], {}, path=None)
+    for figure in (fig, fig2):
+        figure.canvas.draw()
+        (legend,) = figure.legends
+        bottom = min(ax.get_window_extent().y0 for ax in figure.axes)
+        assert legend.get_window_extent().y1 <= bottom
+    assert [ax.get_legend() is None for ax in fig.axes] == [True, True]
+    assert "continuation: eigenvalues along the branch" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
 def test_log_colour_bars_read_plain_numbers():
     assert style.plain_log_ticks(0.05, 20).tolist() == [0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20]
     assert style.plain_log_ticks(0.05, 5).tolist() == [0.05, 0.1, 0.2, 0.5, 1, 2, 5]
