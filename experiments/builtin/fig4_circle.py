@@ -10,14 +10,15 @@ from .analysis import dimensions, plots, tag
 
 
 def figures(result: RunResult) -> dict:
-    """The first member's trajectories per β (when the states were kept) and the cluster counts over time."""
+    """The first seed's trajectories per β (when the states were kept; the title names the seed) and the cluster
+    counts over time."""
     c = result.config
     out: Figures = {}
     xs = result.states(c.d[0]) if result.has_states else None
     for j, beta in enumerate(c.beta):
         if xs is not None:
             out[f"trajectories_beta{tag(beta)}"] = lambda p, j=j, beta=beta: plots.circle_trajectories(
-                result.ts, xs[j, 0], n_clusters=result.stats["n_clusters"][0, j, 0], beta=beta, path=p
+                result.ts, xs[j, 0], n_clusters=result.stats["n_clusters"][0, j, 0], beta=beta, seed=c.seed, path=p
             )
     counts = {float(b): result.stats["n_clusters"][0, j] for j, b in enumerate(c.beta)}
     out["cluster_counts"] = lambda p: plots.cluster_count_vs_time(result.ts, counts, n=c.n, d=2, path=p)

@@ -271,6 +271,8 @@ def density_heatmap(ts, density, *, beta=None, model="sa", title=None, path=None
     ax.set_title(style.title_text(head, title, beta=beta))
     clipped = bool(np.any(finite < vmin))
     cbar = fig.colorbar(mesh, ax=ax, aspect=30, pad=0.02, extend="min" if clipped else "neither")
+    if vmin < vmax:
+        style.plain_log_colorbar(cbar, vmin, vmax)
     cbar.set_label(r"density $\rho(\theta, t)$", fontsize=plots.LABEL_SIZE)
     uniform = 1 / (2 * np.pi)
     if vmin < uniform < vmax:

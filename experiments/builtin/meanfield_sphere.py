@@ -239,6 +239,7 @@ def figures(result: RunResult) -> dict:
             beta=float(c.beta[0]),
             model=c.model,
             n=max(c.particle_counts) if particles is not None else None,
+            limits=plots.style.density_limits(4 * np.pi * density),  # the interactive globe's scale too
             path=p,
         )
     }

@@ -33,6 +33,7 @@ from .style import (
     fmt_number,
     new_figure,
     outlined,
+    plain_log_colorbar,
     save,
     subsample,
     title_text,
@@ -104,6 +105,8 @@ def histogram_over_time(
     ax.set_ylabel(INNER_LABEL + r", $i < j$")
     ax.set_title(title_text("Pairwise inner products over time", title, d=d, n=n, beta=beta))
     cbar = fig.colorbar(mesh, ax=ax, aspect=30, pad=0.02)
+    if log and vmin < vmax:
+        plain_log_colorbar(cbar, vmin, vmax)
     cbar.set_label("fraction of pairs in bin" if normalize else "number of pairs", fontsize=LABEL_SIZE)
     if gamma is not None:
         (line,) = ax.plot(

@@ -25,6 +25,8 @@ __all__ = [
     "frame_indices",
     "time_label",
     "cluster_colors",
+    "cluster_sizes",
+    "marker_sizes",
     "particles_page",
     "globe_page",
     "phase_page",
@@ -36,6 +38,9 @@ __all__ = [
     "SLIDER_LABELS",
     "CLUSTER_COLORS",
     "ALONE_COLOR",
+    "MARKER_SIZE",
+    "MAX_SIZE_RATIO",
+    "GAMMA_CURVE_NAME",
 ]
 
 MAX_FRAMES = 201
@@ -123,7 +128,9 @@ SLIDER_LABELS = 16
 
 def _time_controls(labels: list[str], *, redraw: bool, y: float = -0.02) -> tuple[list, list]:
     """A slider over the frames (named "0", "1", …) and play / pause buttons. The slider reads the frames'
-    times, at most ``SLIDER_LABELS`` of them written under it; the frame's own time is in the title."""
+    times, at most ``SLIDER_LABELS`` of them written under it; the frame's own time is in the title. The page
+    opens at the last frame (the slider's ``active`` step), where the dynamics has happened; ▶ plays from the
+    start."""
     step = {"frame": {"duration": 0, "redraw": redraw}, "mode": "immediate", "transition": {"duration": 0}}
     every = max(1, math.ceil((len(labels) - 1) / (SLIDER_LABELS - 1))) if len(labels) > SLIDER_LABELS else 1
     shown = [
@@ -131,7 +138,7 @@ def _time_controls(labels: list[str], *, redraw: bool, y: float = -0.02) -> tupl
         for i, label in enumerate(labels)
     ]
     slider = dict(
-        active=0,
+        active=len(labels) - 1,
         x=0.0,
         len=1.0,
         y=y,
@@ -156,7 +163,10 @@ def _time_controls(labels: list[str], *, redraw: bool, y: float = -0.02) -> tupl
             dict(
                 label="▶",
                 method="animate",
-                args=[None, {**step, "frame": {"duration": 120, "redraw": redraw}, "fromcurrent": True}],
+                args=[
+                    [str(i) for i in range(len(labels))],
+                    {**step, "frame": {"duration": 120, "redraw": redraw}, "fromcurrent": False},
+                ],
             ),
             dict(label="❚❚", method="animate", args=[[None], step]),
         ],
@@ -184,6 +194,30 @@ def cluster_colors(labels: np.ndarray) -> np.ndarray:
                 color = given.setdefault(int(values[k]), len(given) % len(CLUSTER_COLORS))
                 out[f, inverse == k] = color
     return out
+
+
+MARKER_SIZE = {2: 10.0, 3: 5.5}
+"""The marker diameter (pixels) of a particle alone, on the circle (d = 2) and on the sphere (d = 3)."""
+MAX_SIZE_RATIO = 4.0
+"""A cluster's marker is √(its size) times a lone particle's across, at most this many times (16 tokens and more),
+so that a cluster of 20 tokens, drawn as one dot where they coincide, reads as 20."""
+
+
+def cluster_sizes(labels: np.ndarray) -> np.ndarray:
+    """The size of each particle's cluster (1 for a particle alone) from cluster labels (…, n)."""
+    labels = np.asarray(labels)
+    flat = labels.reshape(-1, labels.shape[-1])
+    out = np.empty(flat.shape, dtype=np.int64)
+    for f, row in enumerate(flat):
+        _, inverse, counts = np.unique(row, return_inverse=True, return_counts=True)
+        out[f] = counts[inverse.ravel()]
+    return out.reshape(labels.shape)
+
+
+def marker_sizes(sizes, base: float) -> np.ndarray:
+    """Marker diameters for clusters of ``sizes`` tokens: ``base`` · √size, at most ``MAX_SIZE_RATIO`` · base (the
+    marker's area grows with the number of tokens it stands for)."""
+    return base * np.minimum(np.sqrt(np.asarray(sizes, dtype=float)), MAX_SIZE_RATIO)
 
 
 def _colorscale() -> list:
@@ -282,9 +316,10 @@ def particles_page(
 
     ``xs`` (members, T, n, d) are the states at the save times ``ts`` (T,) shown (thinned by the caller);
     ``labels`` (members, T, n) the particles' clusters at those times (``observables.clusters``), which
-    colour them (:func:`cluster_colors`: a colour per cluster as it forms, grey for a particle alone);
-    ``members`` names each member in the menu that picks which one is shown. A sphere is seen from the side
-    where the first member's particles end (:func:`facing`).
+    colour them (:func:`cluster_colors`: a colour per cluster as it forms, grey for a particle alone) and size
+    them (:func:`marker_sizes`: a cluster's marker grows with its number of tokens, which coincide);
+    ``members`` names each member in the menu that picks which one is shown. The page opens at the last save
+    time. A sphere is seen from the side where the first member's particles end (:func:`facing`).
     """
     go = require_plotly()
     xs = np.asarray(xs, dtype=np.float32)
@@ -298,10 +333,11 @@ def particles_page(
     sphere = d == 3
     Scatter = go.Scatter3d if sphere else go.Scatter
     colors = np.stack([cluster_colors(labels[m]) for m in range(n_members)]).astype(np.float32)
+    sizes = marker_sizes(cluster_sizes(labels), MARKER_SIZE[d]).astype(np.float32)
+    last = T - 1
     traces = _guides(go, sphere)
     fixed = len(traces)
     marker = dict(
-        size=5.5 if sphere else 10,
         cmin=-1,
         cmax=len(CLUSTER_COLORS) - 1,
         colorscale=_colorscale(),
@@ -311,9 +347,9 @@ def particles_page(
     for m, name in enumerate(members):
         traces.append(
             Scatter(
-                **dict(zip("xyz", (xs[m, 0, :, j] for j in range(d)))),
+                **dict(zip("xyz", (xs[m, last, :, j] for j in range(d)))),
                 mode="markers",
-                marker={**marker, "color": colors[m, 0]},
+                marker={**marker, "color": colors[m, last], "size": sizes[m, last]},
                 customdata=index,
                 hovertemplate="particle %{customdata}<extra></extra>",
                 name=name,
@@ -326,7 +362,10 @@ def particles_page(
         go.Frame(
             name=str(i),
             data=[
-                Scatter(**dict(zip("xyz", (xs[m, i, :, j] for j in range(d)))), marker=dict(color=colors[m, i]))
+                Scatter(
+                    **dict(zip("xyz", (xs[m, i, :, j] for j in range(d)))),
+                    marker=dict(color=colors[m, i], size=sizes[m, i]),
+                )
                 for m in range(n_members)
             ],
             traces=list(range(fixed, fixed + n_members)),
@@ -357,7 +396,7 @@ def particles_page(
             )
         )
     layout = dict(
-        title=dict(x=0.5, xanchor="center", font=dict(size=16), **_titled(title, times[0])["title"]),
+        title=dict(x=0.5, xanchor="center", font=dict(size=16), **_titled(title, times[last])["title"]),
         font=FONT,
         height=PAGE_HEIGHT,
         margin=dict(l=10, r=10, t=100, b=90),
@@ -386,14 +425,20 @@ def particles_page(
     _write(fig, path, title=_plain(title))
 
 
-def globe_page(ts, theta, phi, density, *, title: str, note: str = "", colorbar: str, path) -> None:
+def globe_page(
+    ts, theta, phi, density, *, title: str, note: str = "", colorbar: str, limits=None, log: bool = False, path
+) -> None:
     """A density on S² as a globe, one frame per save time.
 
     ``density`` (T, n_θ, n_φ) on the colatitudes ``theta`` (n_θ, increasing from the north pole) and the
     longitudes ``phi`` (n_φ, from 0, equispaced and not repeating 2π) at the save times ``ts``; the colour
-    scale is the same at every time, from 0 to the largest value. The globe is seen from the side of the
-    density's maximum at the last time (:func:`facing`).
+    scale is the same at every time: ``limits`` (low, high), by default from 0 (or the least value) to the largest
+    value; ``log`` draws it logarithmic (values below ``low`` drawn as ``low``) with plain tick labels, as the
+    figure ``sphere_density_maps`` does, whose limits the caller passes here too. The page opens at the last
+    time; the globe is seen from the side of the density's maximum then (:func:`facing`).
     """
+    from .style import DENSITY_CMAP, plain_log_ticks, plain_number
+
     go = require_plotly()
     density = np.asarray(density, dtype=float)
     theta, phi, ts = (np.asarray(a, dtype=float) for a in (theta, phi, ts))
@@ -408,29 +453,49 @@ def globe_page(ts, theta, phi, density, *, title: str, note: str = "", colorbar:
     values = np.concatenate([north, values, south], axis=1).astype(np.float32)
     u, v = np.meshgrid(lon, lat)
     x, y, z = np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v)
-    top = float(np.nanmax(values)) if values.size else 1.0
+    if limits is None:
+        top = float(np.nanmax(values)) if values.size else 1.0
+        limits = (min(0.0, float(np.nanmin(values))) if values.size else 0.0, top)
+    cmin, cmax = float(limits[0]), float(limits[1])
+    if not cmin < cmax or (log and cmin <= 0):
+        raise ValueError(
+            f"globe_page: limits must be (low, high) with low < high (0 < low on a log scale); got {limits}"
+        )
     peak = np.unravel_index(np.nanargmax(values[-1]), values[-1].shape) if values.size else (0, 0)
-    cmin = min(0.0, float(np.nanmin(values)))
+    bar = dict(title=dict(text=colorbar, side="right"), thickness=16, len=0.75)
+    if log:
+        ticks = plain_log_ticks(cmin, cmax)
+        bar.update(tickvals=np.log10(ticks).tolist(), ticktext=[plain_number(t) for t in ticks])
+        shown = np.log10(np.maximum(values, cmin)).astype(np.float32)
+        cmin, cmax = float(np.log10(cmin)), float(np.log10(cmax))
+    else:
+        shown = values
     surface = dict(
-        colorscale="Viridis",
+        colorscale=DENSITY_CMAP,
         cmin=cmin,
-        cmax=top,
-        colorbar=dict(title=dict(text=colorbar, side="right"), thickness=16, len=0.75),
+        cmax=cmax,
+        colorbar=bar,
         lighting=dict(ambient=0.9, diffuse=0.25, specular=0.05, roughness=0.9),
-        hovertemplate="%{surfacecolor:.3f}<extra></extra>",
+        hovertemplate=f"{colorbar} = %{{customdata:.3f}}<extra></extra>",
     )
     times = [time_label(t) for t in ts]
+    last = len(times) - 1
     fig = go.Figure(
-        data=[go.Surface(x=x, y=y, z=z, surfacecolor=values[0], **surface)],
+        data=[go.Surface(x=x, y=y, z=z, surfacecolor=shown[last], customdata=values[last], **surface)],
         frames=[
-            go.Frame(name=str(i), data=[go.Surface(surfacecolor=values[i])], traces=[0], layout=_titled(title, t))
+            go.Frame(
+                name=str(i),
+                data=[go.Surface(surfacecolor=shown[i], customdata=values[i])],
+                traces=[0],
+                layout=_titled(title, t),
+            )
             for i, t in enumerate(times)
         ],
     )
     sliders, menus = _time_controls(times, redraw=True)
     axis = dict(range=[-1.02, 1.02], visible=False)
     fig.update_layout(
-        title=dict(x=0.5, xanchor="center", font=dict(size=16), **_titled(title, times[0])["title"]),
+        title=dict(x=0.5, xanchor="center", font=dict(size=16), **_titled(title, times[last])["title"]),
         font=FONT,
         height=PAGE_HEIGHT,
         margin=dict(l=10, r=10, t=100, b=90),
@@ -449,10 +514,27 @@ def globe_page(ts, theta, phi, density, *, title: str, note: str = "", colorbar:
     _write(fig, path, title=_plain(title))
 
 
-def phase_page(ts, betas, fractions: dict, *, title: str, note: str = "", log_time: bool = False, path) -> None:
+GAMMA_CURVE_NAME = "Γ<sub>∞,δ</sub>: γ<sub>β</sub>(t) = 1 − δ (limit d → ∞)"
+"""The legend of the boundary Γ_∞,δ of [GLPR] (6.12) on the interactive phase diagram (the figure's label)."""
+
+
+def phase_page(
+    ts,
+    betas,
+    fractions: dict,
+    *,
+    title: str,
+    note: str = "",
+    log_time: bool = False,
+    gamma_curve=None,
+    path,
+) -> None:
     """The clustered fraction over (t, β) as heatmaps, a menu picking the d shown; values on hover.
 
-    ``fractions``: d → array (len(betas), len(ts)) of the fraction of pairs within δ.
+    ``fractions``: d → array (len(betas), len(ts)) of the fraction of pairs within δ. ``gamma_curve`` = (t_star,
+    betas_curve) overlays Γ_∞,δ = {(t, β): γ_β(t) = 1 − δ}, the d → ∞ boundary ([GLPR] (6.12)), over every d as
+    the figure ``phase_diagram_grid`` does (a white dashed line on a dark one; a gap where t* is infinite); the
+    time axis keeps the range of ``ts``.
     """
     go = require_plotly()
     ts, betas = np.asarray(ts, dtype=float), np.asarray(betas, dtype=float)
@@ -478,6 +560,37 @@ def phase_page(ts, betas, fractions: dict, *, title: str, note: str = "", log_ti
                 visible=j == 0,
             )
         )
+    curve = []
+    if gamma_curve is not None:
+        t_star, curve_betas = (np.asarray(a, dtype=float).ravel() for a in gamma_curve)
+        if t_star.shape != curve_betas.shape:
+            raise ValueError(
+                f"phase_page: gamma_curve must be a pair (t_star, betas) of equal length; got lengths "
+                f"{t_star.size} and {curve_betas.size}"
+            )
+        t_star = np.where(np.isfinite(t_star), t_star, np.nan)
+        line = dict(x=t_star, y=curve_betas, mode="lines", connectgaps=False)
+        curve = [
+            go.Scatter(
+                **line,
+                line=dict(color="rgba(0,0,0,0.55)", width=4.5),
+                hoverinfo="skip",
+                showlegend=False,
+                name="outline",
+            ),
+            go.Scatter(
+                **line,
+                line=dict(color="white", width=2, dash="dash"),
+                name=GAMMA_CURVE_NAME,
+                showlegend=True,
+                hovertemplate="Γ<sub>∞,δ</sub><br>t = %{x:.4g}<br>β = %{y:.4g}<extra></extra>",
+            ),
+        ]
+    shown_t = ts[keep]
+    x_range: dict = {}
+    if shown_t.size > 1:
+        ends = [float(shown_t[0]), float(shown_t[-1])]
+        x_range = dict(range=[math.log10(e) for e in ends] if log_time else ends, autorange=False)
     menus = []
     if len(dims) > 1:
         menus.append(
@@ -491,21 +604,35 @@ def phase_page(ts, betas, fractions: dict, *, title: str, note: str = "", log_ti
                 pad=dict(b=30),
                 active=0,
                 buttons=[
-                    dict(label=f"d = {d}", method="restyle", args=[{"visible": [i == j for i in range(len(dims))]}])
+                    dict(
+                        label=f"d = {d}",
+                        method="restyle",
+                        args=[{"visible": [i == j for i in range(len(dims))] + [True] * len(curve)}],
+                    )
                     for j, d in enumerate(dims)
                 ],
             )
         )
-    fig = go.Figure(data=traces)
+    fig = go.Figure(data=traces + curve)
     fig.update_layout(
         title=dict(text=title, x=0.5, xanchor="center", font=dict(size=16)),
         font=FONT,
-        height=560,
-        margin=dict(l=70, r=20, t=120 if menus else 90, b=60),
+        height=560 + (40 if curve else 0),
+        margin=dict(l=70, r=20, t=120 if menus else 90, b=100 if curve else 60),
         updatemenus=menus,
         annotations=[_note(note)] if note else [],
-        xaxis=dict(title="time t", type="log" if log_time else "linear", ticks="outside"),
+        xaxis=dict(title="time t", type="log" if log_time else "linear", ticks="outside", **x_range),
         yaxis=dict(title="inverse temperature β", ticks="outside"),
+        # the white line's legend on a dark swatch, below the axes, as in the figure
+        legend=dict(
+            orientation="h",
+            x=0.5,
+            xanchor="center",
+            y=-0.14,
+            yanchor="top",
+            bgcolor="#3b4a5a",
+            font=dict(color="white"),
+        ),
         plot_bgcolor="white",
     )
     _write(fig, path, title=_plain(title))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -21,6 +20,7 @@ from .style import (
     centers_to_edges,
     curve_legend,
     finish,
+    grid_shape,
     new_figure,
     outlined,
     title_text,
@@ -141,6 +141,9 @@ def phase_diagram_grid(
 ) -> Figure:
     """One phase-diagram panel per dimension d with a shared colour bar, [GLPR] Fig. 3 (2×3).
 
+    The panels fill rows of at most ``ncols`` (``style.grid_shape``: 4 panels on 2 × 2, 6 on 2 × 3), and every
+    panel with none below it carries the time axis.
+
     fractions_by_d maps d to a (B, T) array as in ``phase_diagram`` (panels sorted by d), or
     panel titles (strings, kept in order) to such arrays, e.g. the weight ensembles of Fig. 5.
     gamma_curve is one pair (t_star, betas) drawn in every panel, or a mapping key → pair.
@@ -170,8 +173,7 @@ def phase_diagram_grid(
     if int(ncols) < 1:
         raise ValueError(f"ncols must be a positive integer; got {ncols!r}")
 
-    ncols = min(int(ncols), len(panels))
-    nrows = math.ceil(len(panels) / ncols)
+    nrows, ncols = grid_shape(len(panels), int(ncols))
     fig = new_figure(3.3 * ncols + 1.1, 2.75 * nrows + 1.0)
     grid = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     used, line = [], None

@@ -11,18 +11,20 @@ from matplotlib.figure import Figure
 
 from .style import (
     DATA_COLOR,
+    DENSITY_CMAP,
     LEGEND_SIZE,
     THEORY_COLOR,
     as_array,
     axis_values,
+    density_limits,
     despine,
     finish,
     new_figure,
+    plain_log_colorbar,
     title_text,
     view_vector,
 )
 
-DENSITY_CMAP = "magma"
 VIEW = (28.0, 35.0)  # elevation and azimuth (degrees) of the orthographic views
 _MODEL_NAMES = {"sa": "SA", "usa": "USA", "usa-rescaled": "USA (rescaled time)"}
 
@@ -59,11 +61,25 @@ def orthographic_image(theta, phi, values, view, size: int = 240) -> np.ndarray:
 
 
 def sphere_density_maps(
-    theta, phi, ts, density, particles=None, *, beta=None, model="sa", n=None, view=VIEW, title=None, path=None
+    theta,
+    phi,
+    ts,
+    density,
+    particles=None,
+    *,
+    beta=None,
+    model="sa",
+    n=None,
+    view=VIEW,
+    limits=None,
+    title=None,
+    path=None,
 ) -> Figure:
     """The density 4πρ (uniform = 1, logarithmic colours) seen from one side of the sphere at the times ``ts``
     (``density`` (T, n_θ, n_φ)); below, when given, the particles (``particles`` (T, n, 3)) on the same side at the
-    same times."""
+    same times. ``limits``: the colour scale's (low, high) in units of 4πρ, by default ``style.density_limits`` of
+    the densities drawn; the interactive globe takes the same scale (``style.density_limits`` of the member's
+    density at every save time), so the caller passes those to both."""
     theta = axis_values("theta", theta, "(n_θ,)")
     phi = axis_values("phi", phi, "(n_φ,)")
     ts = axis_values("ts", ts)
@@ -80,9 +96,10 @@ def sphere_density_maps(
     fig = new_figure(2.9 * ts.size + 1.2, 3.0 * rows + 0.7)
     axes = fig.subplots(rows, ts.size, squeeze=False)
     scaled = 4 * math.pi * density
-    top = float(np.nanmax(scaled))
-    floor = max(min(float(np.nanmin(scaled[scaled > 0])), 0.5), 0.05)
-    norm = mcolors.LogNorm(vmin=floor, vmax=max(top, 2.0))
+    floor, top = density_limits(scaled) if limits is None else (float(limits[0]), float(limits[1]))
+    if not 0 < floor < top:
+        raise ValueError(f"limits must be (low, high) with 0 < low < high; got {limits!r}")
+    norm = mcolors.LogNorm(vmin=floor, vmax=top)
     circle = np.linspace(0.0, 2 * math.pi, 361)
     image = None
     for k, t in enumerate(ts):
@@ -105,6 +122,7 @@ def sphere_density_maps(
         ax.set_axis_off()
     assert image is not None, "axis_values refuses an empty ts"
     bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6 if rows == 2 else 0.85, pad=0.02)
+    plain_log_colorbar(bar, floor, top)
     bar.set_label(r"$4\pi\rho$ (uniform = 1)")
     head = f"Mean field of {_MODEL_NAMES.get(model, model)} on the sphere"
     if particles is not None:

@@ -28,6 +28,7 @@ LEGEND_SIZE = 8.5
 SEQUENTIAL_CMAP = "viridis"
 HISTOGRAM_CMAP = "magma"
 CYCLIC_CMAP = "twilight"
+DENSITY_CMAP = "magma"  # a density on S², in the figures and the interactive globe alike
 
 DATA_COLOR = "#31688e"  # viridis blue
 THEORY_COLOR = "#d1495b"  # red, distinct from every viridis hue
@@ -121,11 +122,17 @@ def params_text(**values) -> str:
     return ", ".join(parts)
 
 
-def title_text(head: str, title: str | None, **params) -> str:
-    """title (or head when None), with a second line of the parameters given."""
+def title_text(head: str, title: str | None, *, member: str | None = None, **params) -> str:
+    """title (or head when None), with a second line of the parameters given and, when given, the ensemble member
+    drawn (e.g. "seed 0"), so that a figure of one member says which."""
     text = title if title is not None else head
-    extra = params_text(**params)
+    extra = ", ".join(p for p in (params_text(**params), member) if p)
     return f"{text}\n{extra}" if extra else text
+
+
+def seed_text(seed) -> str | None:
+    """The member a figure of one ensemble member draws, as its title names it: "seed 0" (None: no member)."""
+    return None if seed is None else f"seed {int(seed)}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,6 +238,71 @@ def integer_axis(ax, values: np.ndarray) -> None:
     finite = values[np.isfinite(values)]
     top = float(finite.max()) if finite.size else 1.0
     ax.set_ylim(0, top + max(0.6, 0.08 * top))
+
+
+def grid_shape(count: int, max_cols: int = 3) -> tuple[int, int]:
+    """Rows × columns for ``count`` panels, at most ``max_cols`` wide: the fewest rows that hold them, then the
+    fewest columns that hold them in those rows (4 → 2 × 2, 5 → 2 × 3, 6 → 2 × 3, 7 → 3 × 3)."""
+    if int(count) < 1 or int(max_cols) < 1:
+        raise ValueError(f"grid_shape needs a positive panel count and column limit; got {count!r}, {max_cols!r}")
+    rows = math.ceil(int(count) / int(max_cols))
+    return rows, math.ceil(int(count) / rows)
+
+
+DENSITY_FLOOR = (0.05, 0.5)
+"""The lower end of a density's logarithmic colour scale (in units of the uniform density) lies in this range:
+the smallest positive value, raised to 0.05 (emptier is drawn as 0.05) and at most 0.5 (below the uniform 1)."""
+
+
+def density_limits(scaled) -> tuple[float, float]:
+    """The limits of the logarithmic colour scale of a density in units of the uniform one (4πρ on S²), shared
+    by the figure and the interactive globe: from the smallest positive value (within ``DENSITY_FLOOR``) to the
+    largest, at least 2."""
+    values = np.asarray(scaled, dtype=float)
+    positive = values[np.isfinite(values) & (values > 0)]
+    lo, hi = DENSITY_FLOOR
+    floor = max(min(float(positive.min()), hi), lo) if positive.size else hi
+    top = float(positive.max()) if positive.size else 1.0
+    return floor, max(top, 2.0)
+
+
+def plain_log_ticks(lo: float, hi: float) -> np.ndarray:
+    """Ticks of a logarithmic scale on [lo, hi] written as plain numbers: 1, 2, 5 times the powers of ten within
+    it where that gives at most 9 ticks, else the powers of ten alone (every second or third where they are many)."""
+    lo, hi = float(lo), float(hi)
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise ValueError(f"a logarithmic scale needs 0 < lo < hi; got [{lo:g}, {hi:g}]")
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+
+    def within(mantissas) -> list[float]:
+        ticks = (float(f"{m}e{e}") for e in range(e0, e1 + 1) for m in mantissas)  # exact decimals: 0.05, 1e-05
+        return [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+
+    ticks = within((1, 2, 5))
+    if 2 <= len(ticks) <= 9:
+        return np.array(ticks)
+    powers = within((1,))
+    if len(powers) < 2:
+        return np.array(ticks if len(ticks) >= 2 else [lo, hi])
+    return np.array(powers[:: math.ceil(len(powers) / 8)])
+
+
+def plain_number(value: float) -> str:
+    """A tick label without exponents: 0.05, 0.5, 1, 20, 1000 (at most 4 significant digits)."""
+    value = float(value)
+    text = f"{value:.4g}"
+    if "e" in text:
+        text = f"{value:.{max(0, -math.floor(math.log10(abs(value))) + 3)}f}".rstrip("0").rstrip(".")
+    return text
+
+
+def plain_log_colorbar(cbar, lo: float, hi: float) -> None:
+    """A logarithmic colour bar on [lo, hi] labelled in plain numbers (0.1, 0.2, 0.5, 1, 2, 5), never 4×10^0: the
+    ticks of :func:`plain_log_ticks`, no minor labels."""
+    ticks = plain_log_ticks(lo, hi)
+    cbar.set_ticks(ticks, labels=[plain_number(t) for t in ticks])
+    axis = cbar.ax.yaxis if cbar.orientation == "vertical" else cbar.ax.xaxis
+    axis.set_minor_formatter(ticker.NullFormatter())
 
 
 def subsample(count: int, limit: int) -> np.ndarray:

@@ -29,6 +29,7 @@ from .style import (
     finish,
     new_figure,
     particle_colors,
+    seed_text,
     set_range,
     title_text,
     view_vector,
@@ -58,12 +59,12 @@ def unwrapped_angles(xs) -> np.ndarray:
     return theta + shift
 
 
-def circle_trajectories(ts, xs, *, n_clusters=None, beta=None, title=None, path=None) -> Figure:
+def circle_trajectories(ts, xs, *, n_clusters=None, beta=None, seed=None, title=None, path=None) -> Figure:
     """Angles θ_i(t) of particles on the circle (d = 2) against time, [GLPR] Fig. 4.
 
     xs (T, n, 2). Each line is one particle's unwrapped angle, coloured by its final angle on
     a cyclic colour map, so particles ending in the same cluster share a colour. n_clusters (T,)
-    adds a lower panel with the cluster count as a step plot.
+    adds a lower panel with the cluster count as a step plot. seed: the member drawn, named in the title.
     """
     ts = axis_values("ts", ts)
     xs = as_states("xs", xs, ts, d=2)
@@ -91,7 +92,7 @@ def circle_trajectories(ts, xs, *, n_clusters=None, beta=None, title=None, path=
     set_range(ax, ts)
     angle_ticks(ax, lo, hi)
     ax.set_ylabel(r"angle $\theta_i(t)$ (unwrapped)")
-    ax.set_title(title_text("Particles on the circle", title, n=xs.shape[1], beta=beta))
+    ax.set_title(title_text("Particles on the circle", title, n=xs.shape[1], beta=beta, member=seed_text(seed)))
     despine(ax)
     cbar = fig.colorbar(ScalarMappable(norm, cmap), ax=ax, aspect=25, pad=0.015)
     cbar.set_ticks([-math.pi, -math.pi / 2, 0, math.pi / 2, math.pi])
@@ -159,7 +160,7 @@ def _endpoint_markers(ax, start, end, colors, *, size=14.0, view=None):
     )
 
 
-def sphere_trajectories(ts, xs, *, beta=None, elev=None, azim=None, title=None, path=None) -> Figure:
+def sphere_trajectories(ts, xs, *, beta=None, seed=None, elev=None, azim=None, title=None, path=None) -> Figure:
     """Trajectories of particles on S² (d = 3) over a shaded sphere.
 
     xs (T, n, 3). Lines are coloured by the particle's initial height; hollow markers are the
@@ -179,7 +180,13 @@ def sphere_trajectories(ts, xs, *, beta=None, elev=None, azim=None, title=None, 
     _trajectory_segments_3d(ax, xs, colors, view, linewidth=0.9 if xs.shape[1] <= 128 else 0.5)
     _endpoint_markers(ax, xs[0], xs[-1], colors, view=view)
     ax.set_title(
-        title_text(rf"Particles on the sphere $S^2$, $t \in [{ts[0]:g}, {ts[-1]:g}]$", title, n=xs.shape[1], beta=beta),
+        title_text(
+            rf"Particles on the sphere $S^2$, $t \in [{ts[0]:g}, {ts[-1]:g}]$",
+            title,
+            n=xs.shape[1],
+            beta=beta,
+            member=seed_text(seed),
+        ),
         pad=0,
     )
     _endpoint_legend(fig, ts)
@@ -226,7 +233,7 @@ def _principal_components(points: np.ndarray, k: int):
     return points.mean(axis=0), evecs[:, :k], ratio[:k]
 
 
-def pca_trajectories(ts, xs, *, n_components=2, beta=None, title=None, path=None) -> Figure:
+def pca_trajectories(ts, xs, *, n_components=2, beta=None, seed=None, title=None, path=None) -> Figure:
     """Trajectories in d > 3 projected on the top principal components of all states stacked.
 
     xs (T, n, d). Axes are labelled with the share of variance each component explains.
@@ -279,7 +286,7 @@ def pca_trajectories(ts, xs, *, n_components=2, beta=None, title=None, path=None
         ax.set_xlabel(labels[0])
         ax.set_ylabel(labels[1])
         ax.set_zlabel(labels[2])
-    ax.set_title(title_text(head, title, n=n, beta=beta))
+    ax.set_title(title_text(head, title, n=n, beta=beta, member=seed_text(seed)))
     _endpoint_legend(fig, ts)
     return finish(fig, path)
 
@@ -287,7 +294,7 @@ def pca_trajectories(ts, xs, *, n_components=2, beta=None, title=None, path=None
 def trajectories(ts, xs, **kw) -> Figure:
     """Trajectory plot chosen by dimension: circle (d = 2), sphere (d = 3), PCA (d > 3).
 
-    Keywords pass through (beta, title, path, ...); n_clusters is used only for d = 2.
+    Keywords pass through (beta, seed, title, path, ...); n_clusters is used only for d = 2.
     """
     xs_arr = as_array("xs", xs, "(T, n, d)", 3)
     d = xs_arr.shape[2]

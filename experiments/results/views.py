@@ -4,7 +4,9 @@ attnflow's files.
 A run gets a view for what it holds, asked of its ``RunResult``: the particles on the circle or the sphere
 for every d = 2 or 3 whose states it kept (``view_particles_d3.html``), the mean-field density on S² as a
 globe where it saved one (``view_density_globe.html``), and the phase diagram where it has the clustered
-fraction over a grid of three or more β (``view_phase_diagram.html``). :func:`missing` says, one line each,
+fraction over a grid of three or more β (``view_phase_diagram.html``, with Γ_∞,δ as the figure has it). The
+particle views open at the last save time, a cluster's marker sized by its tokens; the globe takes the
+figure's logarithmic scale and its limits (``style.density_limits``). :func:`missing` says, one line each,
 why a run has none of a kind. The pages are drawn by ``plots/interactive.py`` and written by
 ``figures.write``, atomically and recorded in ``.attnflow.json`` like every figure.
 """
@@ -15,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...particles import observables
+from ...particles import equiangular_ode, observables
 from ...solvers import harmonics
-from ..plots import interactive
+from ..plots import interactive, style
 from ..run.runner import RunResult
 from . import figures
 
@@ -49,7 +51,8 @@ def _particles(result: RunResult, d: int):
     c = result.config
     xs = result.states(d)  # (β, seeds, T, n, d)
     members = _members(result)
-    frames = interactive.frame_indices(len(result.ts), len(members) * c.n * d)
+    # per frame: the coordinates, a colour and a marker size per particle
+    frames = interactive.frame_indices(len(result.ts), len(members) * c.n * (d + 2))
     chosen = np.stack([xs[b, s][frames] for b, s in members])  # (members, frames, n, d)
     # the clusters at the run's δ at every frame: a particle alone is grey, a cluster coloured as it forms
     labels = np.asarray(observables.clusters(np.asarray(chosen, dtype=np.float64), c.delta).labels)
@@ -60,7 +63,8 @@ def _particles(result: RunResult, d: int):
     if len(members) == 1:
         title += f", {names[0]}"
     parts = [
-        f"colour: clusters, pairs with ⟨xᵢ, xⱼ⟩ ≥ 1 − δ (δ = {c.delta:g}); grey: a particle alone",
+        f"colour: clusters, pairs with ⟨xᵢ, xⱼ⟩ ≥ 1 − δ (δ = {c.delta:g}); grey: a particle alone; "
+        f"marker area: the cluster's tokens (up to {int(interactive.MAX_SIZE_RATIO**2)})",
         _shown("save times shown", len(frames), len(result.ts)),
         _shown("members shown", len(members), int(np.prod(result.member_shape[1:]))),
     ]
@@ -76,9 +80,12 @@ def _globe(result: RunResult):
     c = result.config
     density = result.stats["sphere_density"][0, 0, 0]  # (T, n_θ, n_φ), the first member
     theta, phi = _sphere_grid(result, density.shape[-2:])
-    frames = interactive.frame_indices(len(result.ts), density[0].size)
+    # the figure's scale: logarithmic, the limits of the member's density at every save time
+    limits = style.density_limits(4 * np.pi * density)
+    # per frame: the colours and the values on hover
+    frames = interactive.frame_indices(len(result.ts), 2 * density[0].size)
     # thin the grid too where the frames would still be too many numbers
-    stride = max(1, int(np.ceil(np.sqrt(len(frames) * density[0].size / interactive.FRAME_NUMBERS))))
+    stride = max(1, int(np.ceil(np.sqrt(2 * len(frames) * density[0].size / interactive.FRAME_NUMBERS))))
     values = 4 * np.pi * density[frames][:, :, ::stride]
     members = int(np.prod(result.member_shape[1:]))
     title = f"Mean-field density on S² · {c.model.upper()}, β = {float(c.beta[0]):g}"
@@ -98,6 +105,8 @@ def _globe(result: RunResult):
             title=title,
             note=" · ".join(p for p in parts if p),
             colorbar="4πρ",
+            limits=limits,
+            log=True,
             path=path,
         )
 
@@ -125,15 +134,21 @@ def _phase(result: RunResult):
     by_d = {int(d): fraction[i] for i, d in enumerate(c.d)}
     title = f"Clustered fraction · {c.model.upper()}, n = {c.n}, δ = {c.delta:g}"
     note = f"fraction of pairs with ⟨xᵢ, xⱼ⟩ ≥ 1 − δ, mean over {c.seeds} seed{'s' if c.seeds > 1 else ''}"
+    betas = np.asarray(c.beta, dtype=float)
+    # Γ_∞,δ as the figure draws it, for the kernels whose equiangular ODE attnflow solves
+    curve = None
+    if c.model in equiangular_ode.MODELS:
+        curve = (np.asarray(equiangular_ode.gamma_curve(betas, c.n, c.delta, model=c.model)), betas)
 
     def draw(path):
         interactive.phase_page(
             result.ts,
-            np.asarray(c.beta, dtype=float),
+            betas,
             by_d,
             title=title,
             note=note,
             log_time=c.save_spacing == "log",
+            gamma_curve=curve,
             path=path,
         )
 

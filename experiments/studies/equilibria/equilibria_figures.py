@@ -23,9 +23,9 @@ MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
 
 def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=None) -> Figure:
-    """One panel per d: the index (unstable directions, rotations excluded) of each configuration against β,
-    the simplex's stability threshold −(n−1)(n−2)/n dashed. index: (len(ds), len(betas), len(names)), NaN where a
-    configuration does not exist."""
+    """One panel per d: the index (unstable directions, rotations excluded) of each configuration against β as
+    steps (an integer, constant between its jumps), the simplex's stability threshold −(n−1)(n−2)/n dashed.
+    index: (len(ds), len(betas), len(names)), NaN where a configuration does not exist."""
     betas = np.asarray(betas, dtype=float)
     index = np.asarray(index, dtype=float)
     fig = new_figure(max(3.6 * len(ds) + 0.4, 7.5), 4.3)
@@ -38,8 +38,11 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
             y = index[a, :, p]
             if not np.any(np.isfinite(y)):
                 continue
+            # an index is an integer: it jumps between grid points (steps half-way), never slopes;
             # overlapping values stay visible: each configuration's markers smaller than the last one's
-            ax.plot(betas, y, "-", color=colors[p], linewidth=0.9, alpha=0.5)
+            ax.plot(
+                betas, y, "-", color=colors[p], linewidth=0.9, alpha=0.5, drawstyle="steps-mid", gid=f"steps {name}"
+            )
             (line,) = ax.plot(
                 betas,
                 y,
@@ -82,7 +85,7 @@ def rest_point_indices(betas, ds, names, index, *, thresholds, model: str, path=
 def continuation_paths(paths: list[dict], *, model: str, path=None) -> Figure:
     """One panel per continued path: the eigenvalues along the branch (points) against β, the closed forms μ_1, μ_2
     (lines), and the located branch points (vertical lines)."""
-    fig = new_figure(4.3 * len(paths) + 0.3, 3.7)
+    fig = new_figure(4.3 * len(paths) + 0.3, 4.2)
     axes = fig.subplots(1, len(paths), squeeze=False)[0]
     for ax, p in zip(axes, paths):
         beta = np.asarray(p["beta"], dtype=float)
@@ -123,9 +126,16 @@ def continuation_paths(paths: list[dict], *, model: str, path=None) -> Figure:
         ax.set_xlim(float(np.min(p["grid"])), float(np.max(p["grid"])))
         ax.set_xlabel(BETA_LABEL)
         ax.set_title(rf"{p['name']}, $n = {p['n']}$, $d = {p['d']}$ ({model.upper()})")
-        ax.legend(loc="lower right", fontsize=LEGEND_SIZE - 1, frameon=False)
         despine(ax)
     axes[0].set_ylabel("eigenvalue (rotations excluded)")
+    # one legend for the panels, below them: inside, it would cover a branch
+    legend: dict = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(
+        list(legend.values()), list(legend), loc="outside lower center", ncol=3, fontsize=LEGEND_SIZE, frameon=False
+    )
     fig.suptitle("Continuation in β: eigenvalues crossing zero at the branch points", fontsize=11)
     return finish(fig, path)
 
@@ -184,7 +194,7 @@ def extremizer_sweep(taus, ratio, energy, index, candidates, authors: dict, *, p
     energy E_D of each four-token rest point against τ, filled where it is a minimizer (Morse index 0)."""
     taus, ratio = np.asarray(taus, dtype=float), np.asarray(ratio, dtype=float)
     energy, index = np.asarray(energy, dtype=float), np.asarray(index, dtype=float)
-    fig = new_figure(9.6, 3.9)
+    fig = new_figure(9.6, 4.6)
     left, right = fig.subplots(1, 2)
     pos = taus > 0
     grid = np.linspace(0, max(10.5, float(taus.max()) + 0.5), 50)
@@ -231,6 +241,7 @@ def extremizer_sweep(taus, ratio, energy, index, candidates, authors: dict, *, p
     handles, labels = right.get_legend_handles_labels()
     handles.append(Line2D([], [], marker="o", markerfacecolor="none", color="0.3", linestyle="none"))
     labels.append("open: saddle or maximizer")
-    right.legend(handles, labels, loc="lower right", fontsize=LEGEND_SIZE - 1, frameon=False, ncol=2)
+    # below the panels: inside, the legend would cover the rest points' curves
+    fig.legend(handles, labels, loc="outside lower right", fontsize=LEGEND_SIZE - 1, frameon=False, ncol=3)
     despine(right)
     return finish(fig, path)

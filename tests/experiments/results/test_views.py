@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from cli_helpers import SMALL, cli, tree
 
-from attnflow.experiments import builtin
+from attnflow.experiments import builtin, plots
 from attnflow.experiments.config import load_config
 from attnflow.experiments.results import store, views
 from attnflow.experiments.results.runs import load_result
 from attnflow.experiments.run.runner import RunResult
+from attnflow.particles import equiangular_ode as eq
 from attnflow.particles import observables
 from attnflow.solvers import harmonics
 
@@ -205,15 +206,20 @@ def test_the_globe_holds_the_density_at_every_save_time(tmp_path):
     views.views(result)["view_density_globe.html"](tmp_path / "globe.html")
     fig = page(tmp_path / "globe.html")
     assert len(fig["frames"]) == len(result.ts)
+    lo, hi = plots.style.density_limits(4 * np.pi * rho)
     for i, frame in enumerate(fig["frames"]):
-        color = values(frame["data"][0]["surfacecolor"])
+        value = values(frame["data"][0]["customdata"])
         # the grid, its seam closed at longitude 2π, and a row at each pole (4πρ: 1 is uniform)
-        assert color.shape == (rho.shape[1] + 2, rho.shape[2] + 1)
-        np.testing.assert_allclose(color[1:-1, :-1], 4 * np.pi * rho[i], rtol=1e-6)
-        np.testing.assert_allclose(color[1:-1, -1], 4 * np.pi * rho[i, :, 0], rtol=1e-6)
-    np.testing.assert_allclose(values(fig["frames"][0]["data"][0]["surfacecolor"]), 1.0, rtol=1e-6)  # uniform at t = 0
+        assert value.shape == (rho.shape[1] + 2, rho.shape[2] + 1)
+        np.testing.assert_allclose(value[1:-1, :-1], 4 * np.pi * rho[i], rtol=1e-6)
+        np.testing.assert_allclose(value[1:-1, -1], 4 * np.pi * rho[i, :, 0], rtol=1e-6)
+        # coloured on the figure's logarithmic scale
+        color = values(frame["data"][0]["surfacecolor"])
+        np.testing.assert_allclose(color, np.log10(np.maximum(value, lo)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values(fig["frames"][0]["data"][0]["customdata"]), 1.0, rtol=1e-6)  # uniform at t = 0
     surface = fig["data"][0]
-    assert surface["cmin"] == 0 and surface["cmax"] == pytest.approx(float(4 * np.pi * rho.max()), rel=1e-6)
+    assert (surface["cmin"], surface["cmax"]) == pytest.approx((np.log10(lo), np.log10(hi)), rel=1e-6)
+    assert hi == pytest.approx(float(4 * np.pi * rho.max()), rel=1e-6)
     x, y, z = (values(surface[c]) for c in "xyz")
     np.testing.assert_allclose(x**2 + y**2 + z**2, 1.0, atol=1e-12)  # on the unit sphere
 
@@ -222,7 +228,10 @@ def test_the_phase_diagram_holds_the_clustered_fraction(small_runs, tmp_path):
     result, _ = load_result(small_runs["circle"])
     views.views(result)["view_phase_diagram.html"](tmp_path / "phase.html")
     fig = page(tmp_path / "phase.html")
-    (heatmap,) = fig["data"]
+    heatmap, outline, curve = fig["data"]  # the fraction and Γ_∞,δ (an outline under a dashed line)
+    t_star = eq.gamma_curve(np.array([1.0, 2.0, 4.0]), result.config.n, result.config.delta)
+    finite = np.isfinite(t_star)
+    np.testing.assert_allclose(values(curve["x"])[finite], np.asarray(t_star)[finite], rtol=1e-6)
     np.testing.assert_allclose(values(heatmap["x"]), result.ts)
     np.testing.assert_allclose(values(heatmap["y"]), [1.0, 2.0, 4.0])
     expected = result.stats["clustered_fraction"][0].mean(axis=1)  # (β, T), the mean over seeds
