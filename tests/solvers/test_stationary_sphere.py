@@ -23,7 +23,9 @@ from attnflow.solvers import stationary_sphere as ss
 def test_gegenbauer_tables_are_the_zonal_harmonics(d):
     system = ss.StationarySphere(1.0, d, modes=12)
     k = np.arange(12)
-    dims = [1] + [(2 * j + d - 2) * math.factorial(j + d - 3) / (math.factorial(j) * math.factorial(d - 2)) for j in k[1:]]
+    dims = [1] + [
+        (2 * j + d - 2) * math.factorial(j + d - 3) / (math.factorial(j) * math.factorial(d - 2)) for j in k[1:]
+    ]
     np.testing.assert_allclose(np.asarray(system.dims), dims, rtol=1e-12)  # N_k, the degree-k harmonics' dimension
     t = np.linspace(-1, 1, 7)
     P = ss.zonal_polynomials(d, 4, t)
@@ -54,9 +56,10 @@ def _direct_phi(t, rho, beta, d):
     s, ws = roots_jacobi(t.size, a, a)  # the same nodes as the density's
     phi, wp = roots_jacobi(64, (d - 4) / 2.0, (d - 4) / 2.0)  # in cos φ, weight (1 − c²)^{(d−4)/2}
     ws, wp = ws / ws.sum(), wp / wp.sum()
-    inner = t[:, None, None] * s[None, :, None] + np.sqrt(1 - t**2)[:, None, None] * np.sqrt(1 - s**2)[
-        None, :, None
-    ] * phi[None, None, :]
+    inner = (
+        t[:, None, None] * s[None, :, None]
+        + np.sqrt(1 - t**2)[:, None, None] * np.sqrt(1 - s**2)[None, :, None] * phi[None, None, :]
+    )
     area = 2 * math.pi ** (d / 2) / math.gamma(d / 2)
     return np.einsum("tsp,s,p,s->t", np.exp(beta * inner), ws, wp, rho) * area
 

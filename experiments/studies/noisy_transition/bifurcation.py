@@ -11,6 +11,11 @@ every point from the spectrum of the linearized equation. Around it:
   continuous transition) below β*(2) = 2.4469, the root of ρ = 1/2 (``critical_beta``), and negative
   (subcritical, with a fold at σ_fold > σ_#) above it; where the configuration's β lie on both sides, the
   coefficient's root is found and compared with β*;
+* β_*^{(d)} of the circle and of the spheres S^{d−1}, d in ``sphere_dims`` (zonal densities, ``StationarySphere``),
+  three ways (``beta_star``): the sign change of the pitchfork coefficient computed from the nonlinear stationary
+  densities, the closed form (the root of I_{d/2+1}/I_{d/2} = 1/d), and the folds of the branches continued at
+  β_* + ``FOLD_OFFSETS`` extrapolated to the branch point (docs/model.md §13.6); summary.json's ``beta_star`` (the
+  first, keyed by d), ``beta_star_closed_form`` and ``beta_star_fold``;
 * the linearized spectrum against the time-dependent solver: the mode-1 state at the middle of its branch
   (its unstable part when there is one) is perturbed along its leading eigenvector and ``meanfield_circle`` run
   for two e-foldings; the perturbation's measured rate against the eigenvalue;
@@ -23,7 +28,8 @@ Statistics (dimensions (d, beta, seed, ...); the mean field repeated along the s
 ``branch_amplitude``, ``branch_stable`` on (…, branch, point) with branch 0 the uniform density and then the
 modes of ``branches``; ``branch_point`` (the located σ of each mode on the uniform branch), ``fold_sigma`` and
 ``fold_amplitude`` (the first fold of each branch) on (…, branch); ``pitchfork``, ``rate_predicted``,
-``rate_measured`` on (…, check); the sweeps' ``order``, ``order_sq`` and ``meanfield_order`` (…, sweep, level) as in
+``rate_measured`` on (…, check); ``beta_star`` on (…, dimension, method), the dimensions 2 and ``sphere_dims``;
+the sweeps' ``order``, ``order_sq`` and ``meanfield_order`` (…, sweep, level) as in
 noisy-transition.
 """
 
@@ -42,7 +48,7 @@ from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult
 from . import noisy_transition as nt
-from .noisy_transition_theory import bessel_ratio, critical_beta, critical_noise, pitchfork_closed_form
+from .noisy_transition_theory import bessel_ratio, critical_beta, critical_noise
 
 draw = LazyModule(f"{__package__}.noisy_transition_figures")  # this study's figures, imported on first use
 
@@ -128,13 +134,13 @@ def degree_one_fold(beta: float, d: int, model: str = "usa", modes: int = 32) ->
     """(σ_fold/σ_#, the order parameter there) of the degree-1 branch's first fold, continued in σ from its branch
     point on the uniform density; None where the branch has no fold (a supercritical pitchfork)."""
     system, s1 = _stationary_system(beta, d, model, modes)
-    uniform = continuation(system, None, 1.1 * s1, p_range=(0.9 * s1, 1.2 * s1), direction=-1, ds=0.02 * s1)
-    near = [bp for bp in uniform.branch_points if abs(bp.p - s1) <= 1e-6 * s1]
-    if not near:
-        raise ConfigError(f"no branch point at σ_# = {s1:.6g} on the uniform density (β = {beta:g}, d = {d})")
+    # the branch point, known exactly: the uniform density at σ_#, where the uniform branch runs along σ alone
+    unknowns = system.start(None, s1).size
+    along_p = np.append(np.zeros(unknowns), 1.0)
+    point = SpecialPoint("branch", s1, np.zeros(unknowns), 0, 1, along_p, 0.0)
     branch = continuation(
         system,
-        near[0],
+        point,
         p_range=(0.99 * s1, 2.0 * s1),  # ends past the fold, which lies beyond σ_#
         direction=1,
         ds=0.002 * s1,
@@ -160,9 +166,10 @@ def beta_star(d: int, model: str = "usa", modes: int = 32) -> tuple[float, float
         root = sphere_critical_beta(d, model, modes=modes, bracket=BETA_BRACKET)
     x = np.asarray(FOLD_OFFSETS)
     folds = [degree_one_fold(root + h, d, model, modes) for h in FOLD_OFFSETS]
-    if any(f is None for f in folds):
+    orders = [f[1] for f in folds if f is not None]
+    if len(orders) < len(folds):
         return root, critical_beta(d), float("nan")
-    a2, a1, a0 = np.polyfit(x, [f[1] ** 2 for f in folds], 2)
+    a2, a1, a0 = np.polyfit(x, np.square(orders), 2)
     roots = np.roots([a2, a1, a0])
     real = roots[np.isreal(roots)].real
     return root, critical_beta(d), float(root + real[np.argmin(np.abs(real))]) if real.size else float("nan")
@@ -554,6 +561,9 @@ EXPERIMENT = register(
             f"{list(c.branches)} ({c.modes} Fourier modes), particles n = {c.n}, {c.seeds} seeds, "
             f"σ/σ_# ∈ {list(c.noise_ratios)} down and up"
         ),
-        runtime="2.3 min on 2 shared CPU cores (mostly the sweeps: n = 512 particles and the mean field, both ways)",
+        runtime=(
+            "3.3 min on 2 shared CPU cores (mostly the sweeps: n = 512 particles and the mean field, both ways; "
+            "β_* of d = 2, 3, 4 about a minute)"
+        ),
     )
 )
