@@ -151,6 +151,11 @@ def degree_one_fold(beta: float, d: int, model: str = "usa", modes: int = 32) ->
     return (branch.folds[0].p / s1, branch.folds[0].measure) if branch.folds else None
 
 
+def beta_star_dims(config) -> list[int]:
+    """The dimensions whose β_* a run locates: the circle's, 2, and ``sphere_dims`` (each once, increasing)."""
+    return [2] + sorted({int(d) for d in config.sphere_dims})
+
+
 def beta_star(d: int, model: str = "usa", modes: int = 32) -> tuple[float, float, float]:
     """β_*^{(d)} three ways: the sign change of the pitchfork coefficient computed from the nonlinear stationary
     densities (Brent on ``BETA_BRACKET``), the closed form (the root of I_{d/2+1}/I_{d/2} = 1/d), and the continued
@@ -243,7 +248,7 @@ def run(config, *, progress=None) -> RunResult:
             above,
             xtol=1e-12,
         )
-    dims = [2] + sorted(int(d) for d in config.sphere_dims)
+    dims = beta_star_dims(config)
     stars = np.array([beta_star(d, config.model, config.modes) for d in dims])  # (dimension, method)
     particles = nt.run(config, progress=progress)  # noisy-transition's sweeps, on this run's own keys
     seeds = config.seeds
@@ -448,7 +453,7 @@ def checks(result: RunResult) -> list[Check]:
 
 def _beta_star_checks(result: RunResult) -> list[Check]:
     c = result.config
-    dims = [2] + sorted(int(d) for d in c.sphere_dims)
+    dims = beta_star_dims(c)
     stars = np.asarray(result.stats["beta_star"])[0, 0, 0]
     out = []
     for d, (root, closed, fold) in zip(dims, stars):
@@ -478,7 +483,7 @@ def _summary(result: RunResult) -> dict:
     """``beta_star`` keyed by d: the sign change of the pitchfork coefficient of the stationary densities; beside
     it the closed form and the folds' extrapolation, keyed the same way."""
     c = result.config
-    dims = [2] + sorted(int(d) for d in c.sphere_dims)
+    dims = beta_star_dims(c)
     stars = np.asarray(result.stats["beta_star"])[0, 0, 0]
     return {
         "beta_star": {str(d): float(v[0]) for d, v in zip(dims, stars)},

@@ -32,7 +32,7 @@ def test_degree_one_branch_folds_beyond_the_threshold_only_above_beta_star(d):
 def test_summary_keys_beta_star_by_d():
     stars = np.array([[2.4469, 2.44691, 2.44692], [1.8162, 1.81621, 1.81622], [1.5753, 1.57531, 1.57532]])
     result = SimpleNamespace(
-        config=SimpleNamespace(sphere_dims=[4, 3]), stats={"beta_star": stars[None, None, None].repeat(2, axis=1)}
+        config=SimpleNamespace(sphere_dims=[4, 3, 4]), stats={"beta_star": stars[None, None, None].repeat(2, axis=1)}
     )
     out = bifurcation._summary(result)
     assert out["beta_star"] == {"2": 2.4469, "3": 1.8162, "4": 1.5753}
