@@ -132,7 +132,8 @@ def _stationary_system(beta: float, d: int, model: str, modes: int):
 
 def degree_one_fold(beta: float, d: int, model: str = "usa", modes: int = 32) -> tuple[float, float] | None:
     """(σ_fold/σ_#, the order parameter there) of the degree-1 branch's first fold, continued in σ from its branch
-    point on the uniform density; None where the branch has no fold (a supercritical pitchfork)."""
+    point on the uniform density; None where the branch ends without one: a supercritical pitchfork, or a branch
+    that leaves what ``modes`` resolve (a concentrated density at large β) or (0.99 σ_#, 2 σ_#) before its fold."""
     system, s1 = _stationary_system(beta, d, model, modes)
     # the branch point, known exactly: the uniform density at σ_#, where the uniform branch runs along σ alone
     unknowns = system.start(None, s1).size
