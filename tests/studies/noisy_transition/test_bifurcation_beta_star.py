@@ -1,6 +1,7 @@
 """β_*^{(d)} of the bifurcation experiment (docs/model.md §13.6): the pitchfork coefficient's sign change from the
 stationary densities, the closed form and the continued branches' folds agree, on the circle and on S², S³; the
-folds lie beyond σ_# above β_* and are absent below; summary.json's ``beta_star`` is keyed by d."""
+folds lie beyond σ_# above β_* and are absent below; summary.json's ``beta_star`` is keyed by d; on S² the particles'
+hysteresis loop lies between the threshold and the fold."""
 
 from __future__ import annotations
 
@@ -37,3 +38,21 @@ def test_summary_keys_beta_star_by_d():
     out = bifurcation._summary(result)
     assert out["beta_star"] == {"2": 2.4469, "3": 1.8162, "4": 1.5753}
     assert out["beta_star_closed_form"]["3"] == 1.81621 and out["beta_star_fold"]["4"] == 1.57532
+
+
+@pytest.mark.slow
+def test_particles_hysteresis_on_the_sphere_lies_between_threshold_and_fold():
+    from attnflow.experiments.config import load_config
+    from attnflow.experiments.registry import get
+
+    beta, ratios = 6.0, [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4]
+    fold = bifurcation.degree_one_fold(beta, 3, modes=48)
+    assert fold is not None and fold[0] > 1.0
+    e = get("noisy-transition")
+    config = load_config(
+        None, ["progress=false", "d=[3]", f"beta=[{beta}]", f"noise_ratios={ratios}"], base={**e.defaults, **e.quick}
+    )
+    order = bifurcation.nt.run(config).stats["order"][0, 0]
+    down, up = bifurcation.nt.sweep_crossings(np.asarray(ratios), order)[:, -1]
+    tol = bifurcation.LOOP_TOL
+    assert 1.0 - tol <= down < up <= fold[0] * (1.0 + tol)  # S² at β = 6: σ_# ≤ σ_down < σ_up ≤ σ_fold = 1.2707 σ_#
