@@ -17,6 +17,7 @@ from attnflow.experiments.studies.noisy_transition.noisy_transition_theory impor
 )
 from attnflow.particles.errors import InputError
 from attnflow.solvers import stationary_sphere as ss
+from attnflow.solvers.continuation import continuation
 
 
 @pytest.mark.parametrize("d", [3, 4, 5])
@@ -47,6 +48,13 @@ def test_branch_point_is_the_papers_threshold(d):
     above, below = system.stability(np.zeros(15), 1.001 * s1), system.stability(np.zeros(15), 0.999 * s1)
     assert above[1] == 0 and below[1] == 1
     np.testing.assert_allclose(below[0][0], 1 / 0.999**2 - 1, rtol=1e-12)
+    # continued in σ, the uniform density meets its branch points at σ_1 and σ_2
+    s2 = ss.sphere_branch_threshold(2.0, d, 2)
+    uniform = continuation(
+        system, None, 1.1 * s1, p_range=(0.9 * s2, 1.2 * s1), direction=-1, ds=0.02 * s1, ds_max=0.04 * s1
+    )
+    found = sorted((bp.p for bp in uniform.branch_points), reverse=True)[:2]
+    np.testing.assert_allclose(found, [s1, s2], rtol=0, atol=1e-10)
 
 
 def _direct_phi(t, rho, beta, d):
