@@ -11,6 +11,11 @@ every point from the spectrum of the linearized equation. Around it:
   continuous transition) below β*(2) = 2.4469, the root of ρ = 1/2 (``critical_beta``), and negative
   (subcritical, with a fold at σ_fold > σ_#) above it; where the configuration's β lie on both sides, the
   coefficient's root is found and compared with β*;
+* β_*^{(d)} of the circle and of the spheres S^{d−1}, d in ``sphere_dims`` (zonal densities, ``StationarySphere``),
+  three ways (``beta_star``): the sign change of the pitchfork coefficient computed from the nonlinear stationary
+  densities, the closed form (the root of I_{d/2+1}/I_{d/2} = 1/d), and the folds of the branches continued at
+  β_* + ``FOLD_OFFSETS`` extrapolated to the branch point (docs/model.md §13.6); summary.json's ``beta_star`` (the
+  first, keyed by d), ``beta_star_closed_form`` and ``beta_star_fold``;
 * the linearized spectrum against the time-dependent solver: the mode-1 state at the middle of its branch
   (its unstable part when there is one) is perturbed along its leading eigenvector and ``meanfield_circle`` run
   for two e-foldings; the perturbation's measured rate against the eigenvalue;
@@ -23,7 +28,8 @@ Statistics (dimensions (d, beta, seed, ...); the mean field repeated along the s
 ``branch_amplitude``, ``branch_stable`` on (…, branch, point) with branch 0 the uniform density and then the
 modes of ``branches``; ``branch_point`` (the located σ of each mode on the uniform branch), ``fold_sigma`` and
 ``fold_amplitude`` (the first fold of each branch) on (…, branch); ``pitchfork``, ``rate_predicted``,
-``rate_measured`` on (…, check); the sweeps' ``order``, ``order_sq`` and ``meanfield_order`` (…, sweep, level) as in
+``rate_measured`` on (…, check); ``beta_star`` on (…, dimension, method), the dimensions 2 and ``sphere_dims``;
+the sweeps' ``order``, ``order_sq`` and ``meanfield_order`` (…, sweep, level) as in
 noisy-transition.
 """
 
@@ -36,6 +42,7 @@ import numpy as np
 from ....solvers import circle_meanfield as mf
 from ....solvers.continuation import Branch, SpecialPoint, continuation
 from ....solvers.stationary import StationaryCircle, branch_threshold, pitchfork_coefficient
+from ....solvers.stationary_sphere import StationarySphere, sphere_branch_threshold, sphere_critical_beta
 from ...builtin.analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
@@ -61,7 +68,15 @@ STAT_DIMENSIONS.update(
     pitchfork=_DIMS + ["check"],
     rate_predicted=_DIMS + ["check"],
     rate_measured=_DIMS + ["check"],
+    beta_star=_DIMS + ["dimension", "method"],
 )
+
+BETA_BRACKET = (0.5, 8.0)
+"""Where the pitchfork coefficient's sign change β_* is sought, for every d (supercritical at 0.5, subcritical at 8)."""
+FOLD_OFFSETS = (0.005, 0.01, 0.02)
+"""β − β_* of the three continued branches whose folds are extrapolated to the branch point."""
+BETA_STAR_TOL = 1e-6
+"""Agreement of the coefficient's sign change with the closed form, and of the folds' extrapolation with both."""
 
 
 def _switched(system: StationaryCircle, point: SpecialPoint) -> SpecialPoint:
@@ -106,6 +121,64 @@ def branches_at(beta: float, config) -> dict:
         )
         modes[k] = (near[0], branch)
     return out
+
+
+def _stationary_system(beta: float, d: int, model: str, modes: int):
+    """The stationary densities of d (the circle's, or a sphere's zonal ones) and degree 1's threshold σ_#."""
+    if d == 2:
+        return StationaryCircle(beta, model, modes=modes), float(branch_threshold(beta, 1, model))
+    return StationarySphere(beta, d, model, modes=modes), sphere_branch_threshold(beta, d, 1, model)
+
+
+def degree_one_fold(beta: float, d: int, model: str = "usa", modes: int = 32) -> tuple[float, float] | None:
+    """(σ_fold/σ_#, the order parameter there) of the degree-1 branch's first fold, continued in σ from its branch
+    point on the uniform density; None where the branch ends without one: a supercritical pitchfork, or a branch
+    that leaves what ``modes`` resolve (a concentrated density at large β) or (0.99 σ_#, 2 σ_#) before its fold."""
+    system, s1 = _stationary_system(beta, d, model, modes)
+    # the branch point, known exactly: the uniform density at σ_#, where the uniform branch runs along σ alone
+    unknowns = system.start(None, s1).size
+    along_p = np.append(np.zeros(unknowns), 1.0)
+    point = SpecialPoint("branch", s1, np.zeros(unknowns), 0, 1, along_p, 0.0)
+    branch = continuation(
+        system,
+        point,
+        p_range=(0.99 * s1, 2.0 * s1),  # ends past the fold, which lies beyond σ_#
+        direction=1,
+        ds=0.002 * s1,
+        ds_min=1e-7 * s1,
+        ds_max=0.02 * s1,
+        max_points=200,
+    )
+    return (branch.folds[0].p / s1, branch.folds[0].measure) if branch.folds else None
+
+
+def beta_star_dims(config) -> list[int]:
+    """The dimensions whose β_* a run locates: the circle's, 2, and ``sphere_dims`` (each once, increasing)."""
+    return [2] + sorted({int(d) for d in config.sphere_dims})
+
+
+def beta_star(d: int, model: str = "usa", modes: int = 32) -> tuple[float, float, float]:
+    """β_*^{(d)} three ways: the sign change of the pitchfork coefficient computed from the nonlinear stationary
+    densities (Brent on ``BETA_BRACKET``), the closed form (the root of I_{d/2+1}/I_{d/2} = 1/d), and the continued
+    branches' folds at β_* + ``FOLD_OFFSETS``: their order parameter², which vanishes linearly at β_*, extrapolated
+    to zero by the quadratic through the three."""
+    if d == 2:
+        from scipy.optimize import brentq
+
+        root = float(
+            brentq(lambda b: pitchfork_coefficient(b, model, 1, modes=modes, amplitude=5e-3), *BETA_BRACKET, xtol=1e-12)
+        )
+    else:
+        root = sphere_critical_beta(d, model, modes=modes, bracket=BETA_BRACKET)
+    x = np.asarray(FOLD_OFFSETS)
+    folds = [degree_one_fold(root + h, d, model, modes) for h in FOLD_OFFSETS]
+    orders = [f[1] for f in folds if f is not None]
+    if len(orders) < len(folds):
+        return root, critical_beta(d), float("nan")
+    a2, a1, a0 = np.polyfit(x, np.square(orders), 2)
+    roots = np.roots([a2, a1, a0])
+    real = roots[np.isreal(roots)].real
+    return root, critical_beta(d), float(root + real[np.argmin(np.abs(real))]) if real.size else float("nan")
 
 
 def _rates(beta: float, config, branch) -> tuple[float, float]:
@@ -176,6 +249,8 @@ def run(config, *, progress=None) -> RunResult:
             above,
             xtol=1e-12,
         )
+    dims = beta_star_dims(config)
+    stars = np.array([beta_star(d, config.model, config.modes) for d in dims])  # (dimension, method)
     particles = nt.run(config, progress=progress)  # noisy-transition's sweeps, on this run's own keys
     seeds = config.seeds
 
@@ -192,6 +267,7 @@ def run(config, *, progress=None) -> RunResult:
         "pitchfork": member(pitch),
         "rate_predicted": member(lam),
         "rate_measured": member(rate),
+        "beta_star": np.broadcast_to(stars, (1, nb, seeds) + stars.shape).copy(),
         "order": particles.stats["order"],
         "order_sq": particles.stats["order_sq"],
         "meanfield_order": particles.stats["meanfield_order"],
@@ -343,6 +419,7 @@ def checks(result: RunResult) -> list[Check]:
             bool(err <= RATE_TOL),
         )
     )
+    out.extend(_beta_star_checks(result))
     ratios = np.asarray(c.noise_ratios, dtype=float)
     for b, beta in enumerate(betas):
         if beta <= critical_beta(2) or sigma1 is None:
@@ -373,6 +450,47 @@ def checks(result: RunResult) -> list[Check]:
             )
         )
     return out
+
+
+def _beta_star_checks(result: RunResult) -> list[Check]:
+    c = result.config
+    dims = beta_star_dims(c)
+    stars = np.asarray(result.stats["beta_star"])[0, 0, 0]
+    out = []
+    for d, (root, closed, fold) in zip(dims, stars):
+        where = "the circle" if d == 2 else f"S^{d - 1} (zonal densities)"
+        out.append(
+            Check(
+                f"[MR] β_*^({d}) on {where}: the pitchfork coefficient's sign change vs the root of "
+                f"I_{{d/2+1}}/I_{{d/2}} = 1/d",
+                f"|Δβ| ≤ {BETA_STAR_TOL:g}",
+                f"{root:.10f} vs {closed:.10f} ({abs(root - closed):.1e})",
+                bool(abs(root - closed) <= BETA_STAR_TOL),
+            )
+        )
+        out.append(
+            Check(
+                f"[MR] β_*^({d}): the continued branches' folds at β_* + {list(FOLD_OFFSETS)} extrapolated to the "
+                "branch point",
+                f"|Δβ| ≤ {BETA_STAR_TOL:g}",
+                f"{fold:.10f} ({abs(fold - closed):.1e})",
+                bool(abs(fold - closed) <= BETA_STAR_TOL),
+            )
+        )
+    return out
+
+
+def _summary(result: RunResult) -> dict:
+    """``beta_star`` keyed by d: the sign change of the pitchfork coefficient of the stationary densities; beside
+    it the closed form and the folds' extrapolation, keyed the same way."""
+    c = result.config
+    dims = beta_star_dims(c)
+    stars = np.asarray(result.stats["beta_star"])[0, 0, 0]
+    return {
+        "beta_star": {str(d): float(v[0]) for d, v in zip(dims, stars)},
+        "beta_star_closed_form": {str(d): float(v[1]) for d, v in zip(dims, stars)},
+        "beta_star_fold": {str(d): float(v[2]) for d, v in zip(dims, stars)},
+    }
 
 
 def figures(result: RunResult) -> dict:
@@ -424,6 +542,7 @@ EXPERIMENT = register(
             beta=[1.0, 8.0],
             modes=64,
             branches=[1, 2, 3],
+            sphere_dims=[3, 4],
             # the particles' and the time-dependent density's sweeps: noisy-transition's own
             **{key: nt.EXPERIMENT.defaults[key] for key in SWEEP_DEFAULTS},
         ),
@@ -439,14 +558,18 @@ EXPERIMENT = register(
         checks,
         needs=lambda config: (),
         run=run,
-        keys=("branches",) + PARTICLE_KEYS,
+        keys=("branches", "sphere_dims") + PARTICLE_KEYS,
         memory=memory,
         requires=requires,
+        summary=_summary,
         headline=lambda c: (
             f"{c.model.upper()} + noise on the circle, β = {list(c.beta)}: branches of modes "
             f"{list(c.branches)} ({c.modes} Fourier modes), particles n = {c.n}, {c.seeds} seeds, "
             f"σ/σ_# ∈ {list(c.noise_ratios)} down and up"
         ),
-        runtime="2.3 min on 2 shared CPU cores (mostly the sweeps: n = 512 particles and the mean field, both ways)",
+        runtime=(
+            "3.3 min on 2 shared CPU cores (mostly the sweeps: n = 512 particles and the mean field, both ways; "
+            "β_* of d = 2, 3, 4 about a minute)"
+        ),
     )
 )

@@ -45,6 +45,16 @@ KEYS = (
         minimum=1,
         experiment_key=True,
     ),
+    Key(
+        "sphere_dims",
+        "int_list",
+        (3, 4),
+        "bifurcation: the dimensions d of the spheres S^{d−1} whose criticality switch β_*^{(d)} is located from "
+        "their zonal stationary densities (with ``modes`` Gegenbauer degrees), beside the circle's",
+        minimum=3,
+        maximum=64,
+        experiment_key=True,
+    ),
 )
 
 LABELS = {
@@ -58,6 +68,9 @@ LABELS = {
     "fold_sigma": Label("noise σ at the branch's first fold"),
     "fold_amplitude": Label("amplitude at the branch's first fold"),
     "pitchfork": Label("pitchfork coefficient dK/dc₁² (0), β where it vanishes (1)"),
+    "beta_star": Label(
+        "β_* of d = 2 and of sphere_dims: coefficient's sign change (0), closed form (1), folds extrapolated (2)"
+    ),
     "rate_predicted": Label("linearized rate (eigenvalue)", _R),
     "rate_measured": Label("rate measured by the time-dependent solver", _R),
 }

@@ -69,6 +69,7 @@ __all__ = [
     "noise_to_coupling",
     "degree_one_rate",
     "uniform_susceptibility",
+    "pitchfork_closed_form",
 ]
 
 
@@ -169,3 +170,12 @@ def uniform_susceptibility(sigma, beta, d: int, model: str = "usa") -> np.ndarra
     with np.errstate(divide="ignore"):
         gap = 1.0 - s2 / sigma**2
         return np.where(gap > 0, 1.0 / np.where(gap > 0, gap, 1.0), math.inf)
+
+
+def pitchfork_closed_form(beta, d: int) -> np.ndarray:
+    """dK/dm_1² at the degree-1 branch point of the zonal stationary densities (USA), from the Gegenbauer expansion
+    of the Gibbs fixed point to third order (docs/model.md §13.6): K_# d (1 − dρ) / ((d + 2)(1 − ρ)),
+    ρ = I_{d/2+1}(β)/I_{d/2}(β) (``bessel_ratio``); the circle's K_#(1 − 2ρ)/(2(1 − ρ)) at d = 2 (c_1 = m_1). Its
+    sign changes at ρ = 1/d, β = ``critical_beta(d)``."""
+    rho = bessel_ratio(beta, d)
+    return threshold_coupling(beta, d) * d * (1.0 - d * rho) / ((d + 2.0) * (1.0 - rho))
