@@ -70,13 +70,13 @@ __all__ = sorted(_HOME) + ["__version__", "load"]
 def __getattr__(name):
     """The public names, imported from their modules when first used; a name that moved under a namespace
     fails naming where it lives now (``moved.MOVED_NAMES``)."""
-    if name not in _SUBPACKAGES and name not in _HOME:
-        raise _moved_name_error(__name__, name)
-    # attnflow's default, before the first name can compile anything: the compilation cache on (ATTNFLOW_CACHE_DIR)
-    _importlib.import_module(".solvers.compilation_cache", __name__).enable_by_default()
     if name in _SUBPACKAGES:
         return _importlib.import_module(f".{name}", __name__)
-    module = _HOME[name]
+    module = _HOME.get(name)
+    if module is None:
+        raise _moved_name_error(__name__, name)
+    if name != "enable_compilation_cache":  # attnflow's default before anything compiles, unless the name chooses
+        _importlib.import_module(".solvers.compilation_cache", __name__).enable_by_default()
     value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
