@@ -8,6 +8,10 @@ fields (``SA``, ``USA``), initial conditions (``af.init``), ``simulate``, observ
 attnflow turns on JAX's float64 support when imported (``jax_enable_x64``): validation needs
 it, and arrays default to float64. Pass ``dtype="float32"`` where speed matters more.
 
+Compiled programs are kept on disk by default, where the command line keeps them ($ATTNFLOW_CACHE_DIR, else
+~/.cache/attnflow/jax), so that a second process of the same shapes starts warm; ATTNFLOW_CACHE_DIR=off turns
+that off (``solvers/compilation_cache.py``).
+
 The public names are listed once, in ``__init__.pyi`` (what type checkers read), and imported when
 first used (``af.SA`` imports ``attnflow.particles``), so that ``import attnflow`` is quick and the
 command line can configure the process (equinox's runtime checks, ``solvers/compilation_cache.py``)
@@ -70,6 +74,14 @@ if _held:
 
 _jax.config.update("jax_enable_x64", True)
 
+# The compilation cache and the stored programs are on by default (``solvers/compilation_cache.py``, turned on when
+# a public name is first used, or at the first compiled program): as the command line does, ask equinox for runtime
+# checks without Python callbacks (EQX_ON_ERROR=nan) before it is imported, so that the adaptive solves can be
+# cached. A value of the user's own wins; with ATTNFLOW_CACHE_DIR=off (or 0, false, no, none) equinox is left alone.
+_CACHE_OFF = ("off", "0", "false", "no", "none")  # as solvers/compilation_cache.py reads ATTNFLOW_CACHE_DIR
+if "equinox" not in _sys.modules and _os.environ.get("ATTNFLOW_CACHE_DIR", "").strip().lower() not in _CACHE_OFF:
+    _os.environ.setdefault("EQX_ON_ERROR", "nan")
+
 from ._version import __version__  # noqa: E402
 from .moved import install as _install_moved  # noqa: E402
 from .moved import name_error as _moved_name_error  # noqa: E402
@@ -109,6 +121,8 @@ def __getattr__(name):
     module = _HOME.get(name)
     if module is None:
         raise _moved_name_error(__name__, name)
+    if name != "enable_compilation_cache":  # attnflow's default before anything compiles, unless the name chooses
+        _importlib.import_module(".solvers.compilation_cache", __name__).enable_by_default()
     value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

@@ -3,6 +3,7 @@ time to a first result of a warm run against JAX's own floor.
 
     python benchmarks/startup.py            # the start-up table, then the warm targets and the d = 2 cell
     python benchmarks/startup.py --quick    # first and repeated run only, then the warm targets (no cell)
+    python benchmarks/startup.py --api      # the README's Python example only: a second process against the floor
 
 Each run is a fresh process of ``attnflow run fig4-circle --quick --no-plot`` (the program's own
 entry point, with its compilation cache in an empty temporary directory). The process records
@@ -24,6 +25,8 @@ import time
 
 import machine as _machine
 import numpy as np
+
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "README.md")
 
 EXPERIMENT = ["run", "fig4-circle", "--quick", "--no-plot"]
 
@@ -248,13 +251,81 @@ def targets(quick: bool = False) -> None:
         )
 
 
+# -- the Python API: the README's example in a second process ------------------------------------------------
+
+
+def readme_example() -> str:
+    """The README's Python example, as written there: its first ``python`` code block."""
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("```python\n") + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+def api(reps: int) -> dict:
+    """The README's Python example as a user runs it (``python example.py``, the compilation cache at its default
+    place, here an empty temporary directory given by ATTNFLOW_CACHE_DIR): a first process (cold), then ``reps``
+    more, each between two measurements of JAX's floor."""
+    code = readme_example()
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "example.py")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(code)
+        env = dict(os.environ, ATTNFLOW_CACHE_DIR=os.path.join(tmp, "cache"))
+        example = [sys.executable, script]
+        start = time.perf_counter()
+        first = subprocess.run(example, env=env, capture_output=True, text=True)
+        cold = time.perf_counter() - start
+        if first.returncode != 0:
+            raise RuntimeError(f"the README's example failed ({first.returncode}):\n{first.stderr[-2000:]}")
+        floors, walls = [_wall(FLOOR, env)], []
+        for _ in range(reps):
+            walls.append(_wall(example, env))
+            floors.append(_wall(FLOOR, env))
+        stored = os.listdir(os.path.join(tmp, "cache", "programs"))
+    # each warm run against the mean of the floors measured just before and just after it
+    ratios = [wall / ((floors[i] + floors[i + 1]) / 2) for i, wall in enumerate(walls)]
+    return dict(
+        printed=first.stdout.strip(),
+        cold=cold,
+        floors=floors,
+        walls=walls,
+        ratios=ratios,
+        stored=len(stored),
+    )
+
+
+def api_table(quick: bool = False) -> None:
+    reps = 2 if quick else 3
+    r = api(reps)
+    print(
+        f"\nthe README's Python example (`python example.py`, fresh processes, the cache in an empty directory; it "
+        f"printed {r['printed']!r}, {r['stored']} stored program(s)): first {r['cold']:.2f} s, then"
+    )
+    print(f"{'floor before':>13} {'warm':>7} {'floor after':>12} {'× floor':>8}")
+    for i, (wall, ratio) in enumerate(zip(r["walls"], r["ratios"])):
+        print(f"{r['floors'][i]:12.2f}s {wall:6.2f}s {r['floors'][i + 1]:11.2f}s {ratio:7.2f}×")
+    print(f"median {float(np.median(r['ratios'])):.2f}× JAX's floor (the target: ≤ 2×)")
+
+
 def run_all(quick: bool = False) -> None:
     run(quick=quick)
     targets(quick=quick)
+    api_table(quick=quick)
 
 
 def main(argv=None) -> int:
-    return _machine.script_main(run_all, __doc__, "first and repeated run only, no d = 2 cell", argv)
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="first and repeated run only, no d = 2 cell")
+    p.add_argument("--api", action="store_true", help="the README's Python example only (with --quick: 2 repetitions)")
+    args = p.parse_args(argv)
+    if args.api:
+        api_table(quick=args.quick)
+    else:
+        run_all(quick=args.quick)
+    return 0
 
 
 if __name__ == "__main__":

@@ -3,10 +3,14 @@
 A run spends most of its start-up compiling its integration loop; with the cache on, a later
 process of the same shapes (and solver, statistics, dtype) loads the compiled program from disk
 instead, and the loop's traced program too (``programs.py``, in ``programs/`` of the same directory),
-so that it is not traced again. ``attnflow run``, ``sweep`` and ``validate`` turn it on; from Python,
-call ``af.enable_compilation_cache()`` once, before the first simulation. $ATTNFLOW_PROGRAMS_MAX_SIZE
-caps ``programs/`` (default 1 GiB; its least recently used entries are evicted beyond it); JAX's own
-``jax_compilation_cache_max_size`` caps the compiled programs.
+so that it is not traced again. The cache is on by default, in ``default_cache_dir()``, for the
+command line and for Python alike: ``attnflow run``, ``sweep`` and ``validate`` turn it on before they
+compile (``--no-cache`` keeps it off); in Python attnflow turns it on at its first compiled program
+(``enable_by_default``, from ``programs.Program``), unless the process has chosen already
+(``enable_compilation_cache(path)``, ``disable_compilation_cache()``, or JAX's own
+``jax_compilation_cache_dir``, whose directory is then used). ATTNFLOW_CACHE_DIR=off turns it off for
+both. $ATTNFLOW_PROGRAMS_MAX_SIZE caps ``programs/`` (default 1 GiB; its least recently used entries
+are evicted beyond it); JAX's own ``jax_compilation_cache_max_size`` caps the compiled programs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ PROGRAMS_SIZE_DEFAULT = 1 << 30
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 _OFF = ("off", "0", "false", "no", "none")
 _warned = False
+_chosen = False  # whether this process has chosen the cache's place or that it is off (then no default applies)
 
 
 def default_cache_dir() -> Path | None:
@@ -59,10 +64,14 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
            $ATTNFLOW_CACHE_DIR, else $XDG_CACHE_HOME/attnflow/jax, else ~/.cache/attnflow/jax.
            With no path and ATTNFLOW_CACHE_DIR=off the cache stays off.
 
+    attnflow calls it with no path at its first compiled program unless the process has chosen already
+    (``enable_by_default``): call it only to put the cache elsewhere.
+
     Returns the directory in use, or None when the cache stays off. A directory that cannot be
     created or written is reported once (a RuntimeWarning) and leaves the cache off: nothing
     else changes. Every compilation is cached, however short (JAX's default keeps only those
-    over a second). Call it before the first simulation; it sets JAX's global options
+    over a second). Programs compiled before the call are not
+    cached, nor taken from the cache. It sets JAX's global options
     ``jax_compilation_cache_dir``, ``jax_persistent_cache_min_compile_time_secs`` and
     ``jax_persistent_cache_min_entry_size_bytes``. Delete the directory to clear the cache. The traced
     programs kept in its ``programs/`` are capped by $ATTNFLOW_PROGRAMS_MAX_SIZE (``programs_size_cap``;
@@ -71,12 +80,15 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
     JAX does not cache programs that call back into Python: progress bars (``progress=True``)
     and the runtime checks equinox compiles into diffrax's adaptive solves (diffrax's checks of the
     save times), unless the environment sets ``EQX_ON_ERROR=nan`` before equinox is imported, as
-    the ``attnflow`` program does. ``simulate`` clips its save times into [t0, t1] and checks each
-    member's solver status itself, so attnflow's results do not rely on those checks.
+    ``import attnflow`` does while the cache is not off, and the ``attnflow`` program. ``simulate`` clips
+    its save times into [t0, t1] and checks each member's solver status itself, so attnflow's results do
+    not rely on those checks.
     """
+    global _chosen
     import jax
 
     programs_size_cap()  # a bad cap is refused before anything changes
+    _chosen = True
     target = Path(path).expanduser() if path is not None else default_cache_dir()
     if target is None:
         return None
@@ -97,6 +109,40 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     return target
+
+
+def disable_compilation_cache() -> None:
+    """Keep compiled programs off the disk for this process (the command line's ``--no-cache``): attnflow's
+    default no longer turns the cache on, a cache turned on before is turned off (JAX's
+    ``jax_compilation_cache_dir`` unset), and ATTNFLOW_CACHE_DIR is set to ``off`` so that the processes this
+    one starts (a sweep's local Dask workers) keep it off too."""
+    global _chosen
+    import jax
+
+    _chosen = True
+    os.environ[ENV_VAR] = "off"
+    if jax.config.jax_compilation_cache_dir is not None:  # type: ignore[attr-defined]  # options set at run time
+        from jax.experimental.compilation_cache import compilation_cache
+
+        jax.config.update("jax_compilation_cache_dir", None)
+        compilation_cache.reset_cache()
+
+
+def enable_by_default() -> Path | None:
+    """attnflow's default, asked before each compiled program (``programs.Program``), acting once: the cache
+    turned on in ``default_cache_dir()`` (what ``enable_compilation_cache()`` does, ATTNFLOW_CACHE_DIR=off
+    included) unless this process has chosen already: ``enable_compilation_cache`` or
+    ``disable_compilation_cache`` called (the command line calls one before it compiles), or JAX's own
+    ``jax_compilation_cache_dir`` set, which is then kept (the stored programs go in its ``programs/``).
+    Returns the directory in use, or None while the cache is off."""
+    global _chosen
+    import jax
+
+    current = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]  # options are set at run time
+    if _chosen or current is not None:
+        _chosen = True
+        return None if current is None else Path(current)
+    return enable_compilation_cache()
 
 
 def _warn_once(message: str) -> None:

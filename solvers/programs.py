@@ -4,8 +4,9 @@ JAX's persistent compilation cache (``compilation_cache.py``) saves only XLA's c
 process still traces and lowers its time loops (diffrax's loop, the queue: 1–3 s), and only then
 finds the compiled program. ``jit`` below also keeps what tracing and lowering produce, exported
 with JAX's public serialization (``jax.export``), in ``programs/`` of the compilation cache's
-directory. A later process with the same program deserializes it and calls it; the call is
-compiled with the same compiler options and finds its executable in the compilation cache.
+directory (on by default from the first call of a program: ``compilation_cache.enable_by_default``). A
+later process with the same program deserializes it and calls it; the call is compiled with the same
+compiler options and finds its executable in the compilation cache.
 
 An entry is found by a key of everything that determines the program (``program_keys.py``): the
 function, the static arguments (every value that is not an array: numbers, flags, the save function
@@ -55,7 +56,7 @@ import equinox as eqx
 import jax
 
 from ..particles.files import open_regular, read_regular
-from .compilation_cache import programs_size_cap
+from .compilation_cache import enable_by_default, programs_size_cap
 from .program_keys import (
     PACKAGE_DIRS,
     PACKAGE_ROOT,
@@ -262,6 +263,7 @@ class Program:
 
     def __call__(self, *args, compiler_options: dict[str, str] | dict[str, int] | None = None, **kwargs):
         options = tuple(sorted((compiler_options or {}).items()))
+        enable_by_default()  # the first compiled program turns the cache on, unless the process chose otherwise
         directory = store_directory()
         if directory is not None and len(jax.devices()) == 1:
             dynamic, static = eqx.partition((args, kwargs), eqx.is_array)

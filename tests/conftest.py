@@ -6,9 +6,15 @@ import gc
 import os
 import signal
 
-import jax
-import pytest
-from cli_helpers import SMALL
+# The tests never write into the user's compilation cache (~/.cache/attnflow/jax, or $ATTNFLOW_CACHE_DIR): off for
+# this process and the processes it starts, before attnflow is imported (cli_helpers imports it), so that neither
+# the command line run in-process nor attnflow's default for Python turns it on. A test that wants the cache gives
+# it a directory of its own (ATTNFLOW_CACHE_DIR in a child's environment, or enable_compilation_cache(tmp_path)).
+os.environ["ATTNFLOW_CACHE_DIR"] = "off"
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+from cli_helpers import SMALL  # noqa: E402
 
 
 @pytest.fixture

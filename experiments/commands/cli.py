@@ -554,10 +554,14 @@ def _runtime_checks_without_callbacks() -> None:
 
 def _configure_process(args) -> None:
     """Process-wide settings of the ``attnflow`` program: the compilation cache for the commands that
-    compile (``solvers/compilation_cache.py``). ``main`` has already asked for equinox's runtime
+    compile (``solvers/compilation_cache.py``), on or, with ``--no-cache``, off. ``main`` has already asked for equinox's runtime
     checks without Python callbacks, before anything imported equinox, so that the adaptive solves
     can be cached too."""
-    if not getattr(args, "no_cache", True):
+    if getattr(args, "no_cache", False):  # kept off, in the processes it starts too
+        from ...solvers.compilation_cache import disable_compilation_cache
+
+        disable_compilation_cache()
+    elif hasattr(args, "no_cache"):
         from ...solvers.compilation_cache import enable_compilation_cache
 
         with warnings.catch_warnings(record=True) as caught:
