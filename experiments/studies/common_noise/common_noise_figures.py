@@ -86,3 +86,30 @@ def plateau_length(gammas, mean, se, theory, fit, *, d: int, title=None, path=No
     despine(ax)
     ax.set_title(title_text("the antipodal plateau against log(1/γ)", title, d=d))
     return finish(fig, path)
+
+
+def homogenized_flow(ts, gamma0, dims, analysis, *, n: int, beta: float, members: int, title=None, path=None):
+    """Left: the mean overlap per d against the homogenized flow γ(t) and γ + δ/d. Right: the mean deviation
+    max_ij |⟨x_i, x_j⟩ − γ| at t1 against d, with the line ∝ d^{−1/2} through the first point. ``analysis`` is
+    ``homogenized_flow._analysis``'s dictionary."""
+    a, dims = analysis, np.asarray(dims, dtype=float)
+    times = np.concatenate([[0.0], a["times"]])
+    fig = new_figure(10.0, 4.2)
+    left, right = fig.subplots(1, 2)
+    left.plot(times, np.concatenate([[gamma0], a["gamma"]]), color=THEORY_COLOR, lw=2, label="γ̇ = b(γ)")
+    for d, row, color in zip(dims, a["mean"], sequential_colors(dims.size), strict=True):
+        left.plot(times, np.concatenate([[gamma0], row]), "o", color=color, ms=4, label=f"d = {d:g}")
+        left.plot(times, np.concatenate([[gamma0], a["gamma"] + a["delta"] / d]), "--", color=color, lw=1)
+    left.set_xlabel(TIME_LABEL)
+    left.set_ylabel(r"mean $\langle x_i, x_j\rangle$ (dashed: $\gamma + \delta/d$)")
+    left.legend(loc="lower right")
+    right.errorbar(dims, a["deviation"], yerr=2 * a["deviation_se"], fmt="o", color=DATA_COLOR, label="simulated")
+    right.plot(dims, a["deviation"][0] * np.sqrt(dims[0] / dims), color=THEORY_COLOR, label=r"$\propto d^{-1/2}$")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("d")
+    right.set_ylabel(r"mean of $\max_{ij} |\langle x_i, x_j\rangle - \gamma|$ at $t_1$")
+    right.legend(loc="upper right")
+    despine(left, right)
+    fig.suptitle(title_text("the homogenized flow at finite d", title, n=n, beta=beta, members=members))
+    return finish(fig, path)

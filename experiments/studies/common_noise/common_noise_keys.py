@@ -1,5 +1,5 @@
-"""The configuration keys that only common-noise and quadratic-form read, and the labels of the arrays it writes (``af.load``'s
-``long_name`` and ``units``), registered with the core's by ``experiments/studies/__init__.py``."""
+"""The configuration keys that only common-noise, quadratic-form and homogenized-flow read, and the labels of
+the arrays they write (``af.load``'s ``long_name`` and ``units``), registered with the core's by ``experiments/studies/__init__.py``."""
 
 from __future__ import annotations
 
@@ -86,6 +86,26 @@ KEYS = (
         maximum=0.1,
         experiment_key=True,
     ),
+    Key(
+        "homogenized_gamma0",
+        "float",
+        0.3,
+        "homogenized-flow: the overlap γ₀ of the equiangular initial tokens",
+        minimum=0.0,
+        maximum=1.0,
+        strict_max=True,
+        experiment_key=True,
+    ),
+    Key(
+        "homogenized_dt",
+        "float",
+        0.01,
+        "homogenized-flow: the Euler–Maruyama step of the common-noise SDE (with retraction onto the sphere)",
+        minimum=0.0,
+        strict_min=True,
+        maximum=0.1,
+        experiment_key=True,
+    ),
 )
 
 LABELS = {
@@ -94,5 +114,8 @@ LABELS = {
     "antipodal_exponent": Label("Lyapunov exponent at the antipodal state (closed form)", "1/time"),
     "quadratic_overlap": Label("R = ⟨x₁, x₂⟩ of a pair under the random quadratic form"),
     "quadratic_self_overlap": Label("⟨x₁(0), x₁(t)⟩ of one token under the random quadratic form"),
+    "homogenized_overlap": Label("mean over pairs of ⟨x_i, x_j⟩ (equiangular start, common-noise SDE)"),
+    "homogenized_pair_overlap": Label("⟨x₁, x₂⟩ (equiangular start, common-noise SDE)"),
+    "homogenized_deviation": Label("max over pairs of |⟨x_i, x_j⟩ − γ(t)|, γ the homogenized flow"),
     "quadratic_gamma": Label("γ, the strength of the common vector noise"),
 }

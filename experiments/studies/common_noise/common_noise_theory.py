@@ -141,3 +141,117 @@ def antipodal_occupation(r0: float, level: float, d: int, gamma: float, span: fl
     upper = np.trapezoid(np.where(u >= ur0, ds, 0.0), u)
     lower = np.trapezoid(np.where(u <= ulevel, speed, 0.0), u)
     return float(upper * lower)
+
+
+# -- the homogenized flow (arXiv 2604.01978) and its finite-d corrections --------------------------------------
+#
+# Under the common-noise SDE with QᵀK = I, V̄ = 0 the Gram matrix G = (⟨x_i, x_j⟩) is itself a diffusion (the
+# noise's law is rotation invariant). With Π = softmax_row(βG) and Y = Π G Πᵀ (the Gram matrix of the attention
+# means y_i), for i ≠ j (docs/model.md §17.2)
+#
+#     drift_ij = σ² [Y_ij − ½(Y_ii + Y_jj) G_ij] + (σ²/d) [½(Y_ii + Y_jj) G_ij + Y_ij (G_ij² − 2)],
+#     d · cov(dG_ij, dG_kl)/dt = σ² Σ ⟨P_a x_b, P_c x_e⟩ Y_ac over (a, b) ∈ {(i, j), (j, i)}, (c, e) ∈ {(k, l), (l, k)},
+#
+# ⟨P_a x_b, P_c x_e⟩ = G_be − G_ce G_bc − G_ab G_ae + G_ab G_ce G_ac. As d → ∞ equiangular data G = γ11ᵀ + (1 − γ)I
+# stay equiangular and γ̇ = σ² b(γ), b(γ) = γ + (1 − γ) g − γ(γ + (1 − γ) f), f = Σ_k π_ik², g = Σ_k π_ik π_jk. At
+# finite d, E G = Γ + δ/d + O(d⁻²) with δ from the linear noise approximation (``homogenized_bias``).
+
+
+def equiangular_weights(gamma, beta: float, n: int):
+    """(f, g) = (Σ_k π_ik², Σ_k π_ik π_jk) of softmax attention with QᵀK = I on equiangular data of overlap γ."""
+    gamma = np.asarray(gamma, dtype=float)
+    a = 1.0 / (1.0 + (n - 1) * np.exp(-beta * (1.0 - gamma)))  # π_ii
+    c = (1.0 - a) / (n - 1)  # π_ij, j ≠ i
+    return a**2 + (n - 1) * c**2, 2 * a * c + (n - 2) * c**2
+
+
+def homogenized_drift(gamma, beta: float, n: int, sigma: float = 1.0, weights=None):
+    """σ² b(γ) = σ² [γ + (1 − γ) g − γ(γ + (1 − γ) f)], with (f, g) = ``weights`` (default: the fixed attention's,
+    ``equiangular_weights``; a Monte Carlo expectation over random weights may be given instead)."""
+    gamma = np.asarray(gamma, dtype=float)
+    f, g = equiangular_weights(gamma, beta, n) if weights is None else weights
+    return sigma**2 * (gamma + (1 - gamma) * g - gamma * (gamma + (1 - gamma) * f))
+
+
+def _pairs(n: int):
+    i, j = np.triu_indices(n, 1)
+    return i, j
+
+
+def _gram(v, n: int) -> np.ndarray:
+    i, j = _pairs(n)
+    g = np.eye(n)
+    g[i, j] = g[j, i] = v
+    return g
+
+
+def gram_coefficients(v, beta: float, n: int, sigma: float = 1.0):
+    """The Gram diffusion's coefficients at the off-diagonal entries ``v`` (i < j, row-major): the drift's d⁰ part
+    M₀, its 1/d part M₁, and S₀ = d · the covariance rate (module comment)."""
+    g = _gram(np.asarray(v, dtype=float), n)
+    z = beta * g
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    y = p @ g @ p.T
+    i, j = _pairs(n)
+    yd = 0.5 * (np.diag(y)[i] + np.diag(y)[j])
+    m0 = sigma**2 * (y[i, j] - yd * g[i, j])
+    m1 = sigma**2 * (yd * g[i, j] + y[i, j] * (g[i, j] ** 2 - 2.0))
+
+    def inner(a, b, c, e):  # ⟨P_a x_b, P_c x_e⟩, broadcast over index arrays
+        return g[b, e] - g[c, e] * g[b, c] - g[a, b] * g[a, e] + g[a, b] * g[c, e] * g[a, c]
+
+    ii, jj = i[:, None], j[:, None]
+    kk, ll = i[None, :], j[None, :]
+    s0 = np.zeros((i.size, i.size))
+    for a, b in ((ii, jj), (jj, ii)):
+        for c, e in ((kk, ll), (ll, kk)):
+            s0 = s0 + inner(a, b, c, e) * y[a, c]
+    return m0, m1, sigma**2 * s0
+
+
+def homogenized_bias(gamma0: float, beta: float, n: int, ts, sigma: float = 1.0, steps_per_unit: int = 50):
+    """(γ(t), δ(t), C(t)) at the times ``ts`` from equiangular data of overlap γ0: γ the homogenized flow
+    (γ̇ = σ² b(γ), the d⁰ Gram drift), δ the O(1/d) bias of the mean off-diagonal Gram entry (E G_ij = γ + δ/d),
+    C = d · the variance of one entry, by the linear noise approximation
+
+        δ̇ = J δ + M₁ + ½ D²M₀ : C,   Ċ = J C + C Jᵀ + S₀,   J = DM₀,   δ(0) = C(0) = 0,
+
+    on the n(n − 1)/2 entries (RK4, ``steps_per_unit`` steps per unit time; J by central differences, D²M₀ : C
+    by second differences along C's eigenvectors); δ and C averaged over the pairs."""
+    ts = np.asarray(ts, dtype=float)
+    m = n * (n - 1) // 2
+    eye, h = np.eye(m), 1e-4
+
+    def m0(v):
+        return gram_coefficients(v, beta, n, sigma)[0]
+
+    def rhs(state):
+        v, delta, cov = state
+        base, m1, s0 = gram_coefficients(v, beta, n, sigma)
+        jac = np.stack([(m0(v + h * e) - m0(v - h * e)) / (2 * h) for e in eye], axis=1)
+        lam, vec = np.linalg.eigh(0.5 * (cov + cov.T))
+        curv = sum(lk * (m0(v + h * uk) - 2 * base + m0(v - h * uk)) / h**2 for lk, uk in zip(lam, vec.T, strict=True))
+        return base, jac @ delta + m1 + 0.5 * curv, jac @ cov + cov @ jac.T + s0
+
+    def rk4(state, dt):
+        def add(k, c):
+            return tuple(a + c * b for a, b in zip(state, k, strict=True))
+
+        k1 = rhs(state)
+        k2 = rhs(add(k1, dt / 2))
+        k3 = rhs(add(k2, dt / 2))
+        k4 = rhs(add(k3, dt))
+        return tuple(s + dt / 6 * (a + 2 * b + 2 * c + e) for s, a, b, c, e in zip(state, k1, k2, k3, k4, strict=True))
+
+    state = (np.full(m, float(gamma0)), np.zeros(m), np.zeros((m, m)))
+    out, now = [], 0.0
+    for t in ts:
+        count = max(int(np.ceil((t - now) * steps_per_unit - 1e-9)), 1)
+        for _ in range(count):
+            state = rk4(state, (t - now) / count)
+        now = t
+        v, delta, cov = state
+        out.append((float(v.mean()), float(delta.mean()), float(np.diag(cov).mean())))
+    gam, delta, var = (np.array(a) for a in zip(*out, strict=True))
+    return gam, delta, var

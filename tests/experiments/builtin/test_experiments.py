@@ -84,6 +84,8 @@ def test_list_shows_exactly_the_registry():
         "hardmax-limit",
         "selectivity",
         "moderate-interaction",
+        "common-noise",
+        "quadratic-form",
     ]
 
 
