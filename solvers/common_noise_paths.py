@@ -54,7 +54,9 @@ def step(
     """One step of one member with the standard normals ``g`` (shape ``system.noise_shape(d)``): a layer with G = g
     for "depth" (dt = 1/L), the SDE's step with ΔW = √dt g otherwise."""
     if scheme == "depth":
+        assert isinstance(system, RandomDepth)  # common_noise_paths refuses any other pairing
         return system.layer(x, g, 1.0 / dt)
+    assert not isinstance(system, RandomDepth)
     dw = jnp.sqrt(dt) * g
     if scheme == "euler-maruyama":
         return normalize(x + system.ito_drift(x) * dt + system.diffusion(x, dw))

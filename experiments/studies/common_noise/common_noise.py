@@ -147,7 +147,13 @@ def checks(result: RunResult) -> list[Check]:
     """Where λ_antipodal < 0 some pairs end antipodal; where λ_antipodal > 0 (almost) none do."""
     c = result.config
     if not _theory_applies(c):
-        return [Check.not_applicable("antipodal threshold cosh 2β = d − 2", "n = 2, one head, α = 1/2, V̄ = 0 only")]
+        return [
+            Check.not_applicable(
+                "antipodal threshold cosh 2β = d − 2",
+                "antipodal fraction > 0 iff λ_antipodal < 0",
+                "n = 2, one head, α = 1/2, V̄ = 0 only",
+            )
+        ]
     frac = antipodal_fraction(result)
     lam = np.array([[antipodal_exponent(b, d, c.value_sigma) for b in c.beta] for d in c.d])
     scale = MARGIN * c.value_sigma**2

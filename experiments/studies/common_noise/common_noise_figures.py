@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.cm import ScalarMappable
 from matplotlib.figure import Figure
 
 from ...plots.style import (
@@ -30,6 +31,7 @@ def antipodal_diagram(
         raise ValueError(f"fraction must have shape (len(dims), len(betas)) = {(dims.size, betas.size)}")
     fig = new_figure(6.4, 4.6)
     ax = fig.subplots()
+    mesh: ScalarMappable
     if betas.size > 1 and dims.size > 1:
         mesh = ax.pcolormesh(
             centers_to_edges(betas), centers_to_edges(dims), fraction, cmap="viridis", vmin=0.0, vmax=1.0

@@ -88,9 +88,9 @@ def pair_expectation(f, r0: float, t: float, beta: float, d: int, sigma: float =
 # is 2γ²(d − 1)) and R = 1 attracts with exponent −4 − γ²(d − 1).
 
 
-def quadratic_rate(d, gamma: float = 0.0):
+def quadratic_rate(d, gamma=0.0):
     """c of E⟨x₀, x_t⟩ = e^{−ct} for one point: Δ⟨x₀, ·⟩ = −(d − 1)⟨x₀, ·⟩, so c = (1 + γ²)(d − 1)/2."""
-    return (1.0 + gamma**2) * (np.asarray(d, dtype=float) - 1.0) / 2.0
+    return (1.0 + np.asarray(gamma, dtype=float) ** 2) * (np.asarray(d, dtype=float) - 1.0) / 2.0
 
 
 def quadratic_pair_drift(r, d: int, gamma: float = 0.0):

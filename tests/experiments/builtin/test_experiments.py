@@ -86,6 +86,7 @@ def test_list_shows_exactly_the_registry():
         "moderate-interaction",
         "common-noise",
         "quadratic-form",
+        "homogenized-flow",
     ]
 
 
