@@ -273,6 +273,6 @@ EXPERIMENT = register(
             f"t1 = {c.t1:g}, Euler–Maruyama dt = {c.quadratic_dt:g}"
         ),
         summary=_summary,
-        runtime="≈ 2 min on 2 shared CPU cores",
+        runtime="≈ 45 s on 2 shared CPU cores",
     )
 )
