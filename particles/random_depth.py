@@ -19,7 +19,10 @@ whose drift is the normalization's second-order term. ``CommonNoise`` is this SD
 drift P_{x_i} Σ_h V̄ y^h_i dt added (the limit of V_ℓ = V̄/√L + σ G_ℓ/√d); its Stratonovich drift is the Itô
 drift less ½ Σ_a DF_a F_a over the noise's directions a, computed by forward differentiation.
 
-Both are PyTrees of one ensemble member; ``solvers/common_noise.py`` vmaps them over members and draws
+``QuadraticForm`` is the random quadratic form on the sphere (arXiv 2603.06187, 2608.16664), the same kind of
+common noise without attention: dx_i = P_{x_i} ∘ dQ_t x_i + γ P_{x_i} ∘ dw_t, Q_t = (B_t + B_tᵀ)/√2.
+
+All three are PyTrees of one ensemble member; ``solvers/common_noise_paths.py`` vmaps them over members and draws
 G (or the Brownian increments) keyed by (seed, layer), so that a path never depends on the chunking.
 """
 
@@ -97,12 +100,12 @@ class Attention(eqx.Module):
         return jnp.sum(a[..., None] * x[None, None, :, :], axis=2)
 
 
-EVENT_NDIM = {"beta": 0, "Q": 3, "K": 3, "sigma": 0, "vbar": 2}
+EVENT_NDIM = {"beta": 0, "Q": 3, "K": 3, "sigma": 0, "vbar": 2, "gamma": 0}
 """The dimensions of one member's leaves; a leaf with one more leading axis carries one value per member."""
 
 
 def member_axes(tree):
-    """The ``in_axes`` of an ``Attention``, ``RandomDepth`` or ``CommonNoise`` for ``jax.vmap``: 0 for each leaf with
+    """The ``in_axes`` of an ``Attention``, ``RandomDepth``, ``CommonNoise`` or ``QuadraticForm`` for ``jax.vmap``: 0 for each leaf with
     a leading member axis (β or σ of shape (B,), Q or K of shape (B, H, k, d)), None for the shared ones."""
 
     def axis(path, leaf):
@@ -228,3 +231,42 @@ class CommonNoise(eqx.Module):
             return jax.jvp(f, (x,), (f(x),))[1]
 
         return self.ito_drift(x) - 0.5 * jax.vmap(correction)(basis).sum(axis=0)
+
+
+class QuadraticForm(eqx.Module):
+    """The random quadratic form on the sphere (Engel–Shalova, arXiv 2603.06187; Shalova, arXiv 2608.16664):
+
+        dx_i = P_{x_i} ∘ dQ_t x_i + γ P_{x_i} ∘ dw_t,      Q_t = (B_t + B_tᵀ)/√2      (Stratonovich)
+
+    B a d×d matrix of independent Brownian motions and w a Brownian motion in R^d, both common to the member's
+    tokens (w common: the aligned state stays invariant, the antipodal one does not for γ > 0). One step's
+    increments are one (1, d + 1, d) array: rows 0 … d − 1 are ΔB, row d is Δw. Each token alone is a Brownian
+    motion on the sphere with generator ½(1 + γ²)Δ (docs/model.md §17), so the Itô drift is
+    −(1 + γ²)(d − 1)/2 · x_i and the Stratonovich drift is 0.
+    """
+
+    gamma: Float[Array, ""]
+
+    def __init__(self, gamma=0.0):
+        self.gamma = jnp.asarray(gamma, dtype=float)
+
+    def noise_shape(self, d: int) -> tuple[int, int, int]:
+        """The shape of one step's increments: (1, d + 1, d), ΔB above Δw."""
+        return (1, d + 1, d)
+
+    def diffusion(self, x: Float[Array, "n d"], dw: Float[Array, "1 e d"]) -> Float[Array, "n d"]:
+        """The noise term P_{x_i}(ΔQ x_i + γ Δw), ΔQ = (ΔB + ΔBᵀ)/√2 (tangent)."""
+        d = x.shape[1]
+        b, w = dw[0, :d], dw[0, d]
+        dq = (b + b.T) / math.sqrt(2.0)
+        v = jnp.sum(dq[None, :, :] * x[:, None, :], axis=-1) + self.gamma * w[None, :]
+        return v - jnp.sum(v * x, axis=-1, keepdims=True) * x
+
+    def ito_drift(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """−(1 + γ²)(d − 1)/2 · x_i: the Stratonovich correction, radial (the noise's covariance is (1 + γ²)P_{x_i})."""
+        d = x.shape[1]
+        return -(1.0 + self.gamma**2) * (d - 1) / 2.0 * x
+
+    def stratonovich_drift(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """0: the Stratonovich equation has no drift."""
+        return jnp.zeros_like(x)

@@ -1,4 +1,4 @@
-"""Paths of the random-depth transformer and of its common-noise SDE, vmapped over ensemble members.
+"""Paths of the random-depth transformer, of its common-noise SDE and of the random quadratic form, vmapped over ensemble members.
 
 Three schemes, each keeping the tokens on the sphere (docs/numerics.md, "Common noise"):
 
@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..particles.errors import InputError
-from ..particles.random_depth import CommonNoise, RandomDepth, member_axes
+from ..particles.random_depth import CommonNoise, QuadraticForm, RandomDepth, member_axes
 from ..particles.sphere import normalize
 
 SCHEMES = ("depth", "euler-maruyama", "heun")
@@ -48,11 +48,15 @@ def gaussian(key: Array, step, shape: tuple[int, ...], dtype) -> Array:
     return jax.random.normal(jax.random.fold_in(key, step), shape, dtype)
 
 
-def step(system: RandomDepth | CommonNoise, scheme: str, x: Float[Array, "n d"], g: Array, dt) -> Float[Array, "n d"]:
+def step(
+    system: RandomDepth | CommonNoise | QuadraticForm, scheme: str, x: Float[Array, "n d"], g: Array, dt
+) -> Float[Array, "n d"]:
     """One step of one member with the standard normals ``g`` (shape ``system.noise_shape(d)``): a layer with G = g
     for "depth" (dt = 1/L), the SDE's step with ΔW = √dt g otherwise."""
     if scheme == "depth":
+        assert isinstance(system, RandomDepth)  # common_noise_paths refuses any other pairing
         return system.layer(x, g, 1.0 / dt)
+    assert not isinstance(system, RandomDepth)
     dw = jnp.sqrt(dt) * g
     if scheme == "euler-maruyama":
         return normalize(x + system.ito_drift(x) * dt + system.diffusion(x, dw))
@@ -75,7 +79,7 @@ def _advance(system, x, keys, start, count, dt, *, scheme: str):
 
 
 def common_noise_paths(
-    system: RandomDepth | CommonNoise,
+    system: RandomDepth | CommonNoise | QuadraticForm,
     x0: Float[Array, "B n d"],
     seeds,
     *,
@@ -87,8 +91,8 @@ def common_noise_paths(
 ) -> Float[Array, "B S n d"]:
     """The states of B members every ``save_every`` steps (the start included), S = steps/save_every + 1.
 
-    system       a ``RandomDepth`` (scheme "depth", L = 1/dt layers per unit time) or a ``CommonNoise`` (the SDE
-                 schemes); a leaf with a leading member axis (β or σ of shape (B,)) differs by member
+    system       a ``RandomDepth`` (scheme "depth", L = 1/dt layers per unit time), a ``CommonNoise`` or a
+                 ``QuadraticForm`` (the SDE schemes); a leaf with a leading member axis (β or σ of shape (B,)) differs by member
     x0           the members' initial tokens, unit rows
     seeds        B integers: each member's noise seed (equal seeds, equal noise)
     dt           the step (1/L for the discrete model)
@@ -100,7 +104,11 @@ def common_noise_paths(
     if (scheme == "depth") != isinstance(system, RandomDepth):
         raise InputError(
             f"scheme {scheme!r} steps "
-            + ("the random-depth model (a RandomDepth)" if scheme == "depth" else "the SDE (a CommonNoise)")
+            + (
+                "the random-depth model (a RandomDepth)"
+                if scheme == "depth"
+                else "the SDE (a CommonNoise or a QuadraticForm)"
+            )
             + f", got a {type(system).__name__}"
         )
     if not (isinstance(dt, float | int) and dt > 0):

@@ -1,9 +1,11 @@
 """Random layer weights and common noise: the stochastic depth limit of transformers (arXiv 2601.21942).
 
-The study's folder: its experiment (``common_noise.py``), its theory, figures and keys (``common_noise_*.py``),
+The study's folder: its experiments (``common_noise.py``; ``quadratic_form.py``, the random quadratic form of
+arXiv 2603.06187, 2608.16664; ``homogenized_flow.py``, the
+homogenized flow of arXiv 2604.01978), its theory, figures and keys (``common_noise_*.py``),
 on the core's random-depth model (``particles/random_depth.py``) and its paths
 (``solvers/common_noise_paths.py``). Listed in ``experiments/studies/__init__.py``.
 """
 
-EXPERIMENTS = ("common_noise",)
+EXPERIMENTS = ("common_noise", "quadratic_form", "homogenized_flow")
 """The modules that register this study's experiments, in the order of ``attnflow list``."""

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.cm import ScalarMappable
 from matplotlib.figure import Figure
 
-from ...plots.style import BETA_LABEL, THEORY_COLOR, centers_to_edges, despine, finish, new_figure, title_text
+from ...plots.style import (
+    BETA_LABEL,
+    DATA_COLOR,
+    THEORY_COLOR,
+    TIME_LABEL,
+    centers_to_edges,
+    despine,
+    finish,
+    new_figure,
+    sequential_colors,
+    title_text,
+)
 
 
 def antipodal_diagram(
@@ -19,6 +31,7 @@ def antipodal_diagram(
         raise ValueError(f"fraction must have shape (len(dims), len(betas)) = {(dims.size, betas.size)}")
     fig = new_figure(6.4, 4.6)
     ax = fig.subplots()
+    mesh: ScalarMappable
     if betas.size > 1 and dims.size > 1:
         mesh = ax.pcolormesh(
             centers_to_edges(betas), centers_to_edges(dims), fraction, cmap="viridis", vmin=0.0, vmax=1.0
@@ -36,4 +49,69 @@ def antipodal_diagram(
     ax.legend(loc="upper left")
     despine(ax)
     ax.set_title(title_text("antipodal pairs under common noise", title, n=n, members=members, t1=t1))
+    return finish(fig, path)
+
+
+def antipodal_stage(ts, gammas, near, *, d: int, r0: float, members: int, title=None, path=None) -> Figure:
+    """The fraction of pairs with R < −0.9 against time, ``near`` of shape (len(gammas), T), one curve per γ."""
+    ts, gammas, near = np.asarray(ts), np.asarray(gammas, dtype=float), np.asarray(near, dtype=float)
+    if near.shape != (gammas.size, ts.size):
+        raise ValueError(f"near must have shape (len(gammas), len(ts)) = {(gammas.size, ts.size)}")
+    fig = new_figure(6.4, 4.2)
+    ax = fig.subplots()
+    for g, row, color in zip(gammas, near, sequential_colors(gammas.size), strict=True):
+        ax.plot(ts, row, color=color, lw=1.6, label=f"γ = {g:g}")
+    ax.set_xlabel(TIME_LABEL)
+    ax.set_ylabel(r"fraction of pairs with $\langle x_1, x_2\rangle < -0.9$")
+    ax.set_ylim(-0.02, 1.0)
+    ax.legend(loc="upper right")
+    despine(ax)
+    ax.set_title(title_text("the metastable antipodal stage", title, d=d, R0=r0, members=members))
+    return finish(fig, path)
+
+
+def plateau_length(gammas, mean, se, theory, fit, *, d: int, title=None, path=None) -> Figure:
+    """The mean time near the antipodal state against log(1/γ): measured (± 2 s.e.), the diffusion's occupation
+    time, and the least-squares line of ``fit`` (``quadratic_form.plateau_fit``) when given."""
+    x = np.log(1.0 / np.asarray(gammas, dtype=float))
+    fig = new_figure(6.4, 4.2)
+    ax = fig.subplots()
+    ax.errorbar(x, mean, yerr=2 * np.asarray(se), fmt="o", color=DATA_COLOR, label="simulated (± 2 s.e.)")
+    ax.plot(x, theory, "s--", color=THEORY_COLOR, mfc="none", label="occupation time of the two-point diffusion")
+    if fit is not None:
+        slope, slope_se, intercept = fit["log"]
+        grid = np.linspace(x.min(), x.max(), 50)
+        ax.plot(grid, intercept + slope * grid, color="0.4", lw=1, label=f"line: slope {slope:.2f} ± {slope_se:.2f}")
+    ax.set_xlabel(r"$\log(1/\gamma)$")
+    ax.set_ylabel(r"mean time with $\langle x_1, x_2\rangle < -0.9$")
+    ax.legend(loc="upper left")
+    despine(ax)
+    ax.set_title(title_text("the antipodal plateau against log(1/γ)", title, d=d))
+    return finish(fig, path)
+
+
+def homogenized_flow(ts, gamma0, dims, analysis, *, n: int, beta: float, members: int, title=None, path=None):
+    """Left: the mean overlap per d against the homogenized flow γ(t) and γ + δ/d. Right: the mean deviation
+    max_ij |⟨x_i, x_j⟩ − γ| at t1 against d, with the line ∝ d^{−1/2} through the first point. ``analysis`` is
+    ``homogenized_flow._analysis``'s dictionary."""
+    a, dims = analysis, np.asarray(dims, dtype=float)
+    times = np.concatenate([[0.0], a["times"]])
+    fig = new_figure(10.0, 4.2)
+    left, right = fig.subplots(1, 2)
+    left.plot(times, np.concatenate([[gamma0], a["gamma"]]), color=THEORY_COLOR, lw=2, label="γ̇ = b(γ)")
+    for d, row, color in zip(dims, a["mean"], sequential_colors(dims.size), strict=True):
+        left.plot(times, np.concatenate([[gamma0], row]), "o", color=color, ms=4, label=f"d = {d:g}")
+        left.plot(times, np.concatenate([[gamma0], a["gamma"] + a["delta"] / d]), "--", color=color, lw=1)
+    left.set_xlabel(TIME_LABEL)
+    left.set_ylabel(r"mean $\langle x_i, x_j\rangle$ (dashed: $\gamma + \delta/d$)")
+    left.legend(loc="lower right")
+    right.errorbar(dims, a["deviation"], yerr=2 * a["deviation_se"], fmt="o", color=DATA_COLOR, label="simulated")
+    right.plot(dims, a["deviation"][0] * np.sqrt(dims[0] / dims), color=THEORY_COLOR, label=r"$\propto d^{-1/2}$")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("d")
+    right.set_ylabel(r"mean of $\max_{ij} |\langle x_i, x_j\rangle - \gamma|$ at $t_1$")
+    right.legend(loc="upper right")
+    despine(left, right)
+    fig.suptitle(title_text("the homogenized flow at finite d", title, n=n, beta=beta, members=members))
     return finish(fig, path)

@@ -73,3 +73,185 @@ def pair_expectation(f, r0: float, t: float, beta: float, d: int, sigma: float =
     g[i, i] = -var[i] / h**2
     u = scipy.linalg.expm(t * g) @ f(r)
     return float(np.interp(r0, r, u))
+
+
+# -- the random quadratic form (arXiv 2603.06187, 2608.16664) ---------------------------------------------------
+#
+# dx = P_x ∘ dQ x + γ P_x ∘ dw, Q = (B + Bᵀ)/√2, w common to the tokens (particles/random_depth.QuadraticForm).
+# E⟨a, dQ b⟩⟨c, dQ e⟩ = (⟨a, c⟩⟨b, e⟩ + ⟨a, e⟩⟨b, c⟩) dt, so one point's noise has covariance (1 + γ²)P_x: it is a
+# Brownian motion on the sphere with generator ½(1 + γ²)Δ. Two points: R = ⟨x₁, x₂⟩ is the diffusion
+#
+#     dR = [−2R(1 − R²) + γ²(1 − R)(d − 2 − R)] dt + √(4(1 − R²)² + 2γ²(1 − R)²(1 + R)) dB,
+#
+# docs/model.md §17. At γ = 0 both R = ±1 attract with exponent −4 and θ = arcsin R is a martingale
+# (dθ = 2 cos θ dB): P(aligned) = ½ + arcsin(R₀)/π. For γ > 0, R = −1 is no longer a rest point (the drift there
+# is 2γ²(d − 1)) and R = 1 attracts with exponent −4 − γ²(d − 1).
+
+
+def quadratic_rate(d, gamma=0.0):
+    """c of E⟨x₀, x_t⟩ = e^{−ct} for one point: Δ⟨x₀, ·⟩ = −(d − 1)⟨x₀, ·⟩, so c = (1 + γ²)(d − 1)/2."""
+    return (1.0 + np.asarray(gamma, dtype=float) ** 2) * (np.asarray(d, dtype=float) - 1.0) / 2.0
+
+
+def quadratic_pair_drift(r, d: int, gamma: float = 0.0):
+    """μ(R) of the two-point motion of the random quadratic form (comment above)."""
+    r = np.asarray(r, dtype=float)
+    return -2.0 * r * (1.0 - r**2) + gamma**2 * (1.0 - r) * (d - 2.0 - r)
+
+
+def quadratic_pair_variance(r, d: int, gamma: float = 0.0):
+    """Σ(R), the quadratic variation rate of R (comment above)."""
+    r = np.asarray(r, dtype=float)
+    return 4.0 * (1.0 - r**2) ** 2 + 2.0 * gamma**2 * (1.0 - r) ** 2 * (1.0 + r)
+
+
+def quadratic_exponents(d: int, gamma: float = 0.0) -> tuple[float, float]:
+    """(λ_aligned, λ_antipodal): −4 − γ²(d − 1), and −4 at γ = 0 (for γ > 0 the antipodal state is no rest point:
+    nan)."""
+    return -4.0 - gamma**2 * (d - 1.0), (-4.0 if gamma == 0 else float("nan"))
+
+
+def aligned_probability(r0):
+    """At γ = 0, the probability that a pair from R₀ ends aligned: ½ + arcsin(R₀)/π (θ = arcsin R a martingale)."""
+    return 0.5 + np.arcsin(np.asarray(r0, dtype=float)) / np.pi
+
+
+def antipodal_occupation(r0: float, level: float, d: int, gamma: float, span: float = 30.0, points: int = 400_001):
+    """E ∫₀^∞ 1{R_t < level} dt from R₀ = r0 > level, γ > 0: the time the pair spends near the antipodal state.
+
+    With the scale s (s' = exp(−∫ 2μ/Σ)) and speed density m = 2/(Σ s'), R = −1 not attained and R → 1, the
+    occupation is (s(1) − s(r0)) ∫_{−1}^{level} m. The integrals are taken in u = artanh R (dR = (1 − R²) du), where
+    with z = 1 − R, w = 1 + R: 2μ dR/Σ = 2(γ²(d − 2 − R) − 2Rw)/(4w + 2γ²) du, m dR = du/(z(2w + γ²) s'),
+    s' dR = s' z w du, all bounded on u ∈ [−span, span]."""
+    if not gamma > 0:
+        raise ValueError(f"the antipodal occupation is finite for gamma > 0 only, got {gamma!r}")
+    if not -1.0 < level < r0 < 1.0:
+        raise ValueError(f"need −1 < level < r0 < 1, got level = {level!r}, r0 = {r0!r}")
+    u = np.linspace(-span, span, points)
+    z, w = 2.0 / (1.0 + np.exp(2.0 * u)), 2.0 / (1.0 + np.exp(-2.0 * u))
+    r = np.tanh(u)
+    g2 = gamma**2
+    slope = 2.0 * (g2 * (d - 2.0 - r) - 2.0 * r * w) / (4.0 * w + 2.0 * g2)
+    du = u[1] - u[0]
+    log_s = -np.concatenate([[0.0], np.cumsum(0.5 * (slope[1:] + slope[:-1]) * du)])
+    log_s -= np.interp(np.arctanh(r0), u, log_s)  # s'(r0) = 1: the scale's reference
+    ds = np.exp(log_s) * z * w
+    speed = np.exp(-log_s) / (z * (2.0 * w + g2))
+    ur0, ulevel = np.arctanh(r0), np.arctanh(level)
+    upper = np.trapezoid(np.where(u >= ur0, ds, 0.0), u)
+    lower = np.trapezoid(np.where(u <= ulevel, speed, 0.0), u)
+    return float(upper * lower)
+
+
+# -- the homogenized flow (arXiv 2604.01978) and its finite-d corrections --------------------------------------
+#
+# Under the common-noise SDE with QᵀK = I, V̄ = 0 the Gram matrix G = (⟨x_i, x_j⟩) is itself a diffusion (the
+# noise's law is rotation invariant). With Π = softmax_row(βG) and Y = Π G Πᵀ (the Gram matrix of the attention
+# means y_i), for i ≠ j (docs/model.md §17.2)
+#
+#     drift_ij = σ² [Y_ij − ½(Y_ii + Y_jj) G_ij] + (σ²/d) [½(Y_ii + Y_jj) G_ij + Y_ij (G_ij² − 2)],
+#     d · cov(dG_ij, dG_kl)/dt = σ² Σ ⟨P_a x_b, P_c x_e⟩ Y_ac over (a, b) ∈ {(i, j), (j, i)}, (c, e) ∈ {(k, l), (l, k)},
+#
+# ⟨P_a x_b, P_c x_e⟩ = G_be − G_ce G_bc − G_ab G_ae + G_ab G_ce G_ac. As d → ∞ equiangular data G = γ11ᵀ + (1 − γ)I
+# stay equiangular and γ̇ = σ² b(γ), b(γ) = γ + (1 − γ) g − γ(γ + (1 − γ) f), f = Σ_k π_ik², g = Σ_k π_ik π_jk. At
+# finite d, E G = Γ + δ/d + O(d⁻²) with δ from the linear noise approximation (``homogenized_bias``).
+
+
+def equiangular_weights(gamma, beta: float, n: int):
+    """(f, g) = (Σ_k π_ik², Σ_k π_ik π_jk) of softmax attention with QᵀK = I on equiangular data of overlap γ."""
+    gamma = np.asarray(gamma, dtype=float)
+    a = 1.0 / (1.0 + (n - 1) * np.exp(-beta * (1.0 - gamma)))  # π_ii
+    c = (1.0 - a) / (n - 1)  # π_ij, j ≠ i
+    return a**2 + (n - 1) * c**2, 2 * a * c + (n - 2) * c**2
+
+
+def homogenized_drift(gamma, beta: float, n: int, sigma: float = 1.0, weights=None):
+    """σ² b(γ) = σ² [γ + (1 − γ) g − γ(γ + (1 − γ) f)], with (f, g) = ``weights`` (default: the fixed attention's,
+    ``equiangular_weights``; a Monte Carlo expectation over random weights may be given instead)."""
+    gamma = np.asarray(gamma, dtype=float)
+    f, g = equiangular_weights(gamma, beta, n) if weights is None else weights
+    return sigma**2 * (gamma + (1 - gamma) * g - gamma * (gamma + (1 - gamma) * f))
+
+
+def _pairs(n: int):
+    i, j = np.triu_indices(n, 1)
+    return i, j
+
+
+def _gram(v, n: int) -> np.ndarray:
+    i, j = _pairs(n)
+    g = np.eye(n)
+    g[i, j] = g[j, i] = v
+    return g
+
+
+def gram_coefficients(v, beta: float, n: int, sigma: float = 1.0):
+    """The Gram diffusion's coefficients at the off-diagonal entries ``v`` (i < j, row-major): the drift's d⁰ part
+    M₀, its 1/d part M₁, and S₀ = d · the covariance rate (module comment)."""
+    g = _gram(np.asarray(v, dtype=float), n)
+    z = beta * g
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    y = p @ g @ p.T
+    i, j = _pairs(n)
+    yd = 0.5 * (np.diag(y)[i] + np.diag(y)[j])
+    m0 = sigma**2 * (y[i, j] - yd * g[i, j])
+    m1 = sigma**2 * (yd * g[i, j] + y[i, j] * (g[i, j] ** 2 - 2.0))
+
+    def inner(a, b, c, e):  # ⟨P_a x_b, P_c x_e⟩, broadcast over index arrays
+        return g[b, e] - g[c, e] * g[b, c] - g[a, b] * g[a, e] + g[a, b] * g[c, e] * g[a, c]
+
+    ii, jj = i[:, None], j[:, None]
+    kk, ll = i[None, :], j[None, :]
+    s0 = np.zeros((i.size, i.size))
+    for a, b in ((ii, jj), (jj, ii)):
+        for c, e in ((kk, ll), (ll, kk)):
+            s0 = s0 + inner(a, b, c, e) * y[a, c]
+    return m0, m1, sigma**2 * s0
+
+
+def homogenized_bias(gamma0: float, beta: float, n: int, ts, sigma: float = 1.0, steps_per_unit: int = 50):
+    """(γ(t), δ(t), C(t)) at the times ``ts`` from equiangular data of overlap γ0: γ the homogenized flow
+    (γ̇ = σ² b(γ), the d⁰ Gram drift), δ the O(1/d) bias of the mean off-diagonal Gram entry (E G_ij = γ + δ/d),
+    C = d · the variance of one entry, by the linear noise approximation
+
+        δ̇ = J δ + M₁ + ½ D²M₀ : C,   Ċ = J C + C Jᵀ + S₀,   J = DM₀,   δ(0) = C(0) = 0,
+
+    on the n(n − 1)/2 entries (RK4, ``steps_per_unit`` steps per unit time; J by central differences, D²M₀ : C
+    by second differences along C's eigenvectors); δ and C averaged over the pairs."""
+    ts = np.asarray(ts, dtype=float)
+    m = n * (n - 1) // 2
+    eye, h = np.eye(m), 1e-4
+
+    def m0(v):
+        return gram_coefficients(v, beta, n, sigma)[0]
+
+    def rhs(state):
+        v, delta, cov = state
+        base, m1, s0 = gram_coefficients(v, beta, n, sigma)
+        jac = np.stack([(m0(v + h * e) - m0(v - h * e)) / (2 * h) for e in eye], axis=1)
+        lam, vec = np.linalg.eigh(0.5 * (cov + cov.T))
+        curv = sum(lk * (m0(v + h * uk) - 2 * base + m0(v - h * uk)) / h**2 for lk, uk in zip(lam, vec.T, strict=True))
+        return base, jac @ delta + m1 + 0.5 * curv, jac @ cov + cov @ jac.T + s0
+
+    def rk4(state, dt):
+        def add(k, c):
+            return tuple(a + c * b for a, b in zip(state, k, strict=True))
+
+        k1 = rhs(state)
+        k2 = rhs(add(k1, dt / 2))
+        k3 = rhs(add(k2, dt / 2))
+        k4 = rhs(add(k3, dt))
+        return tuple(s + dt / 6 * (a + 2 * b + 2 * c + e) for s, a, b, c, e in zip(state, k1, k2, k3, k4, strict=True))
+
+    state = (np.full(m, float(gamma0)), np.zeros(m), np.zeros((m, m)))
+    out, now = [], 0.0
+    for t in ts:
+        count = max(int(np.ceil((t - now) * steps_per_unit - 1e-9)), 1)
+        for _ in range(count):
+            state = rk4(state, (t - now) / count)
+        now = t
+        v, delta, cov = state
+        out.append((float(v.mean()), float(delta.mean()), float(np.diag(cov).mean())))
+    gam, delta, var = (np.array(a) for a in zip(*out, strict=True))
+    return gam, delta, var
