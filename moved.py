@@ -17,6 +17,7 @@ import sys
 __all__ = ["MOVED", "MOVED_NAMES", "install", "name_error"]
 
 MOVED = {
+    "experiments.builtin.analysis": "experiments.analysis",
     "experiments.config.experiment_keys": "experiments.config.keys",
     "particles.ensembles": "particles.fields",
     "experiments.builtin.staircase": "experiments.studies.staircase.staircase",

@@ -72,7 +72,7 @@ IMAGES = {
         "docs/img/attention_walk.png",
         """attnflow run fig4-circle --quick --set 'statistics=["pairs","attention"]'""",
         "attention.png",
-        ("experiments/builtin/analysis.py", "experiments/plots/attention.py", "experiments/plots/style.py"),
+        ("experiments/analysis.py", "experiments/plots/attention.py", "experiments/plots/style.py"),
     ),
 }
 

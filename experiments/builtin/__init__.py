@@ -27,7 +27,7 @@ from .. import studies
 
 studies.register_all()
 # isort: on
-from .analysis import statistics_figures
+from ..analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS
 from .simulate import GENERIC
 

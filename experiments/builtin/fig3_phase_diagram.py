@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...particles import equiangular_ode as eq
+from ..analysis import mean_over_seeds, plots
 from ..registry import Check, Experiment, register
 from ..run.runner import RunResult
-from .analysis import mean_over_seeds, plots
 
 
 def gamma(result: RunResult):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..analysis import mean_over_seeds, plots
 from ..registry import Check, Experiment, register
-from .analysis import mean_over_seeds, plots
 
 FIG5_PANELS = {
     "ginibre": "(a) Q, K, V Ginibre",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...particles import observables
+from ..analysis import gamma_of_t, plots
 from ..registry import Check, Experiment, register
 from ..run.runner import RunResult
-from .analysis import gamma_of_t, plots
 
 
 def figures(result: RunResult) -> dict:

@@ -32,11 +32,11 @@ from ...particles.modes import fastest_rate
 from ...solvers import circle_meanfield as mf
 from ...solvers import simulate
 from ...solvers.spectral_steps import check_horizon
+from ..analysis import particle_convergence_check
 from ..config import ConfigError
 from ..registry import Check, Experiment, Figures, register
 from ..run.field_config import simulate_arguments
 from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
-from .analysis import particle_convergence_check
 
 GROWTH_MODES = 5  # the modes k = 1 … 5 whose growth rates are measured
 GROWTH_AMPLITUDE = 1e-8

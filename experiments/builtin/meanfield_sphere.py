@@ -33,11 +33,11 @@ from ...particles.modes import fastest_rate
 from ...solvers import harmonics, simulate
 from ...solvers import sphere_meanfield as ms
 from ...solvers.spectral_steps import check_horizon
+from ..analysis import particle_convergence_check, plots
 from ..config import ConfigError
 from ..registry import Check, Experiment, register
 from ..run.field_config import simulate_arguments
 from ..run.runner import STAT_DIMENSIONS, RunResult, save_times
-from .analysis import particle_convergence_check, plots
 
 GROWTH_DEGREES = 10
 GROWTH_AMPLITUDE = 1e-8

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..analysis import gamma_of_t, plots, tag
 from ..registry import Check, Experiment, Figures, register
 from ..run.runner import RunResult
-from .analysis import gamma_of_t, plots, tag
 
 
 def figures(result: RunResult) -> dict:

@@ -7,9 +7,9 @@ Not in the registry of built-in experiments: ``builtin.resolve`` returns it for 
 
 from __future__ import annotations
 
+from ..analysis import plots
 from ..registry import Experiment, Figures
 from ..run.runner import RunResult
-from .analysis import plots
 
 
 def figures(result: RunResult) -> dict:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..analysis import dimensions, plots
 from ..registry import Check, Experiment, register
 from ..run.runner import RunResult
-from .analysis import dimensions, plots
 
 
 def figures(result: RunResult) -> dict:

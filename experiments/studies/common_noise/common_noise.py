@@ -20,7 +20,7 @@ import numpy as np
 from ....particles.random_depth import Attention, RandomDepth
 from ....particles.sphere import normalize
 from ....solvers.common_noise_paths import common_noise_paths
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

@@ -16,7 +16,7 @@ import numpy as np
 
 from ....particles.random_depth import Attention, CommonNoise
 from ....solvers.common_noise_paths import common_noise_paths
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import RunResult

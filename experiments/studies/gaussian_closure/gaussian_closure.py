@@ -33,7 +33,7 @@ from ....particles.fields import SA
 from ....particles.layernorm import NoLN
 from ....solvers.problem import check_steps
 from ....solvers.simulation import simulate
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ....solvers import simulate
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

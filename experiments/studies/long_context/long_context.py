@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ....solvers.progress import Counter
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

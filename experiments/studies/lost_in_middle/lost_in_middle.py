@@ -22,7 +22,7 @@ import numpy as np
 from ....particles.fields import USA
 from ....solvers.progress import Counter
 from ....solvers.simulation import simulate
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult, save_times

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...builtin.analysis import plots
+from ...analysis import plots
 from ...registry import Check, Experiment, register
 from ...run.runner import RunResult
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....particles import observables
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...registry import Check, Experiment, register
 from ...run.runner import RunResult
 

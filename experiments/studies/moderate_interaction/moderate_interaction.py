@@ -28,7 +28,7 @@ from ....particles import fields, init
 from ....particles.modes import BETA_MAX, fastest_mode, fastest_rate
 from ....solvers.progress import Counter
 from ....solvers.simulation import simulate
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import FIXED_STEP_SOLVERS, ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

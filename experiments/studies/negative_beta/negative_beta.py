@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....particles.synchronization import NO_SYNC_BETA, SYNC_BETA, triangle_rate
-from ...builtin.analysis import LazyModule, dimensions
+from ...analysis import LazyModule, dimensions
 from ...registry import Check, Experiment, register
 from ...run.runner import RunResult
 

@@ -43,7 +43,7 @@ from ....solvers import circle_meanfield as mf
 from ....solvers.continuation import Branch, SpecialPoint, continuation
 from ....solvers.stationary import StationaryCircle, branch_threshold, pitchfork_coefficient
 from ....solvers.stationary_sphere import StationarySphere, sphere_branch_threshold, sphere_critical_beta
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

@@ -45,7 +45,7 @@ from ....solvers import circle_meanfield as mf
 from ....solvers import simulate
 from ....solvers.progress import Counter
 from ....solvers.spectral_steps import MIN_STEP
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import FIXED_STEP_SOLVERS, ConfigError
 from ...registry import Check, Experiment, register
 from ...run import field_config as fields

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ....solvers.methods import names
-from ...builtin.analysis import LazyModule, dimensions, mean_over_seeds
+from ...analysis import LazyModule, dimensions, mean_over_seeds
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import RunResult

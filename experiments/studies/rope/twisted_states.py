@@ -33,7 +33,7 @@ from ....solvers import simulate
 from ....solvers.continuation import continuation
 from ....solvers.equilibrium import equilibrium
 from ....solvers.rest_points import RestPoints
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

@@ -29,7 +29,7 @@ import numpy as np
 
 from ....particles import init
 from ....solvers.progress import Counter
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

@@ -40,7 +40,7 @@ from ....particles import init
 from ....particles.fields import SA
 from ....solvers import simulate
 from ....solvers.equilibrium import equilibrium
-from ...builtin.analysis import LazyModule
+from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult

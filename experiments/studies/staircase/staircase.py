@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....particles import observables
-from ...builtin.analysis import plots, tag
+from ...analysis import plots, tag
 from ...registry import Check, Experiment, register
 from ...run.runner import RunResult
 

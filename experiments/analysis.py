@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...particles import equiangular_ode as eq
-from ..config import ConfigError
-from ..registry import Check
-from ..run.runner import RunResult
+from ..particles import equiangular_ode as eq
+from .config import ConfigError
+from .registry import Check
+from .run.runner import RunResult
 
 __all__ = [
     "LazyModule",
@@ -36,7 +36,7 @@ class LazyModule:
         return getattr(importlib.import_module(self.name), attr)
 
 
-plots = LazyModule(__name__.rsplit(".", 2)[0] + ".plots")
+plots = LazyModule(__name__.rsplit(".", 1)[0] + ".plots")
 """The core figures (``experiments.plots``), imported on first use."""
 
 
