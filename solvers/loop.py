@@ -236,7 +236,8 @@ def segments(call: Callable, carry, work, *, key: Hashable, at: Callable[[int], 
 def members_like(x0) -> Members:
     """A placeholder of ``Members``' shapes and dtypes for ``x0``'s members (host zeros, replaced by ``start``)."""
     m, dtype = x0.shape[0], x0.dtype
-    return Members(np.zeros(m, bool), np.zeros(m, dtype), np.zeros(m, dtype), np.zeros(m, np.int32))
+    zeros = [np.zeros(m, bool), np.zeros(m, dtype), np.zeros(m, dtype), np.zeros(m, np.int32)]
+    return Members(*zeros)  # type: ignore[arg-type]  # host placeholders of the arrays ``start`` makes
 
 
 def buffer(one, n_saves: int):

@@ -480,7 +480,7 @@ def figures(result: RunResult) -> dict:
             ]
             n, cc = c.token_counts[-1], c.interaction_c[-1]
 
-            def draw(
+            def phases(
                 p,
                 at=at,
                 ts=ts,
@@ -506,7 +506,7 @@ def figures(result: RunResult) -> dict:
                     path=p,
                 )
 
-            out[f"phases_{where}_{model}"] = draw
+            out[f"phases_{where}_{model}"] = phases
     labels, times = [], {}
     for d in c.d:
         for model in MODELS:
