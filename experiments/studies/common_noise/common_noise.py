@@ -38,6 +38,11 @@ slowly for t1 to decide."""
 REPELLED_MAX = 0.01
 """Where the antipodal state repels, the largest antipodal fraction the check allows at t1 (transients)."""
 
+ESCAPE_FOLDS = 5.0
+"""The repelling check takes the (β, d) whose antipodal state repels fast enough for t1 to show it: λ·t1 ≥ this
+many e-folds (a pair near the antipodal state leaves it like e^{λt}; at d = 4, β = 0.5, λ = 0.09 and t1 = 20
+leave a few per cent still near it)."""
+
 INIT_STREAM = 0
 """The key of the initial conditions under a seed (the noise's is ``solvers/common_noise_paths.NOISE_STREAM``)."""
 
@@ -158,7 +163,7 @@ def checks(result: RunResult) -> list[Check]:
     lam = np.array([[antipodal_exponent(b, d, c.value_sigma) for b in c.beta] for d in c.d])
     scale = MARGIN * c.value_sigma**2
     out = []
-    attract, repel = lam <= -scale, lam >= scale
+    attract, repel = lam <= -scale, lam >= max(scale, ESCAPE_FOLDS / c.t1)
     if attract.any():
         least = float(frac[attract].min())
         out.append(
