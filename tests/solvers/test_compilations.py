@@ -67,3 +67,16 @@ def test_loads_from_the_persistent_cache_are_not_compilations(tmp_path):
     assert [c.cached for c in first.items if c.name == "jit(twenty_nine)"] == [False]
     assert [c.cached for c in second.items if c.name == "jit(twenty_nine)"] == [True]
     assert second.by_program()["jit(twenty_nine)"] == {"compiled": 0, "seconds": 0.0, "cached": 1}
+
+
+def test_records_of_threads_are_each_their_own_though_equal_when_they_open():
+    """Two records opened together (a sweep's threads) are removed by identity: the first to close never takes the
+    other's place in the listener, whose entry would then be missing when the other closes."""
+    first = compilations.record()
+    second = compilations.record()
+    one = first.__enter__()
+    two = second.__enter__()
+    assert one == two and one is not two  # both empty: equal, not the same
+    one.items.append(compilations.Compilation("jit(f)", 0.1, False))  # the first records one after the second opened
+    first.__exit__(None, None, None)
+    second.__exit__(None, None, None)  # raised "list.remove(x): x not in list" when removal was by equality
