@@ -124,7 +124,9 @@ def test_the_precision_keys_the_stored_programs(store):
 
 def test_the_precision_keys_the_compiled_programs_of_a_process():
     """Without the store (and for a save function of the user's, never stored): the loop is traced again for
-    another precision, not again for the same one."""
+    another precision, not again for the same one. A run in bounded calls (rk4) traces the save function once more
+    per run, for the shapes of its saves (``eval_shape``), whatever the precision: the same count for a repeated
+    precision as for the one after it."""
     traces = []
 
     def save(t, x):
@@ -136,7 +138,9 @@ def test_the_precision_keys_the_compiled_programs_of_a_process():
         for precision in ("float32", "bf16", "bf16", "float32"):
             run(solver=solver, save=save, precision=precision)
             counts.append(len(traces))
-        assert counts[1] > counts[0] and counts[2] == counts[1] and counts[3] == counts[2], (solver, counts)
+        shapes = counts[2] - counts[1]  # a run again at the same precision: its saves' shapes only (0 or 1)
+        assert shapes in (0, 1) and counts[3] - counts[2] == shapes, (solver, counts)
+        assert counts[1] - counts[0] > shapes, (solver, counts)  # another precision: the loop traced again
 
 
 @pytest.mark.parametrize("solver", ["rk4", "ab4", pytest.param("tsit5", marks=pytest.mark.slow)])  # tsit5: 30 s
