@@ -150,6 +150,7 @@ LONG = ["run", "simulate", "--set", "solver=rk4", "--set", "dt=0.01", "--set", "
 LONG += ["--set", "t1=5000", "--set", "n_save=501", "--set", "statistics=clustered", "--set", "save_states=no"]
 
 
+@pytest.mark.slow  # a long run in a subprocess, signalled: the slow tier
 @pytest.mark.parametrize(
     ("sig", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
 )

@@ -31,6 +31,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow  # subprocesses and busy loads for tens of seconds: the slow tier
 def test_an_interrupt_lost_in_a_gc_callback_is_delivered_again_under_load():
     """The interrupt raised in the callback is only reported as ignored by Python; it stays pending and is sent
     again to the main thread (its sleep returns) until raised there, however busy the machine: four processes
@@ -68,6 +69,7 @@ def importing_jax(pid: int, limit: float = 120.0) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads a process's mapped files from /proc")
+@pytest.mark.slow  # subprocesses and busy loads for tens of seconds: the slow tier
 def test_ctrl_c_while_jax_is_imported_stops_the_run(tmp_path):
     """SIGINT at a range of moments from the start of JAX's import on: the run never goes on to write its results
     (before, one landing in JAX's garbage-collection callback was lost: exit 0), and it ends with status 130 and
