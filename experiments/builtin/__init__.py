@@ -27,6 +27,22 @@ from .. import studies
 
 studies.register_all()
 # isort: on
+import importlib  # noqa: E402
+
+
+def _in_list_order() -> None:
+    """``EXPERIMENTS`` in the order of the imports above and of ``studies.STUDIES``, whichever module was imported
+    first (a study's, by a script or a test, registers its experiments before the core's); experiments registered
+    from elsewhere (a plugin, a test) keep their place after them."""
+    core = (fig3_phase_diagram, fig5_random_matrices, fig4_circle, highdim_histogram, orthogonal_ode, sphere_movie)
+    modules = [*core, meanfield_circle, meanfield_sphere, *map(importlib.import_module, studies.experiment_modules())]
+    ordered = {m.EXPERIMENT.name: m.EXPERIMENT for m in modules}
+    ordered |= {name: e for name, e in EXPERIMENTS.items() if name not in ordered}
+    EXPERIMENTS.clear()
+    EXPERIMENTS.update(ordered)
+
+
+_in_list_order()
 from ..analysis import statistics_figures
 from .fig5_random_matrices import FIG5_PANELS
 from .simulate import GENERIC

@@ -283,24 +283,7 @@ def run(config, *, progress=None) -> RunResult:
     )
 
 
-PARTICLE_KEYS = (
-    "model",
-    "n",
-    "d",
-    "beta",
-    "seeds",
-    "seed",
-    "noise_ratios",
-    "t1",
-    "dt",
-    "n_save",
-    "burn_in",
-    "solver",
-    "dtype",
-    "max_steps",
-    "modes",
-    "meanfield_time",
-)
+PARTICLE_KEYS = nt.EXPERIMENT.keys
 """The keys of noisy-transition's sweeps, which this run passes on as they are."""
 
 
