@@ -341,27 +341,9 @@ def test_every_module_has_a_room_in_the_architecture_page():
     assert not missing, f"modules without a room in docs/architecture.md: {missing}"
 
 
-def test_the_shelf_table_names_every_study_and_its_experiments():
-    """docs/architecture.md's shelf has one row per study of ``studies.STUDIES``, in its order, naming the
-    experiments that the study's modules register."""
-    import re
-
-    from attnflow.experiments import studies
-    from attnflow.experiments.builtin import EXPERIMENTS
-
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    shelf = text[text.index("## The shelf") : text.index("## The path of a run")]
-    rows = re.findall(r"^\| `experiments/studies/(\w+)/` \| ([^|]*) \|", shelf, flags=re.M)
-    assert [study for study, _ in rows] == list(studies.STUDIES)
-    for study, named in rows:
-        modules = {m for m in studies.experiment_modules() if m.split(".")[3] == study}
-        registered = {name for name, e in EXPERIMENTS.items() if e.figures.__module__ in modules}
-        assert set(re.findall(r"`([a-z0-9-]+)`", named)) == registered, study
-
-
 def test_every_package_is_installed():
     """pyproject.toml lists every package of the tree (setuptools installs only those listed, and the
-    repository root is the package): a new folder, a study's say, needs its line there."""
+    repository root is the package): ``python docs/scripts/tables.py`` writes a new folder's line there."""
     import tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])

@@ -135,10 +135,12 @@ def _phase(result: RunResult):
     title = f"Clustered fraction · {c.model.upper()}, n = {c.n}, δ = {c.delta:g}"
     note = f"fraction of pairs with ⟨xᵢ, xⱼ⟩ ≥ 1 − δ, mean over {c.seeds} seed{'s' if c.seeds > 1 else ''}"
     betas = np.asarray(c.beta, dtype=float)
-    # Γ_∞,δ as the figure draws it, for the kernels whose equiangular ODE attnflow solves
+    # Γ_∞,δ as the figure draws it, for the kernels whose equiangular ODE attnflow solves, over the grid's β ≥ 0
+    # (the theorem's range; a run with negative β, as negative-beta, draws it over its positive part)
     curve = None
-    if c.model in equiangular_ode.MODELS:
-        curve = (np.asarray(equiangular_ode.gamma_curve(betas, c.n, c.delta, model=c.model)), betas)
+    positive = betas[betas >= 0]
+    if c.model in equiangular_ode.MODELS and positive.size >= 2:
+        curve = (np.asarray(equiangular_ode.gamma_curve(positive, c.n, c.delta, model=c.model)), positive)
 
     def draw(path):
         interactive.phase_page(

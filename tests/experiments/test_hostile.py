@@ -302,7 +302,10 @@ CASES = {
     # ---- command line: subcommands, flags, experiment names -------------------------------------
     "cli/unknown-subcommand": Cli(("frobnicate",), ("invalid choice: 'frobnicate'", "'list'", "'run'", "'sweep'")),
     "cli/unknown-flag": Cli(run("fig4-circle", "--bogus"), ("unrecognized arguments: --bogus",)),
-    "cli/list-extra-argument": Cli(("list", "extra"), ("unrecognized arguments: extra",)),
+    "cli/list-extra-argument": Cli(("list", "fig4-circle", "extra"), ("unrecognized arguments: extra",)),
+    "cli/list-unknown-experiment": Cli(
+        ("list", "fig4-circel"), ("unknown experiment 'fig4-circel'", "did you mean 'fig4-circle'")
+    ),
     "cli/validate-unknown-flag": Cli(("validate", "--fast"), ("--fast",)),
     "cli/run-without-target": Cli(("run",), ("NAME|FILE.toml", "required")),
     "cli/unknown-experiment": Cli(

@@ -9,3 +9,9 @@ on the core's random-depth model (``particles/random_depth.py``) and its paths
 
 EXPERIMENTS = ("common_noise", "quadratic_form", "homogenized_flow")
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """two tokens under random layer weights: the two-point diffusion, its Lyapunov exponents, the antipodal threshold
+cosh 2β = d − 2; the random quadratic form's two-point diffusion, its aligned probability and the antipodal
+stage's occupation time; the Gram diffusion, the homogenized scalar ODE and its O(1/d) bias by the linear noise
+approximation"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

@@ -18,7 +18,6 @@ so antipodal pairs attract (λ_antipodal < 0) iff cosh 2β > d − 2: β > β*(d
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 
 def _weights(r, beta):
@@ -71,6 +70,8 @@ def pair_expectation(f, r0: float, t: float, beta: float, d: int, sigma: float =
     g[i, i - 1] = -mu[i] / (2 * h) + var[i] / (2 * h**2)
     g[i, i + 1] = mu[i] / (2 * h) + var[i] / (2 * h**2)
     g[i, i] = -var[i] / h**2
+    import scipy.linalg  # here, not at the top: an experiment's registration never loads SciPy
+
     u = scipy.linalg.expm(t * g) @ f(r)
     return float(np.interp(r0, r, u))
 

@@ -6,3 +6,7 @@ The study's folder: its experiment (``equilibria.py``), its theory and figures
 
 EXPERIMENTS = ("equilibria",)
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """energy extremizers of a few tokens for an anisotropic kernel; rest points by polytope, their Morse indices,
+continuation paths"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

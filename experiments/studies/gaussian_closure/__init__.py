@@ -6,3 +6,7 @@ The study's folder: its experiment (``gaussian_closure.py``), its theory and fig
 
 EXPERIMENTS = ("gaussian_closure",)
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """the Gaussian covariance closure without layer norm (SA, multi-head, L2, Sinkhorn), limit ranks; its solver with
+error control, Σ kept positive semi-definite"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

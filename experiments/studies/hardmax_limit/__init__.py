@@ -6,3 +6,6 @@ The study's folder: its experiment (``hardmax_limit.py``), its theory and figure
 
 EXPERIMENTS = ("hardmax_limit",)
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """attention in the tokens' convex hull and its hardmax limit as Frank–Wolfe steps: cells, straight paths, trapping"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

@@ -6,3 +6,6 @@ The study's folder: its experiment (``long_context.py``), its theory and figures
 
 EXPERIMENTS = ("long_context",)
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """one attention layer over a long context at β = γ log n, its equiangular closed form"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

@@ -6,3 +6,6 @@ The study's folder: its experiment (``lost_in_middle.py``), its theory and figur
 
 EXPERIMENTS = ("lost_in_middle",)
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """the soft-accuracy profile S_t(s), t_crit, the finite-n linear response"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

@@ -9,3 +9,7 @@ EXPERIMENTS = (
     "metastable_count",
 )
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """the plateaus of the cluster count, the first metastable state against the fastest unstable mode k*(β), its
+lifetime"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

@@ -283,7 +283,7 @@ def run(config, *, progress=None) -> RunResult:
     )
 
 
-PARTICLE_KEYS = nt.EXPERIMENT.keys
+PARTICLE_KEYS: tuple[str, ...] = nt.EXPERIMENT.keys or ()
 """The keys of noisy-transition's sweeps, which this run passes on as they are."""
 
 

@@ -6,3 +6,6 @@ The study's folder: its experiment (``renyi_centres.py``), its theory and figure
 
 EXPERIMENTS = ("renyi_centres",)
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """Rényi centres of a causal configuration, the parking count"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

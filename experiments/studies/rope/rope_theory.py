@@ -23,7 +23,6 @@ coordinate, which do not commute with R but move no weight at first order (neutr
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import ive
 
 __all__ = [
     "ring",
@@ -64,6 +63,8 @@ def ring_velocity(beta: float, n: int, q: int, theta: float) -> np.ndarray:
 
 def aliased_bessel(beta: float, n: int, r: int) -> tuple[np.ndarray, np.ndarray]:
     """(S(ℓ), T(ℓ)) for ℓ = 0, …, n − 1, each scaled by e^{−β} (the scale cancels in the spectra)."""
+    from scipy.special import ive  # here, not at the top: an experiment's registration never loads SciPy
+
     k = np.arange(-BESSEL_TERMS, BESSEL_TERMS + 1)
     weights = ive(np.abs(k), beta)
     residue = np.mod(k * r, n)

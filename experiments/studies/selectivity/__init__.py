@@ -6,3 +6,7 @@ The study's folder: its experiment (``selectivity.py``), its theory and figures
 
 EXPERIMENTS = ("selectivity",)
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """one query among n keys: the selectivity threshold, nearest keys and the layer's output in blocked passes, the
+threshold's n → ∞ law"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""

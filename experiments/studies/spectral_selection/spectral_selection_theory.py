@@ -25,7 +25,6 @@ with it by the reflection v → −v, which commutes with V).
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize
 
 from ....particles.fields import SA
 
@@ -140,6 +139,8 @@ def mixed_equation(q, a: float, b: float, beta: float, m: int, k: int):
 def mixed_roots(a: float, b: float, beta: float, m: int, k: int) -> np.ndarray:
     """The zeros of g in (−1, 1), increasing: its sign changes on ``MIXED_GRID`` points, refined by Brent's
     method to machine precision (a zero where g only touches 0 is missed)."""
+    from scipy import optimize  # here, not at the top: an experiment's registration never loads SciPy
+
     grid = np.linspace(-1.0, 1.0, MIXED_GRID)[1:-1]
     g = mixed_equation(grid, a, b, beta, m, k)
     roots = list(grid[g == 0.0])

@@ -6,3 +6,6 @@ The study's folder: its experiment (``staircase.py``), its theory and figures
 
 EXPERIMENTS = ("staircase",)
 """The modules that register this study's experiments, in the order of ``attnflow list``."""
+
+THEORY = """the energy staircase's saddles and plateaus (figures drawn by the core's energy-and-clusters plot)"""
+"""What its theory holds, in a phrase: the shelf's table in docs/architecture.md (docs/scripts/tables.py)."""
