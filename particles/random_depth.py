@@ -22,7 +22,10 @@ drift less ½ Σ_a DF_a F_a over the noise's directions a, computed by forward d
 ``QuadraticForm`` is the random quadratic form on the sphere (arXiv 2603.06187, 2608.16664), the same kind of
 common noise without attention: dx_i = P_{x_i} ∘ dQ_t x_i + γ P_{x_i} ∘ dw_t, Q_t = (B_t + B_tᵀ)/√2.
 
-All three are PyTrees of one ensemble member; ``solvers/common_noise_paths.py`` vmaps them over members and draws
+``CommonBrownian`` is the attention flow with fixed weights forced by one Brownian motion w in R^d common to the
+tokens (the coercive common noise of arXiv 2604.26898, as summarized): dx_i = P_{x_i} Σ_h y^h_i dt + γ P_{x_i} ∘ dw_t.
+
+All four are PyTrees of one ensemble member; ``solvers/common_noise_paths.py`` vmaps them over members and draws
 G (or the Brownian increments) keyed by (seed, layer), so that a path never depends on the chunking.
 """
 
@@ -270,3 +273,41 @@ class QuadraticForm(eqx.Module):
     def stratonovich_drift(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
         """0: the Stratonovich equation has no drift."""
         return jnp.zeros_like(x)
+
+
+class CommonBrownian(eqx.Module):
+    """Self-attention forced by a Brownian motion common to the tokens (docs/model.md §17.3):
+
+        dx_i = P_{x_i} Σ_h y^h_i dt + γ P_{x_i} ∘ dw_t,      y^h_i = Σ_j A^h_ij x_j      (Stratonovich)
+
+    w a Brownian motion in R^d shared by the member's tokens (QᵀK of ``attention``, V = I). Alone, the noise
+    moves R = ⟨x_i, x_j⟩ by dR = γ²(1 − R)(d − 2 − R) dt + γ(1 − R)⟨x_i + x_j, dw⟩: it contracts every pair at a
+    rate of at least γ²(d − 3), the interaction energy decays on average (synchronization by noise). The Itô
+    drift is the Stratonovich one less the radial γ²(d − 1)/2 · x_i; one step's increment is a (1, 1, d) array.
+    """
+
+    attention: Attention
+    gamma: Float[Array, ""]
+
+    def __init__(self, attention: Attention, gamma=1.0):
+        self.attention = attention
+        self.gamma = jnp.asarray(gamma, dtype=float)
+
+    def noise_shape(self, d: int) -> tuple[int, int, int]:
+        """The shape of one step's increment: (1, 1, d), Δw."""
+        return (1, 1, d)
+
+    def diffusion(self, x: Float[Array, "n d"], dw: Float[Array, "1 1 d"]) -> Float[Array, "n d"]:
+        """The noise term γ P_{x_i} Δw (tangent)."""
+        v = jnp.broadcast_to(self.gamma * dw[0, 0], x.shape)
+        return v - jnp.sum(v * x, axis=-1, keepdims=True) * x
+
+    def stratonovich_drift(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """P_{x_i} Σ_h y^h_i: the attention flow with V = I."""
+        m = self.attention.means(x).sum(axis=0)
+        return m - jnp.sum(m * x, axis=-1, keepdims=True) * x
+
+    def ito_drift(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """The Stratonovich drift less γ²(d − 1)/2 · x_i (the noise's covariance is γ² P_{x_i})."""
+        d = x.shape[1]
+        return self.stratonovich_drift(x) - self.gamma**2 * (d - 1) / 2.0 * x

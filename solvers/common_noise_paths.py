@@ -1,4 +1,5 @@
-"""Paths of the random-depth transformer, of its common-noise SDE and of the random quadratic form, vmapped over ensemble members.
+"""Paths of the random-depth transformer, of its common-noise SDE, of the random quadratic form and of attention
+forced by a common Brownian motion, vmapped over ensemble members.
 
 Three schemes, each keeping the tokens on the sphere (docs/numerics.md, "Common noise"):
 
@@ -22,7 +23,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..particles.errors import InputError
-from ..particles.random_depth import CommonNoise, QuadraticForm, RandomDepth, member_axes
+from ..particles.random_depth import CommonBrownian, CommonNoise, QuadraticForm, RandomDepth, member_axes
 from ..particles.sphere import normalize
 
 SCHEMES = ("depth", "euler-maruyama", "heun")
@@ -49,7 +50,11 @@ def gaussian(key: Array, step, shape: tuple[int, ...], dtype) -> Array:
 
 
 def step(
-    system: RandomDepth | CommonNoise | QuadraticForm, scheme: str, x: Float[Array, "n d"], g: Array, dt
+    system: RandomDepth | CommonNoise | QuadraticForm | CommonBrownian,
+    scheme: str,
+    x: Float[Array, "n d"],
+    g: Array,
+    dt,
 ) -> Float[Array, "n d"]:
     """One step of one member with the standard normals ``g`` (shape ``system.noise_shape(d)``): a layer with G = g
     for "depth" (dt = 1/L), the SDE's step with ΔW = √dt g otherwise."""
@@ -79,7 +84,7 @@ def _advance(system, x, keys, start, count, dt, *, scheme: str):
 
 
 def common_noise_paths(
-    system: RandomDepth | CommonNoise | QuadraticForm,
+    system: RandomDepth | CommonNoise | QuadraticForm | CommonBrownian,
     x0: Float[Array, "B n d"],
     seeds,
     *,
@@ -91,8 +96,8 @@ def common_noise_paths(
 ) -> Float[Array, "B S n d"]:
     """The states of B members every ``save_every`` steps (the start included), S = steps/save_every + 1.
 
-    system       a ``RandomDepth`` (scheme "depth", L = 1/dt layers per unit time), a ``CommonNoise`` or a
-                 ``QuadraticForm`` (the SDE schemes); a leaf with a leading member axis (β or σ of shape (B,)) differs by member
+    system       a ``RandomDepth`` (scheme "depth", L = 1/dt layers per unit time), a ``CommonNoise``, a
+                 ``QuadraticForm`` or a ``CommonBrownian`` (the SDE schemes); a leaf with a leading member axis (β or σ of shape (B,)) differs by member
     x0           the members' initial tokens, unit rows
     seeds        B integers: each member's noise seed (equal seeds, equal noise)
     dt           the step (1/L for the discrete model)
@@ -107,7 +112,7 @@ def common_noise_paths(
             + (
                 "the random-depth model (a RandomDepth)"
                 if scheme == "depth"
-                else "the SDE (a CommonNoise or a QuadraticForm)"
+                else "the SDE (a CommonNoise, a QuadraticForm or a CommonBrownian)"
             )
             + f", got a {type(system).__name__}"
         )

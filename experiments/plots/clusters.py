@@ -27,6 +27,7 @@ from .style import (
     integer_axis,
     new_figure,
     set_range,
+    seed_text,
     title_text,
 )
 
@@ -72,10 +73,12 @@ def energy_and_clusters(
     logx=False,
     beta=None,
     n=None,
+    seed=None,
     title=None,
     path=None,
 ) -> Figure:
-    """Normalized energy (top) and cluster count (bottom) against a shared time axis.
+    """Normalized energy (top) and cluster count (bottom) against a shared time axis; ``seed``, the member drawn
+    when the curves are one member's, is named in the title.
 
     energy (T,): typically (1/n²) Σ_ij e^{β(⟨x_i,x_j⟩−1)} (docs/model.md §1.3). n_clusters (T,) or None.
     plateaus: [(t_start, t_end, value), ...] shaded as bands (saddle-to-saddle staircase of
@@ -119,7 +122,7 @@ def energy_and_clusters(
     ax_e.set_ylim(lo - pad, hi + pad)
     _label_levels(ax_e, levels)
     ax_e.set_ylabel("normalized energy\n" + r"$2\beta e^{-\beta} E_\beta$")
-    fig.suptitle(title_text("Energy and clusters", title, n=n, beta=beta), fontsize=TITLE_SIZE)
+    fig.suptitle(title_text("Energy and clusters", title, member=seed_text(seed), n=n, beta=beta), fontsize=TITLE_SIZE)
     ax_e.legend(
         handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=len(handles), frameon=False, borderaxespad=0.2
     )

@@ -60,11 +60,19 @@ def antipodal_threshold(d):
 
 
 def pair_expectation(f, r0: float, t: float, beta: float, d: int, sigma: float = 1.0, points: int = 801) -> float:
-    """E f(R_t) from R_0 = r0: the backward Kolmogorov equation u_t = μ u' + ½ Σ u'' on a uniform grid of [−1, 1]
-    (central differences, second order; both coefficients vanish at ±1, so no boundary condition), u = e^{tG} f."""
+    """E f(R_t) from R_0 = r0 under the random-weights pair diffusion (``pair_drift``, ``pair_variance``)."""
+    return kolmogorov_expectation(
+        f, r0, t, lambda r: pair_drift(r, beta, d, sigma), lambda r: pair_variance(r, beta, d, sigma), points
+    )
+
+
+def kolmogorov_expectation(f, r0: float, t: float, drift, variance, points: int = 801) -> float:
+    """E f(R_t) from R_0 = r0 for the diffusion dR = drift(R) dt + √variance(R) dB on [−1, 1], both vanishing at
+    ±1 (so no boundary condition): the backward Kolmogorov equation u_t = μ u' + ½ Σ u'' on a uniform grid
+    (central differences, second order), u = e^{tG} f."""
     r = np.linspace(-1.0, 1.0, points)
     h = r[1] - r[0]
-    mu, var = pair_drift(r, beta, d, sigma), pair_variance(r, beta, d, sigma)
+    mu, var = drift(r), variance(r)
     g = np.zeros((points, points))
     i = np.arange(1, points - 1)
     g[i, i - 1] = -mu[i] / (2 * h) + var[i] / (2 * h**2)
@@ -74,6 +82,43 @@ def pair_expectation(f, r0: float, t: float, beta: float, d: int, sigma: float =
 
     u = scipy.linalg.expm(t * g) @ f(r)
     return float(np.interp(r0, r, u))
+
+
+# -- coercive common noise (arXiv 2604.26898, as summarized) --------------------------------------------------
+#
+# dx_i = P_{x_i} y_i dt + γ P_{x_i} ∘ dw, w in R^d common to the tokens (particles/random_depth.CommonBrownian).
+
+
+def noise_contraction_rate(d, gamma):
+    """γ²(d − 3): the least rate at which the common Brownian noise alone contracts every pair on average,
+    d E(1 − R) ≤ −γ²(d − 3) E(1 − R) dt (docs/model.md §17.3); coercive for d ≥ 4."""
+    return np.asarray(gamma, dtype=float) ** 2 * (np.asarray(d, dtype=float) - 3.0)
+
+
+def brownian_pair_drift(r, beta: float, d: int, gamma: float):
+    """μ(R) for two tokens under SA (QᵀK = V = I) and the common noise: 2(1 − a)(1 − R²) + γ²(1 − R)(d − 2 − R),
+    a = 1/(1 + e^{β(R − 1)}) each token's weight on itself."""
+    r = np.asarray(r, dtype=float)
+    a = 1.0 / (1.0 + np.exp(beta * (r - 1.0)))
+    return 2 * (1 - a) * (1 - r**2) + gamma**2 * (1 - r) * (d - 2 - r)
+
+
+def brownian_pair_variance(r, gamma: float):
+    """Σ(R) = 2γ²(1 − R)²(1 + R): the martingale part of R is γ(1 − R)⟨x₁ + x₂, dw⟩, |x₁ + x₂|² = 2(1 + R)."""
+    r = np.asarray(r, dtype=float)
+    return 2 * gamma**2 * (1 - r) ** 2 * (1 + r)
+
+
+def energy_generator(x, attention_drift, gamma: float):
+    """(L E)(x) for the interaction energy E = (1/n²) Σ_ij (1 − ⟨x_i, x_j⟩) = 1 − |m|², m the tokens' mean, one
+    value per member of ``x`` (B, n, d): −2⟨m, mean_i v_i⟩ − γ²((d − 3)E + (1/n²) Σ_ij (1 − ⟨x_i, x_j⟩)²), v_i
+    the tangent drift ``attention_drift`` (B, n, d) at x; Dynkin's formula makes E E(t) − E E(0) its integral."""
+    x, v = np.asarray(x, dtype=float), np.asarray(attention_drift, dtype=float)
+    d = x.shape[-1]
+    m = x.mean(axis=1)
+    u = 1.0 - np.einsum("bid,bjd->bij", x, x)
+    energy = u.mean(axis=(1, 2))
+    return -2 * np.sum(m * v.mean(axis=1), axis=-1) - gamma**2 * ((d - 3) * energy + (u**2).mean(axis=(1, 2)))
 
 
 # -- the random quadratic form (arXiv 2603.06187, 2608.16664) ---------------------------------------------------

@@ -52,6 +52,7 @@ def figures(result: RunResult) -> dict:
             logx=True,
             beta=beta,
             n=c.n,
+            seed=c.seed,
             path=p,
         )
     return out

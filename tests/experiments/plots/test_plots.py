@@ -218,7 +218,10 @@ def test_energy_and_clusters_plateaus_levels_log_axis():
     n_clusters = np.where(ts < 10, 4, np.where(ts < 1000, 2, 1))
     plateaus = [(10, 1000, 0.5), (1000, 1e4, 1.0)]
     levels = [0.5, (1.0, "one cluster")]
-    fig = plots.energy_and_clusters(ts, energy, n_clusters, plateaus=plateaus, levels=levels, logx=True, beta=30, n=8)
+    fig = plots.energy_and_clusters(
+        ts, energy, n_clusters, plateaus=plateaus, levels=levels, logx=True, beta=30, n=8, seed=3
+    )
+    assert fig.get_suptitle().splitlines()[1].endswith("seed 3")  # one member's curves name it
     ax_e, ax_c = fig.axes
     assert ax_e.get_xscale() == "log" and ax_c.get_xscale() == "log"
     assert ax_e.get_shared_x_axes().joined(ax_e, ax_c)
