@@ -97,7 +97,8 @@ def common_noise_paths(
     """The states of B members every ``save_every`` steps (the start included), S = steps/save_every + 1.
 
     system       a ``RandomDepth`` (scheme "depth", L = 1/dt layers per unit time), a ``CommonNoise``, a
-                 ``QuadraticForm`` or a ``CommonBrownian`` (the SDE schemes); a leaf with a leading member axis (β or σ of shape (B,)) differs by member
+                 ``QuadraticForm`` or a ``CommonBrownian`` (the SDE schemes); a leaf with a leading member axis
+                 (β, σ or γ of shape (B,)) differs by member
     x0           the members' initial tokens, unit rows
     seeds        B integers: each member's noise seed (equal seeds, equal noise)
     dt           the step (1/L for the discrete model)

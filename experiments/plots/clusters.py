@@ -26,8 +26,8 @@ from .style import (
     finish,
     integer_axis,
     new_figure,
-    set_range,
     seed_text,
+    set_range,
     title_text,
 )
 

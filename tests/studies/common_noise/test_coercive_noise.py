@@ -56,8 +56,8 @@ def test_the_noise_alone_contracts_pairs_at_rate_gamma_squared_d_minus_three():
                     lambda r: 1 - r,
                     0.0,
                     t,
-                    lambda r: brownian_pair_drift(r, beta, d, gamma),
-                    lambda r: brownian_pair_variance(r, gamma),
+                    lambda r, b=beta, d=d, g=gamma: brownian_pair_drift(r, b, d, g),
+                    lambda r, g=gamma: brownian_pair_variance(r, g),
                 )
                 assert 0 < mean_gap <= np.exp(-rate * t) + 1e-4, (d, gamma, beta, t)
 
