@@ -347,6 +347,21 @@ def test_nav_labels_are_the_pages_titles():
     assert not wrong, "\n".join(wrong)
 
 
+def test_no_heading_holds_maths():
+    """A heading is also a line of the table of contents, which MathJax does not typeset: its maths would stay raw
+    TeX there (tests/test_site_offline.py reads the whole page), so headings spell it in plain text."""
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        if "gallery" in page.relative_to(DOCS).parts[:1]:
+            continue  # generated
+        fenced = False
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            fenced ^= line.startswith("```")
+            if not fenced and line.startswith("#") and ("$" in line or "\\(" in line):
+                found.append(f"{page.relative_to(DOCS)}:{number}: {line}")
+    assert not found, "headings with maths:\n" + "\n".join(found)
+
+
 def test_docstring_prose_sets_scripts_and_leaves_names_alone():
     """The API pages' docstrings are plain Unicode (docs/design.md §2.3): in their prose, a ``^`` and a braced or
     one-symbol ``_`` are set as super- and subscripts, a name such as ``n_modes`` and code spans stay as

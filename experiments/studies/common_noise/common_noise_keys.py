@@ -1,4 +1,4 @@
-"""The configuration keys that only common-noise, quadratic-form and homogenized-flow read, and the labels of
+"""The configuration keys that only common-noise, quadratic-form, homogenized-flow and coercive-noise read, and the labels of
 the arrays they write (``af.load``'s ``long_name`` and ``units``), registered with the core's by ``experiments/studies/__init__.py``."""
 
 from __future__ import annotations
@@ -106,6 +106,25 @@ KEYS = (
         maximum=0.1,
         experiment_key=True,
     ),
+    Key(
+        "coercive_gamma",
+        "float_list",
+        [0.25, 0.5, 1.0],
+        "coercive-noise: the strengths γ > 0 of the common Brownian forcing γ P_x ∘ dw",
+        minimum=0.0,
+        strict_min=True,
+        experiment_key=True,
+    ),
+    Key(
+        "coercive_dt",
+        "float",
+        0.005,
+        "coercive-noise: the Stratonovich Heun step (with retraction onto the sphere)",
+        minimum=0.0,
+        strict_min=True,
+        maximum=0.05,
+        experiment_key=True,
+    ),
 )
 
 LABELS = {
@@ -118,4 +137,8 @@ LABELS = {
     "homogenized_pair_overlap": Label("⟨x₁, x₂⟩ (equiangular start, common-noise SDE)"),
     "homogenized_deviation": Label("max over pairs of |⟨x_i, x_j⟩ − γ(t)|, γ the homogenized flow"),
     "quadratic_gamma": Label("γ, the strength of the common vector noise"),
+    "coercive_gamma": Label("γ, the strength of the common Brownian forcing"),
+    "coercive_energy": Label("interaction energy 1 − |m|² of the n tokens (m their mean)"),
+    "coercive_energy_rate": Label("the Itô generator of the interaction energy at the state", "1/time"),
+    "coercive_pair_gap": Label("1 − ⟨x₁, x₂⟩ of a pair started orthogonal"),
 }

@@ -67,21 +67,43 @@ def pair_expectation(f, r0: float, t: float, beta: float, d: int, sigma: float =
 
 
 def kolmogorov_expectation(f, r0: float, t: float, drift, variance, points: int = 801) -> float:
-    """E f(R_t) from R_0 = r0 for the diffusion dR = drift(R) dt + √variance(R) dB on [−1, 1], both vanishing at
-    ±1 (so no boundary condition): the backward Kolmogorov equation u_t = μ u' + ½ Σ u'' on a uniform grid
-    (central differences, second order), u = e^{tG} f."""
+    """E f(R_t) from R_0 = r0 for the diffusion dR = drift(R) dt + √variance(R) dB on [−1, 1], the variance
+    vanishing at ±1: the backward Kolmogorov equation u_t = μ u' + ½ Σ u'' by ``kolmogorov_path``."""
+    return float(kolmogorov_path(f, r0, t, 1, drift, variance, points)[-1])
+
+
+def kolmogorov_path(f, r0: float, step: float, count: int, drift, variance, points: int = 801) -> np.ndarray:
+    """E f(R_{k·step}) for k = 0, …, count from R_0 = r0: u = e^{kΔG} f, G the generator μ ∂ + ½ Σ ∂² by
+    differences on ``points`` uniform points of [−1, 1] (central, second order, where the diffusion dominates the
+    drift on the cell's scale, else the drift upwind), one matrix exponential applied k times. The diffusion
+    vanishes at ±1; where the drift does not, the end point is left inwards (upwind), else it is absorbing."""
     r = np.linspace(-1.0, 1.0, points)
-    h = r[1] - r[0]
     mu, var = drift(r), variance(r)
-    g = np.zeros((points, points))
-    i = np.arange(1, points - 1)
-    g[i, i - 1] = -mu[i] / (2 * h) + var[i] / (2 * h**2)
-    g[i, i + 1] = mu[i] / (2 * h) + var[i] / (2 * h**2)
-    g[i, i] = -var[i] / h**2
+    lo, hi = r[1:-1] - r[:-2], r[2:] - r[1:-1]  # h₋, h₊ at each interior point
+    i = np.arange(1, r.size - 1)
+    m, v = mu[i], var[i]
+    # the drift by central differences where diffusion dominates on the cell scale, upwind where it does not (a
+    # monotone scheme there: no oscillation, no negative E of a positive f, as near R = −1 where Σ vanishes first)
+    central = np.abs(m) * np.maximum(lo, hi) <= v
+    below = np.where(central, -m * hi / (lo * (lo + hi)), np.where(m < 0, m / lo, 0.0))
+    above = np.where(central, m * lo / (hi * (lo + hi)), np.where(m > 0, m / hi, 0.0))
+    g = np.zeros((r.size, r.size))
+    g[i, i - 1] = below + v / (lo * (lo + hi))
+    g[i, i + 1] = above + v / (hi * (lo + hi))
+    g[i, i] = -(below + above) - v / (lo * hi)
+    # an end point the drift leaves (the diffusion vanishes there): its mass moves inwards, upwind
+    if mu[0] > 0:
+        g[0, 0], g[0, 1] = -mu[0] / (r[1] - r[0]), mu[0] / (r[1] - r[0])
+    if mu[-1] < 0:
+        g[-1, -1], g[-1, -2] = mu[-1] / (r[-1] - r[-2]), -mu[-1] / (r[-1] - r[-2])
     import scipy.linalg  # here, not at the top: an experiment's registration never loads SciPy
 
-    u = scipy.linalg.expm(t * g) @ f(r)
-    return float(np.interp(r0, r, u))
+    propagate = scipy.linalg.expm(step * g)
+    u, out = np.asarray(f(r), dtype=float), []
+    for _ in range(count + 1):
+        out.append(np.interp(r0, r, u))
+        u = propagate @ u
+    return np.asarray(out)
 
 
 # -- coercive common noise (arXiv 2604.26898, as summarized) --------------------------------------------------
@@ -109,11 +131,12 @@ def brownian_pair_variance(r, gamma: float):
     return 2 * gamma**2 * (1 - r) ** 2 * (1 + r)
 
 
-def energy_generator(x, attention_drift, gamma: float):
+def energy_generator(x, attention_drift, gamma):
     """(L E)(x) for the interaction energy E = (1/n²) Σ_ij (1 − ⟨x_i, x_j⟩) = 1 − |m|², m the tokens' mean, one
     value per member of ``x`` (B, n, d): −2⟨m, mean_i v_i⟩ − γ²((d − 3)E + (1/n²) Σ_ij (1 − ⟨x_i, x_j⟩)²), v_i
-    the tangent drift ``attention_drift`` (B, n, d) at x; Dynkin's formula makes E E(t) − E E(0) its integral."""
-    x, v = np.asarray(x, dtype=float), np.asarray(attention_drift, dtype=float)
+    the tangent drift ``attention_drift`` (B, n, d) at x, γ a number or one per member; Dynkin's formula makes
+    E E(t) − E E(0) its integral."""
+    x, v, gamma = np.asarray(x, dtype=float), np.asarray(attention_drift, dtype=float), np.asarray(gamma, dtype=float)
     d = x.shape[-1]
     m = x.mean(axis=1)
     u = 1.0 - np.einsum("bid,bjd->bij", x, x)
