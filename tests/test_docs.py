@@ -247,6 +247,7 @@ def _without_code(html_text: str) -> str:
     return re.sub(r"<code\b.*?</code>", "", html_text, flags=re.S)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_model_page_is_typeset_math(site):
     """docs/model.md's formulas reach the browser as arithmatex's markup for MathJax, displayed (``\\[...\\]``
     in a div) and inline (``\\(...\\)`` in a span), and no ``$`` of the Markdown is left in the text."""

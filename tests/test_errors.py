@@ -54,6 +54,7 @@ def test_an_unconverged_limit_sum_is_a_convergence_error():
         selectivity.limit_thresholds(12, 8, points=50)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_closure_that_stops_at_max_steps_is_a_convergence_error():
     with pytest.raises(af.ConvergenceError, match=r"draw 0: the solve used its max_steps = 3 steps and stopped at t"):
         closure.solve_covariance(np.eye(2)[None], -np.eye(2)[None, None], times=(0.2, 10.0), max_steps=3)
@@ -81,6 +82,7 @@ def test_the_exit_status_follows_the_meaning(monkeypatch, capsys, error, status)
     assert err == f"attnflow: error: {error}\n"
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_max_steps_at_the_command_line_exits_1_keeping_the_other_members(tmp_path, capsys):
     out = tmp_path / "run"
     sets = ["model=usa", "beta=1,6", "n=8", "d=3", "seeds=1", "t1=2", "n_save=5"]

@@ -232,6 +232,7 @@ print(json.dumps(answers))
 """
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_file_size_limit_while_writing_is_exit_1_and_leaves_directories_as_they_were(tmp_path):
     """Writes that fail with EFBIG (RLIMIT_FSIZE below a figure's size, as a full disk fails them): `attnflow plot`
     of a run and `attnflow hist` into a new directory each end with status 1 and one line naming the path and

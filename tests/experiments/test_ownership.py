@@ -217,6 +217,7 @@ READERS = {
 }
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_every_reader_refuses_pipes_and_devices_by_kind(hostile, reader):
     imports, suffix = READERS[reader]
@@ -243,6 +244,7 @@ def test_a_run_directorys_files_and_owned_list_never_block(hostile):
     assert _in_subprocess(code).strip() == repr([store.OWNED_FILE])  # a pipe claims nothing
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_stored_programs_that_are_pipes_or_devices_are_skipped(hostile):
     """An entry, a refusal marker and an eviction candidate that are pipes or links to /dev/zero: not read."""
     cache = hostile / "programs"

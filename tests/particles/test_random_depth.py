@@ -16,6 +16,7 @@ def tokens(n, d, seed=0):
     return normalize(jax.random.normal(jax.random.PRNGKey(seed), (n, d)))
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize(("heads", "per_head"), [(1, False), (2, False), (2, True)])
 def test_mean_layer_step_is_the_ito_drift(heads, per_head):
     # antithetic G and −G cancel the step's linear term: what remains is the normalization's drift · dt + O(dt²)
@@ -44,6 +45,7 @@ def test_stratonovich_drift_is_tangent():
     assert float(jnp.abs(b - sde.ito_drift(x)).max()) > 1e-3  # the attention's own correction
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_alpha_one_tends_to_the_deterministic_flow():
     # α = 1, V̄ = I: the layers are Euler steps with retraction of ẋ = P_x(Σ_j A_ij x_j) (SA, V = I) plus noise
     # σ G_ℓ/(√d L) whose sum over L layers is O(L^{−1/2})

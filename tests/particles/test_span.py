@@ -180,6 +180,7 @@ def _same(a, b, tol=1e-10):
     np.testing.assert_array_equal(a.steps, b.steps)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize(
     "sets",
     [
@@ -228,6 +229,7 @@ def test_layer_wise_weights_from_a_file_need_the_frames(tmp_path, capsys):
     np.testing.assert_allclose(on.states(d), off.states(d), rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize(
     "extra",
     [
@@ -311,6 +313,7 @@ def test_reduced_sampling_has_the_law_of_uniform_sampling(n, d):
     assert abs(sq.mean() - 1.0 / d) <= 5 * sq.std() / np.sqrt(SAMPLES)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("n, d", [(2, 3), (8, 33)])
 def test_coordinates_in_a_haar_frame_are_uniform_points(n, d):
     keys = jax.random.split(jax.random.key(3), 2)

@@ -24,6 +24,7 @@ def _runs(monkeypatch, **kwargs):
     return while_form, static_form
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize(
     "kwargs",
     [dict(solver="rk4", dense=True), dict(solver="ab4"), dict(solver="rk4"), dict(solver="euler")],
@@ -41,6 +42,7 @@ def test_the_static_loops_take_the_same_steps(monkeypatch, kwargs):
     assert np.all(np.asarray(a.steps)[stopped] < np.asarray(a.steps)[~stopped].min())
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_accelerators_take_the_static_selected_form(monkeypatch):
     """With an accelerator every loop between saves is of static length with selected steps; on CPUs while loops."""
     seen = []
@@ -64,6 +66,7 @@ def test_accelerators_take_the_static_selected_form(monkeypatch):
         assert seen and all(most is not None and select for most, select in seen)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("on_angles", [True, False], ids=["circle", "sa-d3"])
 def test_rk4_stages_in_a_loop_give_the_same_bits(monkeypatch, on_angles):
     """The grid's RK4 with its three stages in a loop (``dense.stage_loop``: fields on angles, accelerators) takes

@@ -21,6 +21,7 @@ def _run(members, **kw):
     return af.simulate(af.USA(jnp.asarray(BETA[members]), time="glpr"), x0, 2.0, ts=TS, max_steps=MAX_STEPS, **kw)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("group_size", [None, 2])
 def test_a_member_at_max_steps_keeps_the_others_results(group_size):
     sol = _run(np.arange(4), on_failure="keep", group_size=group_size)
@@ -51,6 +52,7 @@ def test_a_member_at_max_steps_keeps_the_others_results(group_size):
     np.testing.assert_array_equal(np.asarray(err.solution.xs), xs)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_non_finite_member_is_kept_with_its_status_and_last_finite_time():
     x0 = af.init.uniform(1, 8, 3, batch=3)
     field = BlowsUp([1.0, 3.0, 1.5])
@@ -65,6 +67,7 @@ def test_a_non_finite_member_is_kept_with_its_status_and_last_finite_time():
     assert info.value.times == (1.5,)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_run_without_failures_is_done_for_every_member():
     sol = af.simulate(af.SA(jnp.array([1.0, 2.0])), af.init.uniform(0, 6, 3, batch=2), 1.0, solver="rk4", dt=0.1)
     assert np.asarray(sol.status).tolist() == [0, 0] and np.all(np.isinf(np.asarray(sol.t_stop)))

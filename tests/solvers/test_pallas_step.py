@@ -56,6 +56,7 @@ def _relative(a, b):
 BETAS = [0.1, 4.0, 1e3]
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("beta", BETAS)
 @pytest.mark.parametrize("weights", ["identity", "random"])
 def test_step_equals_the_xla_step_in_float64(beta, weights):
@@ -79,6 +80,7 @@ def test_step_equals_the_xla_step_in_float64(beta, weights):
     assert bool(jnp.all(jnp.isfinite(got_x))) and bool(jnp.all(jnp.isfinite(got_f)))
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("beta", BETAS)
 @pytest.mark.parametrize("weights", ["identity", "random"])
 def test_step_equals_the_xla_step_in_float32(beta, weights):
@@ -98,6 +100,7 @@ def test_step_equals_the_xla_step_in_float32(beta, weights):
     assert float(jnp.max(jnp.abs(jnp.linalg.norm(got_x, axis=-1) - 1))) < 4 * eps
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_blocks_cover_every_member_without_padding():
     """Blocks are the largest power of two up to BLOCK_MEMBERS = 8 dividing the members: 11 members run as 11
     blocks of one, 12 as 3 blocks of 4, 16 as 2 blocks of 8; every member's step is the XLA path's."""
@@ -120,6 +123,7 @@ def _run(kernel, dense, dtype, beta):
     return af.simulate(field, x0, 3.0, ts=ts, solver="rk4", dt=0.25, dense=dense, stop_when_clustered=1e-3)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("dense", [True, False], ids=["dense", "fixed"])
 def test_simulate_with_the_kernel_equals_the_xla_loop(dense):
     betas = jnp.linspace(0.5, 9.0, MEMBERS)
@@ -133,6 +137,7 @@ def test_simulate_with_the_kernel_equals_the_xla_loop(dense):
     assert float(jnp.max(jnp.abs(jnp.linalg.norm(fused.xs, axis=-1) - 1))) < 1e-14
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_simulate_with_the_kernel_in_float32_and_random_weights():
     dtype = jnp.float32
     x0 = _states(dtype)

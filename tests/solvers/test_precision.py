@@ -67,6 +67,7 @@ def stored_products(store, known=()) -> tuple[set, list[str]]:
     return entries, lines
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("solver", ["rk4", "ab4"])  # the fixed-step loop, the dense grid
 @pytest.mark.parametrize("precision", list(MARKS))
 def test_every_product_of_the_stored_loop_carries_the_precision(store, solver, precision):
@@ -122,6 +123,7 @@ def test_the_precision_keys_the_stored_programs(store):
             assert programs.EVENTS == {"loaded": 1} and after == before
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_the_precision_keys_the_compiled_programs_of_a_process():
     """Without the store (and for a save function of the user's, never stored): the loop is traced again for
     another precision, not again for the same one. A run in bounded calls (rk4) traces the save function once more
@@ -143,6 +145,7 @@ def test_the_precision_keys_the_compiled_programs_of_a_process():
         assert counts[1] - counts[0] > shapes, (solver, counts)  # another precision: the loop traced again
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("solver", ["rk4", "ab4", pytest.param("tsit5", marks=pytest.mark.slow)])  # tsit5: 30 s
 def test_the_default_gives_the_states_of_a_loop_traced_without_precision(solver):
     """The loop as ``simulate`` ran it before it stated a precision (traced at JAX's default, the products
@@ -206,6 +209,7 @@ def test_simulate_refuses_a_lower_precision_for_float64_and_an_unknown_name():
 # -- the configuration key, through the command line --------------------------------------------------
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize(
     ("sets", "expected"),
     [((), "float64"), (("dtype=float32",), "float32"), (("dtype=float32", "precision=bf16"), "bf16")],

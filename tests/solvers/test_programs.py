@@ -59,6 +59,7 @@ def entries(store):
     return sorted(p.name for p in store.glob(f"*{programs.SUFFIX}"))
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("dense", [False, True])
 def test_a_later_process_loads_the_program_and_gets_the_same_bits(store, dense):
     traced = run(dense=dense, delta=1e-2)  # the cache is on: exported, written, then called
@@ -154,6 +155,7 @@ def test_the_source_digest_changes_with_a_file_of_attnflow(tmp_path, monkeypatch
     assert programs.source_digest() == before
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_program_with_a_callback_is_traced_and_said_so(store, caplog):
     with caplog.at_level(logging.DEBUG, logger="attnflow"):
         first = run(solver="tsit5")  # equinox's error checks call back into Python (EQX_ON_ERROR is not nan here)
@@ -221,6 +223,7 @@ def test_under_the_callers_trace_nothing_is_stored(store):
     np.testing.assert_allclose(inside, final(betas), rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_noisy_run_with_its_typed_key_is_stored_and_loaded(store):
     # the Brownian paths' key is a typed PRNG key (an extended dtype NumPy cannot name): the program is
     # still keyed, exported and loaded, and a later process draws the very same paths
@@ -288,6 +291,7 @@ def noisy_run():
     return np.asarray(sol.xs)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_the_random_bits_setting_misses_instead_of_returning_the_default_draws(store):
     default = noisy_run()
     before = jax.config.jax_threefry_partitionable
@@ -326,6 +330,7 @@ else:
 """
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_the_source_digest_is_of_the_code_imported_not_of_the_files_at_the_first_call(tmp_path):
     import os
     import shutil

@@ -99,6 +99,7 @@ def test_outputs_are_spread_over_the_four_devices(child):
     assert info["single_devices"] == 1
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize(
     "name,tol",
     [

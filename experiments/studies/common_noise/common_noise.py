@@ -17,14 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ....particles.random_depth import Attention, RandomDepth
+from ....particles.random_depth import Attention, CommonNoise, RandomDepth
 from ....particles.sphere import normalize
 from ....solvers.common_noise_paths import common_noise_paths
 from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.runner import STAT_DIMENSIONS, RunResult
-from .common_noise_theory import antipodal_exponent, antipodal_threshold
+from .common_noise_theory import aligned_exponent, antipodal_exponent, antipodal_threshold
 
 draw = LazyModule(f"{__package__}.common_noise_figures")  # this study's figures, imported on first use
 
@@ -46,7 +46,20 @@ leave a few per cent still near it)."""
 INIT_STREAM = 0
 """The key of the initial conditions under a seed (the noise's is ``solvers/common_noise_paths.NOISE_STREAM``)."""
 
+EXPONENT_TIME, EXPONENT_DT, EXPONENT_EPS = 4.0, 0.01, 1e-5
+"""The exponents' pairs: the SDE by Euler–Maruyama with this step to this time, from R = ±cos(ε)."""
+
+EXPONENT_SLACK = 0.01
+"""The exponents' check allows 3 standard errors plus this: Euler–Maruyama's O(dt) bias in the exponent."""
+
+EXPONENT_SEED_OFFSET = 2_000_003
+"""The exponents' pairs draw the noise of seed + this, independent of the antipodal fraction's members."""
+
 STAT_DIMENSIONS.update(final_min_inner_product=["d", "beta", "seed", "time"])  # time: t1 alone
+STAT_DIMENSIONS.update(pair_exponent=["d", "beta", "pair_state", "seed"])  # pair_state: R = 1, R = −1
+
+STATES = ("aligned", "antipodal")
+"""The two states of a pair whose exponents the run estimates, in the order of ``pair_state``."""
 
 
 def _layers(config) -> int:
@@ -83,7 +96,51 @@ def run(config, *, progress=None) -> RunResult:
         gram[:, np.arange(config.n), np.arange(config.n)] = np.inf
         out[a] = gram.min(axis=(1, 2)).reshape(betas.size, config.seeds)
     stats = {"final_min_inner_product": out[..., None]}  # a run read back keeps the arrays with a time axis
-    return RunResult.of_statistics(config, stats, {}, start=start, members=out.shape, ts=np.asarray([float(config.t1)]))
+    extra = {}
+    if _theory_applies(config):  # each pair's exponent at both states (R = 1, R = −1), from the depth limit
+        stats["pair_exponent"] = np.stack(
+            [
+                np.stack(
+                    [
+                        simulated_exponents(
+                            int(d),
+                            betas,
+                            state,
+                            config.seeds,
+                            sigma=config.value_sigma,
+                            seed=config.seed + EXPONENT_SEED_OFFSET,
+                        )
+                        for state in STATES
+                    ],
+                    axis=1,
+                )
+                for d in config.d
+            ]
+        )  # (d, β, state, seed)
+        extra["pair_state"] = (np.array([1.0, -1.0]), ["pair_state"])
+    return RunResult.of_statistics(
+        config, stats, extra, start=start, members=out.shape, ts=np.asarray([float(config.t1)])
+    )
+
+
+def simulated_exponents(d: int, betas, state: str, members: int, *, sigma: float = 1.0, seed: int = 0):
+    """(β, members): each pair's estimate of the Lyapunov exponent at the aligned or antipodal state of the depth
+    limit (``CommonNoise``), (log(1 ∓ R(t)) − log(1 ∓ R(0)))/t from R(0) = ±cos(ε); their mean is the exponent's
+    estimate. 1 ∓ R is computed as |x₁ ∓ x₂|²/2, exact in float64 however close the pair comes."""
+    if state not in ("aligned", "antipodal"):
+        raise ValueError(f"state must be 'aligned' or 'antipodal', got {state!r}")
+    betas = np.asarray(betas, dtype=float)
+    e = np.eye(d)
+    x2 = e[0] * np.cos(EXPONENT_EPS) + e[1] * np.sin(EXPONENT_EPS)
+    pair = np.stack([e[0], x2 if state == "aligned" else -x2])
+    x0 = jnp.asarray(np.broadcast_to(pair, (betas.size * members, 2, d)))
+    seeds = np.tile(seed + np.arange(members), betas.size)
+    sde = CommonNoise(Attention(jnp.repeat(jnp.asarray(betas), members), d), sigma=sigma)
+    steps = int(round(EXPONENT_TIME / EXPONENT_DT))
+    xs = common_noise_paths(sde, x0, seeds, dt=EXPONENT_DT, steps=steps, scheme="euler-maruyama")
+    sign = -1.0 if state == "aligned" else 1.0
+    gap = np.log(0.5 * np.sum(np.asarray(xs[:, :, 0] + sign * xs[:, :, 1]) ** 2, axis=-1))
+    return ((gap[:, -1] - gap[:, 0]) / EXPONENT_TIME).reshape(betas.size, members)
 
 
 def antipodal_fraction(result: RunResult) -> np.ndarray:
@@ -127,13 +184,33 @@ def _summary(result: RunResult) -> dict:
         "antipodal_fraction": [[float(v) for v in row] for row in frac],
         "antipodal_threshold_beta": [float(antipodal_threshold(d)) for d in c.d],
         "antipodal_exponent": [[float(antipodal_exponent(b, d, c.value_sigma)) for b in c.beta] for d in c.d],
+    } | {f"{state}_exponent_simulated": sim.tolist() for state, (sim, _, _) in (_exponents(result) or {}).items()}
+
+
+def _exponents(result: RunResult):
+    """state → (simulated mean, its s.e., closed form), each (d, β); None where the run estimated none."""
+    c, found = result.config, result.stats.get("pair_exponent")
+    if found is None:
+        return None
+    theory = {
+        "aligned": np.array([[aligned_exponent(d, c.value_sigma)] * len(c.beta) for d in c.d]),
+        "antipodal": np.array([[antipodal_exponent(b, d, c.value_sigma) for b in c.beta] for d in c.d]),
+    }
+    members = found.shape[-1]
+    return {
+        state: (found[:, :, k].mean(axis=-1), found[:, :, k].std(axis=-1, ddof=1) / np.sqrt(members), theory[state])
+        for k, state in enumerate(STATES)
     }
 
 
 def figures(result: RunResult) -> dict:
-    """The antipodal fraction over (β, d) with the closed-form threshold."""
+    """The antipodal fraction over (β, d) with the closed-form threshold; the exponents against β."""
     c = result.config
     grid = np.linspace(min(c.d), max(c.d), 200)
+    exps = _exponents(result)
+    more = {}
+    if exps is not None:
+        more["exponents"] = lambda p: draw.exponents_against_beta(c.beta, c.d, exps, sigma=c.value_sigma, path=p)
     return {
         "antipodal_diagram": lambda p: draw.antipodal_diagram(
             c.beta,
@@ -145,7 +222,7 @@ def figures(result: RunResult) -> dict:
             t1=c.t1,
             path=p,
         )
-    }
+    } | more
 
 
 def checks(result: RunResult) -> list[Check]:
@@ -172,6 +249,21 @@ def checks(result: RunResult) -> list[Check]:
                 f"antipodal fraction > 0 at each of {int(attract.sum())} (β, d) with λ ≤ −{scale:g}",
                 f"min {least:.3f}",
                 least > 0,
+            )
+        )
+    exps = _exponents(result)
+    if exps is not None:
+        worst, excess = 0.0, []
+        for sim, se, theory in exps.values():
+            dev = np.abs(sim - theory)
+            excess.append(dev - 3 * se)
+            worst = max(worst, float(dev.max()))
+        out.append(
+            Check(
+                "Lyapunov exponents at the aligned and antipodal states in closed form",
+                f"|simulated − closed form| ≤ 3 s.e. + {EXPONENT_SLACK:g} at each (β, d), both states",
+                f"max |simulated − closed form| {worst:.4f}",
+                bool(all(np.all(x <= EXPONENT_SLACK) for x in excess)),
             )
         )
     if repel.any():
@@ -232,5 +324,6 @@ EXPERIMENT = register(
             f"{int(round(c.t1 / c.depth_dt))} random layers (L = {1 / c.depth_dt:g} per unit time), σ = {c.value_sigma:g}"
         ),
         summary=_summary,
+        runtime="≈ 2 min 15 s on 2 CPU cores",
     )
 )

@@ -52,6 +52,35 @@ def antipodal_diagram(
     return finish(fig, path)
 
 
+def exponents_against_beta(betas, dims, exponents, *, sigma: float, title=None, path=None) -> Figure:
+    """The Lyapunov exponents at the aligned (left) and antipodal (right) states against β, one colour per d:
+    simulated (markers, ± 2 s.e.) and in closed form (lines). ``exponents``: state → (simulated, s.e., closed
+    form), each of shape (len(dims), len(betas))."""
+    betas = np.asarray(betas, dtype=float)
+    fig = new_figure(10.0, 4.2)
+    axes = fig.subplots(1, 2)
+    colors = sequential_colors(len(dims))
+    grid = np.linspace(betas.min(), betas.max(), 200)
+    for ax, state in zip(axes, ("aligned", "antipodal"), strict=True):
+        sim, se, theory = (np.asarray(a, dtype=float) for a in exponents[state])
+        for k, (d, color) in enumerate(zip(dims, colors, strict=True)):
+            ax.errorbar(betas, sim[k], yerr=2 * se[k], fmt="o", ms=4, color=color, capsize=2, label=f"d = {d}")
+            if state == "antipodal":
+                c2 = np.cosh(2 * grid)
+                ax.plot(grid, 2 * sigma**2 * (d - 2 - c2) / (d * (1 + c2)), color=color, lw=1.3)
+            else:
+                ax.plot(betas, theory[k], color=color, lw=1.3)
+        ax.axhline(0.0, color="0.5", lw=0.8)
+        ax.set_xlabel(BETA_LABEL)
+        ax.set_title(f"at the {state} state", fontsize=10)
+        despine(ax)
+    axes[0].set_ylabel(r"Lyapunov exponent $\lambda$")
+    axes[1].legend(loc="upper right", fontsize=8)
+    head = title_text("two tokens under common noise: the Lyapunov exponents", title)
+    fig.suptitle(f"{head}\nσ = {sigma:g}; markers: simulated pairs (± 2 s.e.), lines: closed form")
+    return finish(fig, path)
+
+
 def antipodal_stage(ts, gammas, near, *, d: int, r0: float, members: int, title=None, path=None) -> Figure:
     """The fraction of pairs with R < −0.9 against time, ``near`` of shape (len(gammas), T), one curve per γ."""
     ts, gammas, near = np.asarray(ts), np.asarray(gammas, dtype=float), np.asarray(near, dtype=float)

@@ -131,6 +131,8 @@ LABELS = {
     "final_min_inner_product": Label("min over pairs of ⟨x_i, x_j⟩ at t1"),
     "antipodal_fraction": Label("fraction of members with an antipodal pair at t1 (⟨x_i, x_j⟩ < −0.99)"),
     "antipodal_exponent": Label("Lyapunov exponent at the antipodal state (closed form)", "1/time"),
+    "pair_exponent": Label("one pair's estimate of the Lyapunov exponent at R = ±1 (the depth limit's SDE)", "1/time"),
+    "pair_state": Label("the pair's state: R = 1 (aligned) or R = −1 (antipodal)"),
     "quadratic_overlap": Label("R = ⟨x₁, x₂⟩ of a pair under the random quadratic form"),
     "quadratic_self_overlap": Label("⟨x₁(0), x₁(t)⟩ of one token under the random quadratic form"),
     "homogenized_overlap": Label("mean over pairs of ⟨x_i, x_j⟩ (equiangular start, common-noise SDE)"),

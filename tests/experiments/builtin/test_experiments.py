@@ -31,9 +31,9 @@ NAMES = list(builtin.EXPERIMENTS)
 SINGLE = [n for n in NAMES if not builtin.EXPERIMENTS[n].grid]  # experiments that are one run
 
 # The quick tier (the README's `pytest`) runs the quick runs of these experiments, a few seconds each: particles
-# on the circle and on spheres, the gradient flow's energy, a custom runner; the others (5–35 s of CPU each) run
+# on the circle, the gradient flow's energy on its staircase, a custom runner; the others (5–35 s of CPU each) run
 # with `pytest -m slow`, as CI does. Every experiment's checks are also unit-tested in its own test module.
-QUICK_TIER = {"fig4-circle", "orthogonal-ode", "staircase", "metastability", "negative-beta", "long-context"}
+QUICK_TIER = {"fig4-circle", "staircase", "long-context"}
 
 
 def tiered(names):
@@ -413,6 +413,7 @@ def test_hardmax_limit_concentrates_at_log_beta_and_traps_at_the_closest_vertice
     assert np.all(D <= limit_rate(betas)) and D[-1] < 1e-6 * D[0]
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_model_key_the_experiment_does_not_set_makes_its_checks_not_applicable(tmp_path):
     # positional = alibi biases renyi-centres' causal logits: Lemma 5.1 and the parking count are not of that model
     out = tmp_path / "alibi"

@@ -1090,6 +1090,7 @@ def test_plot_a_sweep_redraws_every_run(beta_sweep, tmp_path):
 # -- 6. validate ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize(
     "everything",
     [
@@ -1179,6 +1180,7 @@ def test_list_prints_every_builtin_experiment_and_simulate():
     assert "a configuration of your own" in lines[-1] and "--set KEY=VALUE" in lines[-1]
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_closed_stdout_ends_quietly_with_status_141():
     """``attnflow list --keys | head``: the reader goes away; no traceback, the status of a SIGPIPE (128 + 13)."""
     proc = subprocess.Popen(

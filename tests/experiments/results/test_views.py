@@ -90,6 +90,7 @@ def test_a_run_gets_the_views_its_results_hold(small_runs):
     ]
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_the_particle_page_is_self_contained_and_holds_every_save_time(small_runs, tmp_path):
     run = tmp_path / "sphere"
     shutil.copytree(small_runs["sphere"], run)

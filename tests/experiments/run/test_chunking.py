@@ -62,6 +62,7 @@ def test_a_noisy_run_is_bitwise_the_same_for_every_chunking(monkeypatch):
     assert seen == [3, 3]
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_noisy_member_is_its_seed_whatever_else_the_run_holds():
     # the member labelled seed s is the run --set seed=s --set seeds=1, noise included, and a β's members are
     # the same alone or beside other β (a sweep merges grid points that differ in β into one run)
@@ -86,6 +87,7 @@ def test_a_noisy_run_through_the_command_line_is_the_same_with_progress_on_and_o
         assert summaries[1][key] == summaries[0][key] == summaries[2][key], key
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_resumed_noisy_sweep_equals_an_uninterrupted_one(tmp_path):
     sets = [a for kv in NOISY if not kv.startswith("beta") for a in ("--set", kv)]
     grid = ["--grid", "beta=1,2,4"]

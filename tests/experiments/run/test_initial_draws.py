@@ -16,6 +16,7 @@ def _config(**sets):
     return load_config({"n": 6, "seeds": 5, "seed": 3, "dtype": "float64", **sets})
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_reduced_draws_are_the_samplers_own_for_every_d():
     """Member s of the reduced draw at dimension d is ``span.uniform(key(seed + s), n, d)``'s coordinates (the
     first key of its split): d is a program argument, and the numbers are those of d written into the program."""
@@ -40,6 +41,7 @@ def test_reduced_draws_of_several_d_share_one_program():
     assert names.count("jit(_draw_span_rows)") == 1, names
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("init", ["uniform", "orthogonal", "cap", "clusters"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_samplers_compiler_options_do_not_change_their_numbers(init, dtype, monkeypatch):
@@ -56,6 +58,7 @@ def test_the_samplers_compiler_options_do_not_change_their_numbers(init, dtype, 
         assert np.array_equal(with_options, default)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_the_reduced_draws_compiler_options_do_not_change_their_numbers(monkeypatch):
     with_options = np.asarray(runner.span_initial_conditions(_config(d=[11]), 11)[0])
     monkeypatch.setattr(compiler, "SAMPLER_OPTIONS_ON_CPU", {})

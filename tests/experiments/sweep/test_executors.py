@@ -107,6 +107,7 @@ def test_dask_sweep_equals_the_local_sweep(dask_executor, local_sweep, tmp_path)
     _assert_same_sweep(local_sweep[0], out)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_worker_killed_mid_sweep_loses_no_run(dask_executor, local_sweep, tmp_path):
     """Kill a busy worker after the first result: Dask reruns its task, the client writes each run once."""
     killed = []
@@ -138,6 +139,7 @@ def test_a_worker_killed_mid_sweep_loses_no_run(dask_executor, local_sweep, tmp_
     assert ds.sizes["beta"] == 4 and ds.sizes["seed"] >= 3
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_cli_dask_sweep_with_a_local_cluster(tmp_path, capsys):
     cfg = tmp_path / "small.toml"
     cfg.write_text(SMALL, encoding="utf-8")
@@ -214,6 +216,7 @@ def test_scheduler_addresses_dask_accepts_pass():
         assert executors.check_scheduler_address(address) == address
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("betas", [20, pytest.param(100, marks=pytest.mark.slow)])
 def test_many_runs_on_two_workers_all_load(dask_executor, tmp_path, betas):
     """betas × 10 seeds small runs (200, or 1000 with -m slow) on the 2-worker cluster; af.load returns every one."""

@@ -12,6 +12,7 @@ from attnflow.experiments.studies.common_noise.common_noise_theory import (
     brownian_pair_variance,
     energy_generator,
     kolmogorov_expectation,
+    kolmogorov_path,
     noise_contraction_rate,
 )
 from attnflow.particles.random_depth import Attention, CommonBrownian
@@ -51,15 +52,17 @@ def test_the_noise_alone_contracts_pairs_at_rate_gamma_squared_d_minus_three():
         rate = float(noise_contraction_rate(d, gamma))
         assert rate == pytest.approx(gamma**2 * (d - 3))
         for beta in (0.0, 3.0):
-            for t in (0.25, 1.0, 2.0):
-                mean_gap = kolmogorov_expectation(
-                    lambda r: 1 - r,
-                    0.0,
-                    t,
-                    lambda r, b=beta, d=d, g=gamma: brownian_pair_drift(r, b, d, g),
-                    lambda r, g=gamma: brownian_pair_variance(r, g),
-                )
-                assert 0 < mean_gap <= np.exp(-rate * t) + 1e-4, (d, gamma, beta, t)
+            path = kolmogorov_path(  # at t = 0, 0.5, …, 2
+                lambda r: 1 - r,
+                0.0,
+                0.5,
+                4,
+                lambda r, b=beta, d=d, g=gamma: brownian_pair_drift(r, b, d, g),
+                lambda r, g=gamma: brownian_pair_variance(r, g),
+                points=401,
+            )
+            bound = np.exp(-rate * 0.5 * np.arange(5))
+            assert np.all(path[1:] > 0) and np.all(path <= bound + 1e-4), (d, gamma, beta, path, bound)
 
 
 @pytest.mark.slow

@@ -89,6 +89,7 @@ def test_authors_scaling_agrees_with_dop853_on_all_30_draws():
     check_against_dop853(range(30), rtol=1e-10)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_long_horizon_with_scalar_values_matches_the_exact_covariance():
     # the authors' S0 and A with V = 10 I (‖V‖ of their draws): Σ_t = (Σ0⁻¹ − 20 t A_s)⁻¹ up to t = 10⁶
     S0, A, _ = authors_draws(STIFF)

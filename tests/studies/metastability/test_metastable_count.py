@@ -138,6 +138,7 @@ def test_first_metastable_count_is_the_fastest_unstable_mode(quick_run):
     assert sum("k*(β)" in ch.name for ch in checks) == len(c.beta)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_figures_draw_counts_and_lifetimes(quick_run, tmp_path, monkeypatch):
     e, result = quick_run
     from attnflow.experiments.studies.metastability import metastability_figures

@@ -49,6 +49,7 @@ def test_aliased_bessel_sums_are_the_discrete_fourier_transform_of_the_weights()
         assert np.all(S[np.arange(n) % g != 0] == 0.0)  # non-coprime: aliasing misses the other residues
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize(
     "n, q, s, d, beta", [(12, 2, 3, 2, 0.8), (12, 2, 2, 2, 3.0), (8, 1, 2, 4, 1.5), (6, 1, 1, 2, 5.0)]
 )
