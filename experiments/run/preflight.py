@@ -25,7 +25,7 @@ from ..config import FIXED_STEP_SOLVERS, GRID_ONLY_SOLVERS, KEYS, Config, Config
 from ..config.toml import toml_literal
 from . import memory
 
-__all__ = ["AMBIENT_KEYS", "check", "check_files", "check_keys_read", "check_steps", "keys_read"]
+__all__ = ["AMBIENT_KEYS", "check", "check_files", "check_keys_read", "check_step_count", "check_steps", "keys_read"]
 
 AMBIENT_KEYS = frozenset(("experiment", "progress"))
 """Keys every run reads: which experiment it is, and whether it shows progress."""
@@ -79,6 +79,15 @@ def check_keys_read(config: Config, experiment=None) -> None:
                 f"{shown} acts only with {where} (got {other} = {toml_literal(config[other])}): set {other}, or {leave}"
             )
         raise ConfigError(f"{shown} is read by another experiment, not by a particle run ({name}: {key.doc}); {leave}")
+
+
+def check_step_count(steps: float, max_steps: int, what: str) -> None:
+    """Refuse an experiment's own loop of ``steps`` steps per member (``what``: how they come about, e.g. "t1 / dt
+    = 1e+12 Heun steps") beyond ``max_steps``: a run that would not end in any reasonable time."""
+    if not steps <= max_steps:  # NaN or inf too
+        raise ConfigError(
+            f"{what} per member, more than max_steps = {max_steps}: lower t1, raise the step, or raise max_steps"
+        )
 
 
 def check_steps(config: Config) -> None:

@@ -126,6 +126,7 @@ def test_auto_switches_on_memory_per_member():
     assert blocked.resolve_block(4096, 100, jnp.float64) == 104
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 @pytest.mark.parametrize("mask", ["none", "causal"])
 def test_fused_kernel_route_equals_dense(mask):
     # what GPU backends use for SA: jax.nn.dot_product_attention with β folded into the query;

@@ -28,6 +28,7 @@ def caps(k: int, d: int, m: int, *, prompts: int, spread: float = 0.1, seed: int
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_sa_climbs_the_energy_and_k_separated_caps_become_k_clusters():
     # SA with V = I is the gradient flow of E_β for the metric weighted by the softmax normalizers Z_i
     # (docs/model.md §1.3): dE/dt = (1/n²) Σ_i Z_i ‖ẋ_i‖² ≥ 0, so E_β never decreases from one layer to the next.

@@ -37,6 +37,7 @@ def test_mean_layer_step_is_the_ito_drift(heads, per_head):
     np.testing.assert_allclose(want, -(1.3**2) * (d - 1) / (2 * d) * qi[:, None] * x, atol=1e-14)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_stratonovich_drift_is_tangent():
     x = tokens(3, 4, seed=2)
     sde = CommonNoise(Attention(2.0, 4, heads=2), sigma=0.7, vbar=0.3, per_head=True)

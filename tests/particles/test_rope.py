@@ -90,6 +90,7 @@ def test_consensus_stays_a_rest_point(d, base, mask):
         assert np.max(np.abs(np.asarray(f(0.0, jnp.asarray(x))))) < 1e-12
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_blocked_fused_and_dense_rope_agree():
     rng = np.random.default_rng(3)
     x = jnp.asarray(sphere(rng, 12, 6))

@@ -124,6 +124,7 @@ def _rotating_family(w):
     return af.SA(1.0, V=jnp.eye(2) + w * ROTATION)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_branch_that_starts_to_rotate_ends_with_the_rotation_rate():
     # at w = 0 two clusters (2 + 1 tokens) at rest; for w ≠ 0 the solutions of F = 0 turn at speed ≈ w
     guess = np.array([[1.0, 0.0], [np.cos(0.3), np.sin(0.3)], [np.cos(2.5), np.sin(2.5)]])

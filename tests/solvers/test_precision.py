@@ -81,6 +81,7 @@ def test_every_product_of_the_stored_loop_carries_the_precision(store, solver, p
     assert not any(mark in line for line in dots for mark in others)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_the_statistics_and_the_consensus_test_keep_full_precision(store):
     """In a bf16 run the saves' products and the consensus test's (stop_when_clustered) are HIGHEST: the
     statistics add products at full precision only, and the field's are those of a run saving states."""

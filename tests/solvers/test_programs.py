@@ -369,6 +369,7 @@ def export_fails(*args, **kwargs):
     raise RuntimeError("an export that failed once")
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_refusal_marker_expires_and_gives_way_to_a_good_entry(store, monkeypatch):
     first = run()
     (path,) = store.glob(f"*{programs.SUFFIX}")

@@ -22,6 +22,7 @@ from ....solvers.common_noise_paths import common_noise_paths
 from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
+from ...run.preflight import check_step_count
 from ...run.runner import STAT_DIMENSIONS, RunResult
 from .common_noise_theory import (
     brownian_pair_drift,
@@ -184,6 +185,11 @@ def requires(config) -> None:
     saves = config.t1 / SAVE_TIME
     if abs(saves - round(saves)) > 1e-9 * saves or round(saves) < 2:
         raise ConfigError(f"t1 must be a multiple of {SAVE_TIME:g} and ≥ {2 * SAVE_TIME:g}, got {config.t1:g}")
+    check_step_count(
+        config.t1 / config.coercive_dt,
+        config.max_steps,
+        f"t1 / coercive_dt = {config.t1 / config.coercive_dt:.4g} Heun steps",
+    )
 
 
 def memory(config) -> dict:
@@ -278,7 +284,7 @@ EXPERIMENT = register(
         checks,
         needs=lambda config: (),
         run=run,
-        keys=("n", "d", "beta", "seeds", "seed", "t1", "coercive_gamma", "coercive_dt"),
+        keys=("n", "d", "beta", "seeds", "seed", "t1", "coercive_gamma", "coercive_dt", "max_steps"),
         memory=memory,
         requires=requires,
         headline=lambda c: (

@@ -23,6 +23,7 @@ from ....solvers.common_noise_paths import common_noise_paths
 from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
+from ...run.preflight import check_step_count
 from ...run.runner import STAT_DIMENSIONS, RunResult
 from .common_noise_theory import aligned_exponent, antipodal_exponent, antipodal_threshold
 
@@ -163,6 +164,7 @@ def requires(config) -> None:
         raise ConfigError(f"t1 / depth_dt must be a whole number of layers ≥ 1, got {layers:g}")
     if config.n < 2:
         raise ConfigError(f"common-noise needs n ≥ 2 tokens (pairs), got n = {config.n}")
+    check_step_count(layers, config.max_steps, f"t1 / depth_dt = {layers:.4g} random layers")
 
 
 def memory(config) -> dict:
@@ -316,6 +318,7 @@ EXPERIMENT = register(
             "head_noise",
             "mask",
             "same_noise",
+            "max_steps",
         ),
         memory=memory,
         requires=requires,

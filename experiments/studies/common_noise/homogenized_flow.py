@@ -19,6 +19,7 @@ from ....solvers.common_noise_paths import common_noise_paths
 from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
+from ...run.preflight import check_step_count
 from ...run.runner import RunResult
 from .common_noise_theory import homogenized_bias
 
@@ -115,6 +116,7 @@ def requires(config) -> None:
     steps = config.t1 / config.homogenized_dt
     if abs(steps - round(steps)) > 1e-9 * steps or round(steps) % SAVES:
         raise ConfigError(f"t1 / homogenized_dt must be a whole multiple of {SAVES} steps, got {steps:g}")
+    check_step_count(steps, config.max_steps, f"t1 / homogenized_dt = {steps:.4g} steps")
 
 
 def memory(config) -> dict:
@@ -212,7 +214,18 @@ EXPERIMENT = register(
         checks,
         needs=lambda config: (),
         run=run,
-        keys=("n", "d", "beta", "seeds", "seed", "t1", "value_sigma", "homogenized_gamma0", "homogenized_dt"),
+        keys=(
+            "n",
+            "d",
+            "beta",
+            "seeds",
+            "seed",
+            "t1",
+            "value_sigma",
+            "homogenized_gamma0",
+            "homogenized_dt",
+            "max_steps",
+        ),
         memory=memory,
         requires=requires,
         headline=lambda c: (

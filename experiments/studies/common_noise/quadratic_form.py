@@ -20,6 +20,7 @@ from ....solvers.common_noise_paths import common_noise_paths
 from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
+from ...run.preflight import check_step_count
 from ...run.runner import STAT_DIMENSIONS, RunResult
 from .common_noise_theory import aligned_probability, antipodal_occupation, quadratic_rate
 
@@ -150,6 +151,11 @@ def requires(config) -> None:
     saves = config.t1 / SAVE_TIME
     if abs(saves - round(saves)) > 1e-9 * saves or saves < SELF_TIME / SAVE_TIME:
         raise ConfigError(f"t1 must be a multiple of {SAVE_TIME:g} and ≥ {SELF_TIME:g}, got {config.t1:g}")
+    check_step_count(
+        config.t1 / config.quadratic_dt,
+        config.max_steps,
+        f"t1 / quadratic_dt = {config.t1 / config.quadratic_dt:.4g} steps",
+    )
 
 
 def memory(config) -> dict:
@@ -265,7 +271,7 @@ EXPERIMENT = register(
         checks,
         needs=lambda config: (),
         run=run,
-        keys=("d", "seeds", "seed", "t1", "quadratic_gamma", "quadratic_r0", "quadratic_dt"),
+        keys=("d", "seeds", "seed", "t1", "quadratic_gamma", "quadratic_r0", "quadratic_dt", "max_steps"),
         memory=memory,
         requires=requires,
         headline=lambda c: (

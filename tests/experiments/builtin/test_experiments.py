@@ -244,6 +244,7 @@ def test_staircase_plateaus_sit_on_partition_levels(runs):
     assert plateaus[-1][0] == 1 and plateaus[-1][1] == pytest.approx(1.0, abs=0.01)
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_metastability_log_time_grid_and_energy(runs, tmp_path):
     r = runs("metastability")
     c = r.result.config

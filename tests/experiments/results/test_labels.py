@@ -4,6 +4,8 @@ tests/experiments/builtin/test_experiments.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from attnflow.experiments import builtin  # noqa: F401  (registers every experiment's statistics)
 from attnflow.experiments.results import labels
 from attnflow.experiments.results.dataset import SUMMARY_SERIES
@@ -27,6 +29,7 @@ def test_attrs_are_the_long_name_and_units_where_there_are_any():
     assert labels.attrs("no_such_variable") == {}
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_study_label_asked_first_thing_in_a_new_process():
     """The labels, asked before any configuration is read (``af.load`` in a fresh process), reach the studies'
     declarations without a circular import: the configuration package, which registers the studies' keys, is

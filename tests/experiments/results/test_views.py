@@ -225,6 +225,7 @@ def test_the_globe_holds_the_density_at_every_save_time(tmp_path):
     np.testing.assert_allclose(x**2 + y**2 + z**2, 1.0, atol=1e-12)  # on the unit sphere
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_the_phase_diagram_holds_the_clustered_fraction(small_runs, tmp_path):
     result, _ = load_result(small_runs["circle"])
     views.views(result)["view_phase_diagram.html"](tmp_path / "phase.html")

@@ -76,6 +76,7 @@ def test_a_noisy_member_is_its_seed_whatever_else_the_run_holds():
     assert not np.array_equal(whole.xs[0, 0, 0, -1], whole.xs[0, 0, 1, -1])
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_a_noisy_run_through_the_command_line_is_the_same_with_progress_on_and_off(tmp_path):
     sets = [a for kv in NOISY for a in ("--set", kv)]
     summaries = []

@@ -57,6 +57,7 @@ def test_every_variant_runs_batched_in_one_call_and_equals_its_members(name):
         assert float(af.particles.norm_error(sol.xs)) < 1e-12  # stays on the sphere
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_noisy_ensembles_are_reproducible_and_members_independent():
     c = config(VARIANTS["noise"])
     field = runner.build_field(c, BETAS, np.array([0, 1, 2]), D)

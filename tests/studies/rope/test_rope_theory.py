@@ -63,6 +63,7 @@ def test_twisted_spectrum_is_the_tangent_jacobians(n, q, s, d, beta):
     assert np.max(np.abs(found.eigenvalues.imag)) < 1e-12
 
 
+@pytest.mark.slow  # out of the quick tier: seconds of compilation or subprocesses; CI runs it
 def test_ring_with_perturbed_phases_converges_back_to_the_ring():
     n, q, s, beta = 12, 2, 3, 1.2
     rng = np.random.default_rng(0)
