@@ -80,18 +80,25 @@ def finite_members(x: Float[Array, "... n d"], name: str, consequence: str) -> B
     """
     ok = jnp.all(jnp.isfinite(jnp.asarray(x)), axis=(-2, -1))
     if not isinstance(x, jax.core.Tracer):
-        bad = ok.size - int(np.count_nonzero(np.asarray(ok)))
-        if bad:
-            if ok.ndim == 0:
-                which = "the configuration holds"
-            else:
-                which = f"{bad} of {ok.size} configurations {'holds' if bad == 1 else 'hold'}"
-            its = "its" if bad == 1 else "their"
-            # stacklevel 3: the line that called the public function, not the function itself
-            warnings.warn(
-                f"{name}: {which} non-finite entries (NaN or inf); {its} {consequence}", RuntimeWarning, stacklevel=3
-            )
+        _warn_non_finite(ok, name, consequence, stacklevel=4)
     return ok
+
+
+def _warn_non_finite(ok, name: str, consequence: str, *, stacklevel: int) -> None:
+    """The RuntimeWarning of ``finite_members`` for the concrete flags ``ok``, if some configuration is not finite;
+    ``stacklevel`` counts from here to the line that called the public function."""
+    bad = ok.size - int(np.count_nonzero(np.asarray(ok)))
+    if bad:
+        if ok.ndim == 0:
+            which = "the configuration holds"
+        else:
+            which = f"{bad} of {ok.size} configurations {'holds' if bad == 1 else 'hold'}"
+        its = "its" if bad == 1 else "their"
+        warnings.warn(
+            f"{name}: {which} non-finite entries (NaN or inf); {its} {consequence}",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
 
 
 def _nan_unless(ok: Bool[Array, ...], value: Array) -> Array:
@@ -550,10 +557,21 @@ def clusters(x: Float[ArrayLike, "... n d"], delta=1e-3) -> Clusters:
     """
     x = _check_config(x)
     delta = _check_delta(delta)
-    ok = finite_members(x, "clusters", "count, labels and sizes are -1")
+    ok, labels, count, sizes = _cluster_parts(x, delta)
+    if not isinstance(x, jax.core.Tracer):
+        _warn_non_finite(ok, "clusters", "count, labels and sizes are -1", stacklevel=3)
+    return Clusters(labels=labels, count=count, sizes=sizes)
+
+
+@jax.jit
+def _cluster_parts(x, delta):
+    """``clusters``' arrays in one compiled program (eager, its dozen small operations would each be one): the
+    finite flags, then the labels, the count and the sizes, −1 where a configuration is not finite."""
+    ok = jnp.all(jnp.isfinite(x), axis=(-2, -1))
     labels = _labels(x, delta)
-    return Clusters(
-        labels=_minus_one_unless(ok, labels),
-        count=_minus_one_unless(ok, _count(labels)),
-        sizes=_minus_one_unless(ok, _sizes(labels)),
+    return (
+        ok,
+        _minus_one_unless(ok, labels),
+        _minus_one_unless(ok, _count(labels)),
+        _minus_one_unless(ok, _sizes(labels)),
     )
