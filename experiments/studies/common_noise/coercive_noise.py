@@ -17,13 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ....particles.random_depth import Attention, CommonBrownian, member_axes
-from ....particles.sphere import normalize
 from ....solvers.common_noise_paths import common_noise_paths
 from ...analysis import LazyModule
 from ...config import ConfigError
 from ...registry import Check, Experiment, register
 from ...run.preflight import check_step_count
 from ...run.runner import STAT_DIMENSIONS, RunResult
+from .common_noise import uniform_tokens
 from .common_noise_theory import (
     brownian_pair_drift,
     brownian_pair_variance,
@@ -62,13 +62,6 @@ def _every(config) -> int:
     return int(round(SAVE_TIME / config.coercive_dt))
 
 
-def _tokens(seeds, n: int, d: int):
-    def one(seed):
-        return normalize(jax.random.normal(jax.random.fold_in(jax.random.PRNGKey(seed), INIT_STREAM), (n, d)))
-
-    return jax.vmap(one)(seeds)
-
-
 def run(config, *, progress=None) -> RunResult:
     """Every (d, γ, seed): n tokens and an orthogonal pair to t1; the energy, its generator and the pair's gap saved."""
     start = time.perf_counter()
@@ -84,7 +77,7 @@ def run(config, *, progress=None) -> RunResult:
         system = CommonBrownian(Attention(jnp.full(gammas.shape, beta), d), gammas)
         xs = common_noise_paths(
             system,
-            _tokens(member_seeds, config.n, d),
+            uniform_tokens(member_seeds, config.n, d, INIT_STREAM),
             member_seeds,
             dt=config.coercive_dt,
             steps=steps,

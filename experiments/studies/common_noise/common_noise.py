@@ -67,9 +67,11 @@ def _layers(config) -> int:
     return int(round(config.t1 / config.depth_dt))
 
 
-def _initial(seeds, n: int, d: int):
+def uniform_tokens(seeds, n: int, d: int, stream: int = INIT_STREAM):
+    """Each seed's n tokens, uniform on S^{d−1}, from the key ``fold_in(PRNGKey(seed), stream)`` (B, n, d)."""
+
     def one(seed):
-        return normalize(jax.random.normal(jax.random.fold_in(jax.random.PRNGKey(seed), INIT_STREAM), (n, d)))
+        return normalize(jax.random.normal(jax.random.fold_in(jax.random.PRNGKey(seed), stream), (n, d)))
 
     return jax.vmap(one)(seeds)
 
@@ -91,7 +93,7 @@ def run(config, *, progress=None) -> RunResult:
         init_seeds = jnp.asarray(np.tile(seeds, betas.size))
         noise = jnp.full_like(init_seeds, config.seed) if config.same_noise else init_seeds
         xs = common_noise_paths(
-            model, _initial(init_seeds, config.n, int(d)), noise, dt=config.depth_dt, steps=_layers(config)
+            model, uniform_tokens(init_seeds, config.n, int(d)), noise, dt=config.depth_dt, steps=_layers(config)
         )[:, -1]
         gram = np.array(jnp.einsum("bid,bjd->bij", xs, xs))
         gram[:, np.arange(config.n), np.arange(config.n)] = np.inf
