@@ -53,6 +53,13 @@ def test_an_interrupt_lost_in_a_gc_callback_is_delivered_again_under_load():
         assert "Exception ignored" not in proc.stderr
 
 
+def as_from_a_shell() -> None:
+    """In the child before it runs the program: SIGINT at its default and unblocked, as a shell starts a command,
+    whatever this test process's own state (a worker's ignored or transiently blocked Ctrl-C is inherited)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def importing_jax(pid: int, limit: float = 120.0) -> bool:
     """Wait until process ``pid`` has begun importing JAX (its jaxlib is mapped: attnflow's package runs; before,
     an interrupt lands in Python's own start, which no program can report otherwise than by the signal)."""
@@ -79,7 +86,9 @@ def test_ctrl_c_while_jax_is_imported_stops_the_run(tmp_path):
         out = tmp_path / f"run{i}"
         cmd = [sys.executable, "-m", "attnflow.experiments.commands.cli", "run", "simulate", "--set", "n=8"]
         cmd += ["--set", "t1=1", "--set", "seeds=1", "--out", str(out)]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=as_from_a_shell
+        )
         assert importing_jax(proc.pid), "the program never imported JAX"
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
