@@ -49,11 +49,118 @@ __all__ = ["StationaryCircle", "StationaryDensity", "stationary_circle", "branch
 
 PARAMETERS = ("noise", "coupling")
 PITCHFORK_STEPS = 60
-"""Newton steps at most for each amplitude of ``pitchfork_coefficient``; RuntimeError beyond."""
+"""Newton steps at most for each amplitude of a pitchfork coefficient; ConvergenceError beyond."""
 
 
 USA_BETA_MAX = 700.0
-"""The largest β of model 'usa' ([GLPR] time): its rates carry e^β, past e^709 the largest float64."""
+"""The largest β of model 'usa' ([GLPR] time): its rates and potential carry e^β, past e^709 the largest float64."""
+
+
+def check_beta(beta, model: str) -> float:
+    """β of a stationary density as a float: finite, > 0, ≤ ``BETA_MAX`` (the growth rates of the stability take
+    √(40β) steps) and ≤ ``USA_BETA_MAX`` with model 'usa'; InputError naming it otherwise."""
+    beta = float(beta)
+    if not (np.isfinite(beta) and beta > 0):
+        raise InputError(f"beta must be a finite number > 0, got {beta!r}")
+    if beta > BETA_MAX:
+        raise InputError(f"beta must be ≤ {BETA_MAX:g} for the stationary densities, got {beta!r}")
+    if model == "usa" and beta > USA_BETA_MAX:
+        raise InputError(
+            f"beta must be ≤ {USA_BETA_MAX:g} with model 'usa' (its rates carry e^β, which overflows float64), "
+            f"got {beta!r}; model 'usa-rescaled' takes any β"
+        )
+    return beta
+
+
+def check_sigma(sigma) -> float:
+    """σ > 0 and finite, as a float."""
+    sigma = float(sigma)
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise InputError(f"sigma must be a finite number > 0, got {sigma!r}")
+    return sigma
+
+
+class GibbsFixedPoint(eqx.Module):
+    """A stationary density as the fixed point u = G(u) of a Gibbs map (the circle's Fourier coefficients, the
+    sphere's zonal moments): what both continuation systems share. A subclass has the static field ``parameter``
+    ("noise": σ, "coupling": K = 1/σ²) and the method ``gibbs(u, K)``."""
+
+    def coupling(self, p):
+        """K = 1/σ² of the parameter."""
+        return 1.0 / (p * p) if self.parameter == "noise" else p
+
+    def residual(self, u, p):
+        return u - self.gibbs(u, self.coupling(p))
+
+    def motion(self, u, p: float) -> None:
+        """None: every solution is at rest, a stationary density with zero flux (the module docstring)."""
+        return None
+
+
+def resolved(u, weight, tail) -> bool:
+    """Unknowns ``u`` that the modes resolve: finite, |u| < 1, the ``tail`` (last quarter of the modes) below 1e-6
+    and its share of the potential ``weight`` below 1e-13 of the largest of the others."""
+    u, weight = np.asarray(u), np.asarray(weight)
+    if not (np.all(np.isfinite(u)) and np.all(np.abs(u) < 1.0)):
+        return False
+    if not tail.any():
+        return True
+    return bool(
+        np.max(np.abs(u[tail])) <= 1e-6
+        and np.max(weight[tail]) <= 1e-13 * max(float(np.max(weight[~tail], initial=0.0)), 1e-300)
+    )
+
+
+def newton_fixed_point(
+    system, u, sigma: float, *, tol: float, max_iter: int, name: str
+) -> tuple[np.ndarray, float, int]:
+    """Newton's method on the residual u − G(u) at the noise σ from ``u``: (u, the residual max|u − G(u)|, the
+    iterations). ConvergenceError, under ``name``, where the map is not finite or Newton does not reach ``tol``."""
+    residual = float("inf")
+    for iteration in range(max_iter + 1):
+        F, J = (np.asarray(v) for v in newton_parts(system, jnp.asarray(u), jnp.asarray(sigma)))
+        if not (np.all(np.isfinite(F)) and np.all(np.isfinite(J))):
+            raise ConvergenceError(
+                f"{name}: the Gibbs map is not finite at beta = {float(system.beta)!r}, sigma = {sigma!r} "
+                f"(it overflows float64 at this β and σ)"
+            )
+        residual = float(np.max(np.abs(F))) if F.size else 0.0
+        if residual <= tol:
+            break
+        if iteration == max_iter:
+            raise ConvergenceError(
+                f"{name}: Newton did not converge in {max_iter} iterations (residual {residual:.3g}); "
+                "try another guess, more modes, or continuation"
+            )
+        u = u + np.linalg.lstsq(J, -F, rcond=None)[0]
+    return u, residual, iteration
+
+
+def pitchfork_from_amplitudes(system, K0: float, amplitude: float, unknowns: int, failure) -> float:
+    """dK/du_1² at a branch point K0 of ``system`` (a ``parameter="coupling"`` system with ``unknowns`` unknowns):
+    the branch solved by Newton with its first unknown held at ε = ``amplitude`` and 2ε, Richardson-extrapolated.
+    ``failure(eps, step, residual)`` words the ConvergenceError where Newton does not converge in
+    ``PITCHFORK_STEPS`` steps."""
+
+    def solve(eps: float) -> float:
+        z = np.append(np.zeros(unknowns - 1), K0)
+        residual = float("inf")
+        for step in range(PITCHFORK_STEPS + 1):
+            r, J = (np.asarray(v) for v in amplitude_parts(system, jnp.asarray(z), jnp.asarray(eps)))
+            residual = float(np.max(np.abs(r))) if r.size else 0.0
+            if residual <= 1e-15:
+                return float(z[-1])
+            if step == PITCHFORK_STEPS or not np.isfinite(residual):
+                break
+            try:
+                z = z + np.linalg.solve(J, -r)
+            except np.linalg.LinAlgError:
+                break  # a singular Jacobian: no Newton step from here
+        raise ConvergenceError(failure(eps, step, residual))
+
+    f1 = (solve(amplitude) - K0) / amplitude**2
+    f2 = (solve(2.0 * amplitude) - K0) / (2.0 * amplitude) ** 2
+    return (4.0 * f1 - f2) / 3.0
 
 
 @functools.lru_cache(maxsize=64)
@@ -61,7 +168,7 @@ def _bessel(beta: float, modes: int) -> np.ndarray:
     return np.asarray(scaled_bessel(beta, modes), dtype=np.float64)
 
 
-class StationaryCircle(eqx.Module):
+class StationaryCircle(GibbsFixedPoint):
     """The stationary densities of the noisy mean field on the circle (module docstring) as a continuation
     system in the noise σ (``parameter="noise"``) or the coupling K = 1/σ² (``"coupling"``).
 
@@ -84,17 +191,8 @@ class StationaryCircle(eqx.Module):
     def __init__(
         self, beta: float, model: str = "usa", *, modes: int = 48, symmetry: int = 1, parameter: str = "noise"
     ):
-        beta = float(beta)
-        if not (np.isfinite(beta) and beta > 0):
-            raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
-        if beta > BETA_MAX:  # the growth rates of the stability (particles.modes) take √(40β) steps
-            raise InputError(f"beta must be ≤ {BETA_MAX:g} for the stationary densities, got {beta!r}")
         self.model = check_choice("model", model, KERNEL_MODELS)
-        if self.model == "usa" and beta > USA_BETA_MAX:
-            raise InputError(
-                f"beta must be ≤ {USA_BETA_MAX:g} with model 'usa' (its rates carry e^β, which overflows float64), "
-                f"got {beta!r}; model 'usa-rescaled' takes any β"
-            )
+        beta = check_beta(beta, self.model)
         self.modes = check_int("modes", modes, 4, 4096)
         self.symmetry = check_int("symmetry", symmetry, 1, self.modes - 1)
         self.parameter = check_choice("parameter", parameter, PARAMETERS)
@@ -113,11 +211,7 @@ class StationaryCircle(eqx.Module):
         """Points of the grid on which the Gibbs density and the products are formed."""
         return 4 * self.modes
 
-    # -- the Gibbs map -------------------------------------------------------------------------------------
-    def coupling(self, p):
-        """K = 1/σ² of the parameter."""
-        return 1.0 / (p * p) if self.parameter == "noise" else p
-
+    # -- the Gibbs map (coupling, residual and motion: ``GibbsFixedPoint``) --------------------------------
     def potential(self, a, K):
         """The exponent of the Gibbs density (up to a constant) for coefficients a (of the symmetric modes)."""
         wave = 2.0 * self.ive[self.ks] * a @ self.cosines  # 2 Σ e^{−β}I_k a_k cos kθ
@@ -133,9 +227,6 @@ class StationaryCircle(eqx.Module):
         return (self.cosines @ w) / jnp.sum(w)
 
     # -- the continuation system -------------------------------------------------------------------------
-    def residual(self, a, p):
-        return a - self.gibbs(a, self.coupling(p))
-
     def start(self, guess, p: float) -> np.ndarray:
         """Unknowns of a guess: None or "uniform" (a = 0), the symmetric coefficients a (M,), or a density
         sampled on ``theta_grid(modes)`` (2·modes points), whose even part is kept."""
@@ -174,20 +265,8 @@ class StationaryCircle(eqx.Module):
         """A density the modes resolve: |c_k| < 1, the last quarter of the modes below 1e-6 (the linearized equation
         is formed on them), and their share of the potential, e^{−β}I_k(β)|c_k|, below 1e-13 of the first mode's."""
         a = np.asarray(a)
-        if not (np.all(np.isfinite(a)) and np.all(np.abs(a) < 1.0) and p > 0):
-            return False
-        tail = self.ks >= 0.75 * self.modes
-        if not tail.any():
-            return True
         weight = np.asarray(self.ive)[self.ks] * np.abs(a)
-        return bool(
-            np.max(np.abs(a[tail])) <= 1e-6
-            and np.max(weight[tail]) <= 1e-13 * max(float(np.max(weight[~tail], initial=0.0)), 1e-300)
-        )
-
-    def motion(self, a, p: float) -> None:
-        """None: every solution is at rest, a stationary density with zero flux (the module docstring)."""
-        return None
+        return p > 0 and resolved(a, weight, self.ks >= 0.75 * self.modes)
 
     def stability(self, a, p: float):
         """(eigenvalues of the linearized equation, unstable, zero modes) at the density of a."""
@@ -247,15 +326,15 @@ def _jacobian(system, v, sigma):
 
 
 @eqx.filter_jit
-def _newton_parts(system, a, p):
-    """The residual a − G(a) at parameter p and its Jacobian in a."""
+def newton_parts(system, u, p):
+    """The residual u − G(u) of a ``GibbsFixedPoint`` at parameter p and its Jacobian in u."""
     F = lambda x: system.residual(x, p)  # noqa: E731
-    return F(a), jax.jacfwd(F)(a)
+    return F(u), jax.jacfwd(F)(u)
 
 
 @eqx.filter_jit
-def _amplitude_parts(system, z, eps):
-    """The residual with c_s = ε held and (the other unknowns, K) free, and its Jacobian."""
+def amplitude_parts(system, z, eps):
+    """The residual with the first unknown held at ε and (the other unknowns, K) free, and its Jacobian."""
 
     def F(w):
         return system.residual(jnp.concatenate([eps[None], w[:-1]]), w[-1])
@@ -313,28 +392,11 @@ def stationary_circle(
                  of the symmetric modes; model, modes, symmetry: as ``StationaryCircle``
     tol, max_iter  Newton stops when max|a − G(a)| ≤ tol; ConvergenceError when it does not within max_iter
     """
-    sigma = float(sigma)
-    if not (np.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+    sigma = check_sigma(sigma)
     system = StationaryCircle(beta, model, modes=modes, symmetry=symmetry)
-    a = system.start(guess, sigma)
-    residual = float("inf")
-    for iteration in range(max_iter + 1):
-        F, J = (np.asarray(v) for v in _newton_parts(system, jnp.asarray(a), jnp.asarray(sigma)))
-        if not (np.all(np.isfinite(F)) and np.all(np.isfinite(J))):
-            raise ConvergenceError(
-                f"stationary_circle: the Gibbs map is not finite at beta = {float(beta)!r}, sigma = {sigma!r} "
-                f"(it overflows float64 at this β and σ)"
-            )
-        residual = float(np.max(np.abs(F))) if F.size else 0.0
-        if residual <= tol:
-            break
-        if iteration == max_iter:
-            raise ConvergenceError(
-                f"stationary_circle: Newton did not converge in {max_iter} iterations (residual "
-                f"{residual:.3g}); try another guess, more modes, or continuation"
-            )
-        a = a + np.linalg.lstsq(J, -F, rcond=None)[0]
+    a, residual, iteration = newton_fixed_point(
+        system, system.start(guess, sigma), sigma, tol=tol, max_iter=max_iter, name="stationary_circle"
+    )
     values, unstable, _ = system.stability(a, sigma)
     c = system.coefficients(a)
     return StationaryDensity(
@@ -369,32 +431,17 @@ def pitchfork_coefficient(
     """dK/d(c_k²) at the branch point of mode k: K(c_k) = K_k + coefficient·c_k² + O(c_k⁴) along the branch
     (K = 1/σ²), from the branch solved at c_k = ε and 2ε (ε = ``amplitude``; Richardson). Positive: the branch
     exists for K > K_k, a supercritical pitchfork (continuous transition); negative: subcritical (docs/model.md
-    §13.3). beta > 0; model, modes: as ``StationaryCircle``; k: the mode. RuntimeError, naming the steps and the
+    §13.3). beta > 0; model, modes: as ``StationaryCircle``; k: the mode. ConvergenceError, naming the steps and the
     residual, where Newton does not converge in ``PITCHFORK_STEPS`` steps at either amplitude."""
     system = StationaryCircle(beta, model, modes=modes, symmetry=k, parameter="coupling")
     K0 = float(1.0 / branch_threshold(beta, k, model) ** 2)
 
-    def solve(eps: float) -> float:
-        z = np.append(np.zeros(system.ks.size - 1), K0)
-        residual = float("inf")
-        for step in range(PITCHFORK_STEPS + 1):
-            r, J = (np.asarray(v) for v in _amplitude_parts(system, jnp.asarray(z), jnp.asarray(eps)))
-            residual = float(np.max(np.abs(r))) if r.size else 0.0
-            if residual <= 1e-15:
-                return float(z[-1])
-            if step == PITCHFORK_STEPS or not np.isfinite(residual):
-                break
-            try:
-                z = z + np.linalg.solve(J, -r)
-            except np.linalg.LinAlgError:
-                break  # a singular Jacobian: no Newton step from here
-        raise ConvergenceError(
+    def failure(eps, step, residual):
+        return (
             f"pitchfork_coefficient: Newton did not converge on the branch of mode {k} at c_{k} = {eps:g} "
             f"(β = {beta:g}, model {model!r}) in {step} of {PITCHFORK_STEPS} steps: residual max|a − G(a)| = "
             f"{residual:.3g}, tolerance 1e-15; a smaller amplitude (|c_k| < 1 for a density, 2·amplitude is "
             "solved too) or more modes"
         )
 
-    f1 = (solve(amplitude) - K0) / amplitude**2
-    f2 = (solve(2.0 * amplitude) - K0) / (2.0 * amplitude) ** 2
-    return (4.0 * f1 - f2) / 3.0
+    return pitchfork_from_amplitudes(system, K0, amplitude, system.ks.size, failure)

@@ -51,7 +51,17 @@ import numpy as np
 from ..particles.checks import check_choice, check_int
 from ..particles.errors import ConvergenceError, InputError
 from ..particles.fields import KERNEL_MODELS
-from ..particles.modes import BETA_MAX
+from .stationary import (
+    PARAMETERS,
+    PITCHFORK_STEPS,
+    GibbsFixedPoint,
+    check_beta,
+    check_sigma,
+    newton_fixed_point,
+    newton_parts,
+    pitchfork_from_amplitudes,
+    resolved,
+)
 
 __all__ = [
     "StationarySphere",
@@ -63,11 +73,6 @@ __all__ = [
     "sphere_critical_beta",
 ]
 
-PARAMETERS = ("noise", "coupling")
-USA_BETA_MAX = 700.0
-"""The largest β of model 'usa' ([GLPR] time): its potential carries e^β, past e^709 the largest float64."""
-PITCHFORK_STEPS = 60
-"""Newton steps at most for each amplitude of ``sphere_pitchfork_coefficient``; ConvergenceError beyond."""
 D_MAX = 64
 """The largest dimension of the ambient space taken (the quadrature's weight (1 − t²)^{(d−3)/2} stays resolved)."""
 
@@ -109,7 +114,7 @@ def _scaled_kernel(beta: float, d: int, modes: int) -> np.ndarray:
     return np.exp(math.lgamma(d / 2.0) + lam * math.log(2.0 / beta)) * ive(k + lam, beta)
 
 
-class StationarySphere(eqx.Module):
+class StationarySphere(GibbsFixedPoint):
     """The zonal stationary densities of the noisy mean field on S^{d−1} (module docstring) as a continuation
     system in the noise σ (``parameter="noise"``) or the coupling K = 1/σ² (``"coupling"``).
 
@@ -131,18 +136,9 @@ class StationarySphere(eqx.Module):
     parameter: str = eqx.field(static=True)
 
     def __init__(self, beta: float, d: int = 3, model: str = "usa", *, modes: int = 32, parameter: str = "noise"):
-        beta = float(beta)
-        if not (np.isfinite(beta) and beta > 0):
-            raise InputError(f"beta must be a finite number > 0, got {beta!r}")
-        if beta > BETA_MAX:
-            raise InputError(f"beta must be ≤ {BETA_MAX:g} for the stationary densities, got {beta!r}")
         self.d = check_int("d", d, 3, D_MAX)
         self.model = check_choice("model", model, KERNEL_MODELS)
-        if self.model == "usa" and beta > USA_BETA_MAX:
-            raise InputError(
-                f"beta must be ≤ {USA_BETA_MAX:g} with model 'usa' (its potential carries e^β, which overflows "
-                f"float64), got {beta!r}; model 'usa-rescaled' takes any β"
-            )
+        beta = check_beta(beta, self.model)
         self.modes = check_int("modes", modes, 4, 1024)
         self.parameter = check_choice("parameter", parameter, PARAMETERS)
         t, w = _quadrature(self.d, self.L)
@@ -163,11 +159,7 @@ class StationarySphere(eqx.Module):
         """The nodes t_i = ⟨x, e⟩ of the quadrature (increasing)."""
         return _quadrature(self.d, self.L)[0]
 
-    # -- the Gibbs map -------------------------------------------------------------------------------------
-    def coupling(self, p):
-        """K = 1/σ² of the parameter."""
-        return 1.0 / (p * p) if self.parameter == "noise" else p
-
+    # -- the Gibbs map (coupling, residual and motion: ``GibbsFixedPoint``) --------------------------------
     def potential(self, m, K):
         """The exponent of the Gibbs density at the nodes (up to a constant) for the moments m_1 … m_{modes−1}."""
         wave = (self.kernel[1:] * self.dims[1:] * m) @ self.polys[1:]  # e^{−β}(Φ − μ_0)
@@ -183,9 +175,6 @@ class StationarySphere(eqx.Module):
         return (self.polys[1:] @ w) / jnp.sum(w)
 
     # -- the continuation system -------------------------------------------------------------------------
-    def residual(self, m, p):
-        return m - self.gibbs(m, self.coupling(p))
-
     def start(self, guess, p: float) -> np.ndarray:
         """Unknowns of a guess: None or "uniform" (m = 0), the moments m_1 … m_{modes−1}, or a zonal density (any
         positive scale) sampled at ``nodes``, whose moments are taken."""
@@ -217,24 +206,13 @@ class StationarySphere(eqx.Module):
         """Moments the modes resolve: |m_k| < 1, the last quarter of them below 1e-6 and their share of the
         potential, e^{−β}μ_k N_k |m_k|, below 1e-13 of the largest."""
         m = np.asarray(m)
-        if not (np.all(np.isfinite(m)) and np.all(np.abs(m) < 1.0) and p > 0):
-            return False
-        k = np.arange(1, self.modes)
-        tail = k >= 0.75 * self.modes
         weight = np.asarray(self.kernel)[1:] * np.asarray(self.dims)[1:] * np.abs(m)
-        return bool(
-            np.max(np.abs(m[tail])) <= 1e-6
-            and np.max(weight[tail]) <= 1e-13 * max(float(np.max(weight[~tail], initial=0.0)), 1e-300)
-        )
-
-    def motion(self, m, p: float) -> None:
-        """None: every solution is at rest, a stationary density with zero flux (the module docstring)."""
-        return None
+        return p > 0 and resolved(m, weight, np.arange(1, self.modes) >= 0.75 * self.modes)
 
     def stability(self, m, p: float):
         """(eigenvalues of G's Jacobian C·D minus one, largest first; how many are positive (beyond 1e-9);
         0 zero modes): the zonal sector's stability (module docstring)."""
-        _, J = _newton_parts(self, jnp.asarray(m), jnp.asarray(float(p)))
+        _, J = newton_parts(self, jnp.asarray(m), jnp.asarray(float(p)))
         DG = np.eye(self.modes - 1) - np.asarray(J)
         if not np.all(np.isfinite(DG)):
             raise ConvergenceError(
@@ -243,23 +221,6 @@ class StationarySphere(eqx.Module):
             )
         values = np.sort(np.linalg.eigvals(DG).real)[::-1] - 1.0
         return values, int(np.sum(values > 1e-9)), 0
-
-
-@eqx.filter_jit
-def _newton_parts(system, m, p):
-    """The residual m − G(m) at parameter p and its Jacobian in m."""
-    F = lambda x: system.residual(x, p)  # noqa: E731
-    return F(m), jax.jacfwd(F)(m)
-
-
-@eqx.filter_jit
-def _amplitude_parts(system, z, eps):
-    """The residual with m_1 = ε held and (m_2 …, K) free, and its Jacobian."""
-
-    def F(w):
-        return system.residual(jnp.concatenate([eps[None], w[:-1]]), w[-1])
-
-    return F(z), jax.jacfwd(F)(z)
 
 
 # -- one stationary density ----------------------------------------------------------------------------------
@@ -309,28 +270,11 @@ def stationary_sphere(
     guess           None (the uniform density), the moments m_1 … m_{modes−1}, or a zonal density at the nodes
     tol, max_iter   Newton stops when max|m − G(m)| ≤ tol; ConvergenceError when it does not within max_iter
     """
-    sigma = float(sigma)
-    if not (np.isfinite(sigma) and sigma > 0):
-        raise InputError(f"sigma must be a finite number > 0, got {sigma!r}")
+    sigma = check_sigma(sigma)
     system = StationarySphere(beta, d, model, modes=modes)
-    m = system.start(guess, sigma)
-    residual = float("inf")
-    for iteration in range(max_iter + 1):
-        F, J = (np.asarray(v) for v in _newton_parts(system, jnp.asarray(m), jnp.asarray(sigma)))
-        if not (np.all(np.isfinite(F)) and np.all(np.isfinite(J))):
-            raise ConvergenceError(
-                f"stationary_sphere: the Gibbs map is not finite at beta = {float(beta)!r}, sigma = {sigma!r} "
-                f"(it overflows float64 at this β and σ)"
-            )
-        residual = float(np.max(np.abs(F)))
-        if residual <= tol:
-            break
-        if iteration == max_iter:
-            raise ConvergenceError(
-                f"stationary_sphere: Newton did not converge in {max_iter} iterations (residual {residual:.3g}); "
-                "try another guess, more modes, or continuation"
-            )
-        m = m + np.linalg.lstsq(J, -F, rcond=None)[0]
+    m, residual, iteration = newton_fixed_point(
+        system, system.start(guess, sigma), sigma, tol=tol, max_iter=max_iter, name="stationary_sphere"
+    )
     values, unstable, _ = system.stability(m, sigma)
     return ZonalDensity(
         system.nodes,
@@ -368,29 +312,14 @@ def sphere_pitchfork_coefficient(
     system = StationarySphere(beta, d, model, modes=modes, parameter="coupling")
     K0 = 1.0 / sphere_branch_threshold(beta, d, 1, model) ** 2
 
-    def solve(eps: float) -> float:
-        z = np.append(np.zeros(system.modes - 2), K0)
-        residual = float("inf")
-        for step in range(PITCHFORK_STEPS + 1):
-            r, J = (np.asarray(v) for v in _amplitude_parts(system, jnp.asarray(z), jnp.asarray(eps)))
-            residual = float(np.max(np.abs(r)))
-            if residual <= 1e-15:
-                return float(z[-1])
-            if step == PITCHFORK_STEPS or not np.isfinite(residual):
-                break
-            try:
-                z = z + np.linalg.solve(J, -r)
-            except np.linalg.LinAlgError:
-                break
-        raise ConvergenceError(
+    def failure(eps, step, residual):
+        return (
             f"sphere_pitchfork_coefficient: Newton did not converge on the degree-1 branch at m_1 = {eps:g} "
             f"(β = {beta:g}, d = {d}, model {model!r}) in {step} of {PITCHFORK_STEPS} steps: residual "
             f"{residual:.3g}, tolerance 1e-15; a smaller amplitude or more modes"
         )
 
-    f1 = (solve(amplitude) - K0) / amplitude**2
-    f2 = (solve(2.0 * amplitude) - K0) / (2.0 * amplitude) ** 2
-    return (4.0 * f1 - f2) / 3.0
+    return pitchfork_from_amplitudes(system, K0, amplitude, system.modes - 1, failure)
 
 
 def sphere_critical_beta(
