@@ -228,30 +228,12 @@ def test_the_phase_page_draws_gamma_as_the_figure_does(tmp_path):
 
 def test_the_globe_takes_the_figure_scale(tmp_path):
     """The mean-field density on S², as meanfield-sphere's figure and its globe draw it: one log scale, equal limits."""
-    from attnflow.experiments.builtin import meanfield_sphere
-    from attnflow.experiments.config import load_config
-    from attnflow.experiments.results import views
-    from attnflow.experiments.run.runner import RunResult
-    from attnflow.solvers import harmonics
+    from run_helpers import sphere_density_run
 
-    e = meanfield_sphere.EXPERIMENT
-    config = load_config(None, ["degree=12", "n_save=13", "t1=3.0"], base={**e.defaults, **e.quick})
-    grid = harmonics.sphere_grid(12)
-    ts = np.linspace(0.0, 3.0, 13)
-    kappa = ts[:, None, None]
-    rho = np.exp(kappa * np.cos(grid.theta)[None, :, None]) * np.ones(grid.phi.size)
-    rho /= 4 * np.pi * np.where(kappa > 0, np.sinh(np.maximum(kappa, 1e-12)) / np.maximum(kappa, 1e-12), 1.0)
-    one = np.zeros((1, 1, 1))
-    result = RunResult(
-        config=config,
-        ts=ts,
-        stats={"sphere_density": rho[None, None, None]},
-        xs=None,
-        steps=one.astype(np.int64),
-        t_event=np.full(one.shape, np.inf),
-        wall_time_s=0.0,
-        extra={"colatitude": (grid.theta, ["colatitude"]), "longitude": (grid.phi, ["longitude"])},
-    )
+    from attnflow.experiments.builtin import meanfield_sphere
+    from attnflow.experiments.results import views
+
+    result, rho = sphere_density_run(12, 13)
     lo, hi = style.density_limits(4 * np.pi * rho)
     assert hi == pytest.approx(float(4 * np.pi * rho.max()))
     # the figure
@@ -270,4 +252,4 @@ def test_the_globe_takes_the_figure_scale(tmp_path):
     last = values(surface["customdata"])  # the page opens at the last time; hover reads 4πρ itself
     np.testing.assert_allclose(last[1:-1, :-1], 4 * np.pi * rho[-1], rtol=1e-6)
     np.testing.assert_allclose(values(surface["surfacecolor"]), np.log10(np.maximum(last, lo)), rtol=1e-5, atol=1e-6)
-    assert fig["layout"]["sliders"][0]["active"] == len(ts) - 1
+    assert fig["layout"]["sliders"][0]["active"] == len(result.ts) - 1

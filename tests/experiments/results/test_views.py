@@ -17,15 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import SMALL, cli, tree
+from run_helpers import sphere_density_run
 
-from attnflow.experiments import builtin, plots
-from attnflow.experiments.config import load_config
+from attnflow.experiments import plots
 from attnflow.experiments.results import store, views
 from attnflow.experiments.results.runs import load_result
 from attnflow.experiments.run.runner import RunResult
 from attnflow.particles import equiangular_ode as eq
 from attnflow.particles import observables
-from attnflow.solvers import harmonics
 
 pytest.importorskip("plotly")
 
@@ -180,25 +179,7 @@ def test_a_sphere_is_seen_from_where_its_particles_gather():
 
 def _sphere_density_run() -> tuple[RunResult, np.ndarray]:
     """A meanfield-sphere result holding a density that gathers around the north pole."""
-    e = builtin.EXPERIMENTS["meanfield-sphere"]
-    config = load_config(None, ["degree=20", "n_save=4", "t1=3.0"], base={**e.defaults, **e.quick})
-    grid = harmonics.sphere_grid(20)
-    ts = np.linspace(0.0, 3.0, 4)
-    kappa = ts[:, None, None]
-    rho = np.exp(kappa * np.cos(grid.theta)[None, :, None]) * np.ones(grid.phi.size)
-    rho /= 4 * np.pi * np.where(kappa > 0, np.sinh(np.maximum(kappa, 1e-12)) / np.maximum(kappa, 1e-12), 1.0)
-    one = np.zeros((1, 1, 1))
-    result = RunResult(
-        config=config,
-        ts=ts,
-        stats={"sphere_density": rho[None, None, None]},
-        xs=None,
-        steps=one.astype(np.int64),
-        t_event=np.full(one.shape, np.inf),
-        wall_time_s=0.0,
-        extra={"colatitude": (grid.theta, ["colatitude"]), "longitude": (grid.phi, ["longitude"])},
-    )
-    return result, rho
+    return sphere_density_run(20, 4)
 
 
 def test_the_globe_holds_the_density_at_every_save_time(tmp_path):
