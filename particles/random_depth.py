@@ -32,6 +32,7 @@ G (or the Brownian increments) keyed by (seed, layer), so that a path never depe
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -141,6 +142,9 @@ class RandomDepth(eqx.Module):
     per_head         one G_ℓ per head (True) or one shared by the heads
     """
 
+    SCHEMES: ClassVar[tuple[str, ...]] = ("depth",)
+    """The schemes of ``solvers/common_noise_paths.py`` that step it: its own layers."""
+
     attention: Attention
     sigma: Float[Array, ""]
     vbar: Float[Array, "d d"]
@@ -176,6 +180,9 @@ class CommonNoise(eqx.Module):
 
     One matrix Brownian motion W (one per head with ``per_head``) drives every token of a member.
     """
+
+    SCHEMES: ClassVar[tuple[str, ...]] = ("euler-maruyama", "heun")
+    """The schemes of ``solvers/common_noise_paths.py`` that step it: the SDE's (its drifts and diffusion)."""
 
     attention: Attention
     sigma: Float[Array, ""]
@@ -248,6 +255,9 @@ class QuadraticForm(eqx.Module):
     −(1 + γ²)(d − 1)/2 · x_i and the Stratonovich drift is 0.
     """
 
+    SCHEMES: ClassVar[tuple[str, ...]] = ("euler-maruyama", "heun")
+    """The schemes of ``solvers/common_noise_paths.py`` that step it: the SDE's (its drifts and diffusion)."""
+
     gamma: Float[Array, ""]
 
     def __init__(self, gamma=0.0):
@@ -285,6 +295,9 @@ class CommonBrownian(eqx.Module):
     rate of at least γ²(d − 3), the interaction energy decays on average (synchronization by noise). The Itô
     drift is the Stratonovich one less the radial γ²(d − 1)/2 · x_i; one step's increment is a (1, 1, d) array.
     """
+
+    SCHEMES: ClassVar[tuple[str, ...]] = ("euler-maruyama", "heun")
+    """The schemes of ``solvers/common_noise_paths.py`` that step it: the SDE's (its drifts and diffusion)."""
 
     attention: Attention
     gamma: Float[Array, ""]

@@ -17,6 +17,7 @@ noise ("same noise, different initial conditions").
 from __future__ import annotations
 
 from functools import partial
+from typing import cast
 
 import jax
 import jax.numpy as jnp
@@ -58,16 +59,16 @@ def step(
 ) -> Float[Array, "n d"]:
     """One step of one member with the standard normals ``g`` (shape ``system.noise_shape(d)``): a layer with G = g
     for "depth" (dt = 1/L), the SDE's step with ΔW = √dt g otherwise."""
+    # common_noise_paths takes only a scheme of the system's own SCHEMES: "depth" for the layers, else an SDE's
     if scheme == "depth":
-        assert isinstance(system, RandomDepth)  # common_noise_paths refuses any other pairing
-        return system.layer(x, g, 1.0 / dt)
-    assert not isinstance(system, RandomDepth)
+        return cast(RandomDepth, system).layer(x, g, 1.0 / dt)
+    sde = cast("CommonNoise | QuadraticForm | CommonBrownian", system)
     dw = jnp.sqrt(dt) * g
     if scheme == "euler-maruyama":
-        return normalize(x + system.ito_drift(x) * dt + system.diffusion(x, dw))
-    b0, f0 = system.stratonovich_drift(x), system.diffusion(x, dw)
+        return normalize(x + sde.ito_drift(x) * dt + sde.diffusion(x, dw))
+    b0, f0 = sde.stratonovich_drift(x), sde.diffusion(x, dw)
     guess = x + b0 * dt + f0
-    return normalize(x + 0.5 * (b0 + system.stratonovich_drift(guess)) * dt + 0.5 * (f0 + system.diffusion(guess, dw)))
+    return normalize(x + 0.5 * (b0 + sde.stratonovich_drift(guess)) * dt + 0.5 * (f0 + sde.diffusion(guess, dw)))
 
 
 @partial(jax.jit, static_argnames=("scheme",))
@@ -107,15 +108,10 @@ def common_noise_paths(
     """
     if scheme not in SCHEMES:
         raise InputError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    if (scheme == "depth") != isinstance(system, RandomDepth):
+    if scheme not in system.SCHEMES:
         raise InputError(
-            f"scheme {scheme!r} steps "
-            + (
-                "the random-depth model (a RandomDepth)"
-                if scheme == "depth"
-                else "the SDE (a CommonNoise, a QuadraticForm or a CommonBrownian)"
-            )
-            + f", got a {type(system).__name__}"
+            f"scheme {scheme!r} does not step a {type(system).__name__}, whose schemes are "
+            f"{', '.join(system.SCHEMES)} (\"depth\": the random-depth model's layers; the others: an SDE's)"
         )
     if not (isinstance(dt, float | int) and dt > 0):
         raise InputError(f"dt must be a number > 0, got {dt!r}")

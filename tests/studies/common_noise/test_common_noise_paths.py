@@ -34,7 +34,7 @@ def test_refusals():
     att = Attention(1.0, 3)
     with pytest.raises(InputError, match="scheme must be one of depth, euler-maruyama, heun"):
         common_noise_paths(CommonNoise(att), pairs(1), [0], dt=0.1, steps=1, scheme="milstein")
-    with pytest.raises(InputError, match="steps the SDE"):
+    with pytest.raises(InputError, match="scheme 'heun' does not step a RandomDepth, whose schemes are depth"):
         common_noise_paths(RandomDepth(att), pairs(1), [0], dt=0.1, steps=1, scheme="heun")
     with pytest.raises(InputError, match="multiple of save_every"):
         common_noise_paths(RandomDepth(att), pairs(1), [0], dt=0.1, steps=5, save_every=2)
