@@ -338,18 +338,36 @@ def solve_diffrax(**kwargs):
     return run_adaptive(**kwargs)
 
 
-def solve_queue(**kwargs):
-    """The queue's solves (``queue.py``), with the statistics from saved states where they fit; every
-    member's results with its status.
+def solve_queue(*, progress=False, **kwargs):
+    """The queue's solves (``queue.py``) in calls of bounded wall time (about ``loop.SEGMENT_S``), with progress
+    reported, and an interrupt honoured, between them: every member's results with its status, the same bits as
+    one call.
 
     The solves do not raise from inside the compiled loop (that would need a host callback, and
     JAX never writes programs with host callbacks to its persistent compilation cache)."""
-    return _run_queue(**kwargs)
+    x0 = kwargs["x0"]
+    members = x0.shape[0]
+    t0, t1 = float(kwargs["t0"]), float(kwargs["t1"])
+    key = (
+        "queue",
+        type(kwargs["field"]).__qualname__,
+        type(kwargs["method"]).__qualname__,
+        tuple(x0.shape),
+        str(x0.dtype),
+        getattr(kwargs["save_fn"], "__qualname__", None),
+        kwargs["after_loop"],
+    )
+
+    def call(carry, first, budget):
+        return _run_queue(carry=carry, first=first, budget=budget, **kwargs)
+
+    def report(finished):
+        if progress:
+            _progress.report(-1, t0 + (t1 - t0) * finished / members)
+
+    return loop.bounded(call, _queue.start_like(**kwargs), key=key, report=report)
 
 
 @programs.jit
-def _run_queue(*, field, axes, x0, save_fn, ts, after_loop: bool, **kwargs):
-    out = _queue.run_queue(field=field, axes=axes, x0=x0, save_fn=save_fn, ts=ts, after_loop=after_loop, **kwargs)
-    if not after_loop:
-        return out
-    return (loop.statistics_of(field, axes, save_fn, ts, out[0]),) + tuple(out[1:])
+def _run_queue(**kwargs):
+    return _queue.run_queue(**kwargs)

@@ -16,7 +16,9 @@ only its stepping; what they all do to the members is here, once:
   adaptive queue's);
 * ``segments``, ``intervals``, ``buffer``, ``members_like``: a fixed-step or grid run cut into calls of bounded
   wall time (about ``SEGMENT_S``), each over a range [k0, k1) of save intervals given as data (one program),
-  with progress and interrupts between them and the same numbers as one call;
+  with progress and interrupts between them and the same numbers as one call; ``bounded``: the same for a while
+  loop whose length is not known in advance (the adaptive queue), cut by its iterations; ``wait``: a compiled
+  call waited for without holding up Ctrl-C;
 * ``fixed_trips``, ``steps_while``, ``where_moved``: the loops' shape on each backend (below);
 * ``MemberParts``: a field's per-member leaves taken in another order (groups, the queue's slots);
 * ``Status``: how a member's solve ended, the one code every loop returns per member (``status_of``
@@ -209,28 +211,87 @@ def segments(call: Callable, carry, work, *, key: Hashable, at: Callable[[int], 
     ``RATES[key]`` across calls and runs, so that a run whose rate is known goes in segments sized from it (in one
     call when it all fits), and only a program's first run probes with a first segment of one interval. A call
     that compiled (its first) teaches nothing. k0 and k1 go in as arrays, so that every segment runs the same
-    compiled program; each call is waited for, so that Python, and with it an interrupt (KeyboardInterrupt, the
-    command line's SIGTERM), gets its turn between them; with ``progress`` each segment's end ``at(k1)`` is
-    reported (``progress.report``) from here, not from inside the program."""
+    compiled program; each call is waited for (``wait``), so that Python, and with it an interrupt
+    (KeyboardInterrupt, the command line's SIGTERM), gets its turn during and between them; with ``progress``
+    each segment's end ``at(k1)`` is reported (``progress.report``) from here, not from inside the program."""
     work = np.asarray(work, dtype=float)
     total, k0, ends = len(work), 0, None
-    # committed to the device from the first call on, as every later call's carry (the last call's output) is:
-    # uncommitted arrays in the first call only would change the arguments' placement, and compile it twice
-    carry = jax.device_put(carry, jax.config.jax_default_device or jax.devices()[0])  # type: ignore[attr-defined]
+    carry = _committed(carry)
     while k0 < total:
         rate = RATES.get(key)
         k1 = min(total, next_end(work, k0, rate, SEGMENT_S))
-        with compilations.record() as compiled:
-            began = time.perf_counter()
-            carry, ends = jax.block_until_ready(call(carry, np.asarray(k0, np.int32), np.asarray(k1, np.int32)))
-            wall = time.perf_counter() - began
+        (carry, ends), wall, compiled = _timed(call, carry, np.asarray(k0, np.int32), np.asarray(k1, np.int32))
         units = work[k1 - 1] - (work[k0 - 1] if k0 > 0 else 0.0)
-        if not compiled.items and units > 0:
+        if not compiled and units > 0:
             RATES[key] = wall / units
         if progress:
             _progress.report(-1, at(k1))
         k0 = k1
     return carry, ends
+
+
+PROBE_ITERATIONS = 16
+"""The iterations of a bounded loop's probe (``bounded``): its call after the one that compiled, while its rate is
+unknown."""
+
+
+def bounded(call: Callable, carry, *, key: Hashable, report: Callable[[int], None] | None = None):
+    """The results of a while loop run as ``call(carry, first, budget) -> (carry, (more, done, count), results)``
+    in calls of at most ``budget`` iterations each, about ``SEGMENT_S`` seconds, until ``more`` is false: the last
+    call's ``results``.
+
+    As ``segments``, for loops whose work is not known in advance (the adaptive queue's): ``first`` is true in the
+    first call only (the program replaces ``carry`` by the loop's start), ``done`` is the iterations the call ran,
+    and the seconds per iteration are kept in ``RATES[key]``. While the rate is unknown a call runs
+    ``PROBE_ITERATIONS``; the call that compiled teaches nothing. ``report(count)`` is called after every call."""
+    carry, first = _committed(carry), True
+    while True:
+        rate = RATES.get(key)
+        budget = PROBE_ITERATIONS if rate is None else max(1, int(SEGMENT_S / max(rate, 1e-12)))
+        (carry, (more, done, count), results), wall, compiled = _timed(
+            call, carry, np.asarray(first), np.asarray(min(budget, 2**31 - 1), np.int32)
+        )
+        first = False
+        if not compiled and int(done) > 0:
+            RATES[key] = wall / int(done)
+        if report is not None:
+            report(int(count))
+        if not bool(more):
+            return results
+
+
+def _committed(carry: Any) -> Any:
+    """``carry`` committed to the device, as every later call's carry (the last call's output) is: uncommitted
+    arrays in the first call only would change the arguments' placement, and compile it twice."""
+    return jax.device_put(carry, jax.config.jax_default_device or jax.devices()[0])  # type: ignore[attr-defined]
+
+
+def _timed(call: Callable, *args):
+    """(``call(*args)``, waited for, its wall time in seconds, whether it compiled a program)."""
+    with compilations.record() as compiled:
+        began = time.perf_counter()
+        out = wait(call(*args))
+        wall = time.perf_counter() - began
+    return out, wall, bool(compiled.items)
+
+
+WAIT_S = 0.005
+"""The longest pause between two looks of ``wait`` at a running call (the first looks come sooner): at most this long
+is lost after a call ends, and an interrupt is raised within it."""
+
+
+def wait(tree):
+    """``tree`` once its arrays are computed, waited for so that the main thread keeps handling signals: JAX
+    dispatches a compiled call and returns, and ``jax.block_until_ready`` holds the interpreter until the call
+    ends, so Ctrl-C would wait for it. Here the arrays are looked at (``jax.Array.is_ready``) with pauses growing
+    from 0.1 ms to ``WAIT_S``, during which an interrupt is raised at once; the call then goes on in the background
+    until it ends (the process's exit does not wait for it)."""
+    leaves = [a for a in jax.tree_util.tree_leaves(tree) if isinstance(a, jax.Array)]
+    pause = 1e-4
+    while not all(a.is_ready() for a in leaves):
+        time.sleep(pause)
+        pause = min(2 * pause, WAIT_S)
+    return jax.block_until_ready(tree)  # raises what the call raised
 
 
 def members_like(x0) -> Members:

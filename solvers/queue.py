@@ -353,15 +353,45 @@ def _retire(q: _Queue, s: dict, done, x_end, t_end, steps, hit, t_hit, stop) -> 
     )
 
 
-@eqx.filter_jit
-def run_queue(
+def run_queue(*, carry, first, budget, **parts):
+    """At most ``budget`` iterations of the queue from ``carry`` (replaced by the queue's start when ``first``):
+    (the carry, (whether members are left, the iterations done, the members finished), the results).
+
+    The results, (saves, final states, steps, event times, stop times, status) in the members' own order as
+    ``adaptive_loop.run_adaptive`` returns them, are formed by the call that finishes the last member (zeros
+    before it). ``first`` and ``budget`` are data, so one compiled program runs every call of a run, and the
+    iterations go on from the carry as in one call: the same bits however the run is cut
+    (``adaptive_loop.solve_queue`` cuts it into calls of about ``loop.SEGMENT_S``).
+    """
+    start, running, body, finish = _machine(**parts)
+    state = loop.started(jnp.where(first, 0, 1), start, carry)
+
+    def go(c):
+        return running(c[0]) & (c[1] < budget)
+
+    state, done = jax.lax.while_loop(go, lambda c: (body(c[0]), c[1] + 1), (state, jnp.zeros((), jnp.int32)))
+    more = running(state)
+    shapes = jax.eval_shape(finish, state)
+    out = jax.lax.cond(
+        more, lambda s: jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), finish, state
+    )
+    return state, (more, done, state["finished"]), out
+
+
+def start_like(**parts):
+    """Host zeros of the queue's carry for ``parts`` (``run_queue``'s arguments but the carry): the first call's
+    placeholder, replaced by the start inside it."""
+    shapes = eqx.filter_eval_shape(lambda: _machine(**parts)[0]())
+    return jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), shapes)
+
+
+def _machine(
     *,
     field,
     axes,
     x0,
     save_fn,
     delta,
-    progress,
     method,
     t0,
     t1,
@@ -374,12 +404,13 @@ def run_queue(
     slots,
     after_loop,
 ):
-    """Adaptive solves of every member through ``slots`` slots: (saves, final states, steps, event
-    times, stop times, status), as ``adaptive_loop.run_adaptive`` returns them.
+    """(start, running, body, finish) of the adaptive solves of every member through ``slots`` slots: ``start()``,
+    the carry at t0; ``running(carry)``, whether members are left; ``body(carry)``, one iteration; ``finish(carry)``,
+    the results once none is left.
 
     ``order``: the members in the order they enter the queue (hardest first). ``after_loop``: save
-    the states and leave the statistics to the caller; else ``save_fn`` is applied in the loop. Each
-    iteration tries a step from every slot (``_try_step``), accepts or rejects it (``_control``), locates
+    the states and compute the statistics from them at the end (``loop.statistics_of``); else ``save_fn`` is
+    applied in the loop. Each iteration tries a step from every slot (``_try_step``), accepts or rejects it (``_control``), locates
     a consensus inside it (``_consensus``), writes the saves it passes (``_save_passed``), retires the
     members that finished (``_retire``) and refills their slots from the queue.
     """
@@ -502,8 +533,6 @@ def run_queue(
         # most iterations finish no member
         y_next, parts = jax.lax.cond(count > 0, refill, lambda operands: operands, (y_next, s["parts"]))
         finished = s["finished"] + count
-        if progress:
-            jax.lax.cond(count > 0, lambda: loop.report(True, t0 + (t1 - t0) * finished / members), lambda: None)
         return dict(
             ids=new_ids,
             t=jnp.where(done, t0, t_new),
@@ -522,19 +551,24 @@ def run_queue(
             **results,
         )
 
-    s = jax.lax.while_loop(lambda s: jnp.any(s["ids"] < members), body, carry)
-    # saves after a member stopped (at consensus, or failing) hold its last state
-    if after_loop:
-        held = s["x_final"]
-    else:
-        held = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, 0, 0))(
-            slot_field(queued), s["t_end"], s["x_final"]
-        )
-    s["saves"] = loop.hold_after(ts, s["t_end"], s["saves"], held)
-    # back to the members' own order
-    position = jnp.argsort(order)
-    out = tuple(
-        jax.tree_util.tree_map(lambda v: v[position], s[k])
-        for k in ("saves", "x_final", "n_steps", "t_event", "t_fail", "status")
-    )
-    return out
+    def running(s):
+        return jnp.any(s["ids"] < members)
+
+    def finish(s):
+        # saves after a member stopped (at consensus, or failing) hold its last state
+        if after_loop:
+            held = s["x_final"]
+        else:
+            held = jax.vmap(lambda f, t, x: save_fn(t, x, f), in_axes=(axes, 0, 0))(
+                slot_field(queued), s["t_end"], s["x_final"]
+            )
+        saved = loop.hold_after(ts, s["t_end"], s["saves"], held)
+        # back to the members' own order
+        position = jnp.argsort(order)
+        out = [saved] + [s[k] for k in ("x_final", "n_steps", "t_event", "t_fail", "status")]
+        out = [jax.tree_util.tree_map(lambda v: v[position], v) for v in out]
+        if after_loop:
+            out[0] = loop.statistics_of(field, axes, save_fn, ts, out[0])
+        return tuple(out)
+
+    return (lambda: carry), running, body, finish

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from ..particles.checks import check_choice
-from . import adaptive_loop, dense, fixed_loop
+from . import adaptive_loop, dense, fixed_loop, loop
 from . import progress as _progress
 from . import sharding as _sharding
 from .problem import (
@@ -245,6 +245,8 @@ def simulate(
                 progress=bool(progress),
                 **args,
             )
+    if not p.traced:  # an interrupt is raised while the call runs, not after it
+        out = loop.wait(out)
     if plan is not None:
         out = _sharding.cut(plan, out, p.members)
     saved, x_final, steps, t_event, t_stop, status = out

@@ -108,7 +108,7 @@ def progress_chunk(members: int) -> int:
     equal calls, so that progress is reported between them and the program holds no callback (a callback
     keeps it out of the compilation cache and the stored programs, and a warm run would compile again).
     A single member stays one call (a fixed-step or grid run reports between its bounded calls, ``loop.segments``;
-    an adaptive one from inside its loop)."""
+    an adaptive one, which diffrax's solve runs, from inside its loop)"""
     return -(-members // min(max(members, 1), PROGRESS_CALLS))
 
 

@@ -344,7 +344,7 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
     # callback and stay in the compilation cache and the stored programs; one that would be a single call
     # is split into a few when it shows progress, for the same reason; a single member stays one call, a
     # fixed-step or grid one reporting between the calls of about a second it is run in (``loop.segments``), an
-    # adaptive one from inside its loop
+    # adaptive one (diffrax's solve) from inside its loop
     chunks = {d: plan.chunk_size(config, d, members_per_d, len(ts), keep, groups) for d in config.d}
     if show and nd == 1 and chunks[config.d[0]] >= members_per_d:
         chunks = {d: plan.progress_chunk(members_per_d) for d in config.d}

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.solvers import compilations, loop
+from attnflow.solvers import compilations, loop, progress
 
 
 def _save(t, x):
@@ -145,6 +145,70 @@ def test_progress_is_reported_between_segments(schedule, capsys):
     assert "grid: [########################] t = 20 / 20 (100%)" in err
 
 
+def _queue_run(kind: str, members: int = 70, n: int = 10, **kwargs):
+    """An adaptive ensemble of more than 64 members, which the queue runs (``adaptive_loop.queue_slots``)."""
+    x0 = jnp.stack([af.init.uniform(s, n=n, d=3) for s in range(members)])
+    field = af.SA(beta=jnp.linspace(1.0, 9.0, members))
+    args: dict = dict(solver="tsit5", rtol=1e-6, atol=1e-9)
+    if kind == "consensus":
+        args["stop_when_clustered"] = 1e-3
+    args.update(kwargs)
+    return af.simulate(field, x0, 20.0, ts=jnp.linspace(0.0, 20.0, 21), save=_save, **args)
+
+
+@pytest.mark.parametrize("kind", ["tsit5", "consensus", "saves-in-loop"])
+def test_the_queue_in_bounded_calls_gives_the_bits_of_one_call(kind, schedule, monkeypatch):
+    """The queue's iterations cut into calls of one iteration each (after the probe) give the bits of one call:
+    its carry holds every slot's state, step size, stages and save index."""
+    if kind == "saves-in-loop":  # the statistics computed inside the loop, not from saved states after it
+        monkeypatch.setattr(loop, "STATES_AFTER_LOOP_BYTES", 0)
+    calls = []
+    original = loop.bounded
+
+    def spy(call, carry, **kw):
+        def counted(c, first, budget):
+            out = call(c, first, budget)
+            calls.append(int(out[1][1]))
+            return out
+
+        return original(counted, carry, **kw)
+
+    monkeypatch.setattr(loop, "bounded", spy)
+    schedule("one")
+    whole = _queue_run(kind)
+    assert len(calls) <= 3  # the call that compiled, a probe, then the rest
+    calls.clear()
+    schedule("single")
+    cut = _queue_run(kind)
+    assert len(calls) > 30 and set(calls[2:-1]) == {1}, calls[:5]  # a probe, then one iteration per call
+    assert all(np.array_equal(a, b) for a, b in zip(_leaves(whole), _leaves(cut), strict=True))
+    steps = np.asarray(cut.steps)
+    assert steps.min() > 10  # adaptive steps, members of different stiffness
+    if kind == "consensus":  # the hot members cluster before t1, the cold ones do not
+        t_event = np.asarray(cut.t_event)
+        assert np.isfinite(t_event).any() and not np.isfinite(t_event).all()
+
+
+def test_the_queue_reports_progress_between_its_calls_in_one_program(schedule, capsys, monkeypatch):
+    """Progress is the members finished, reported between calls: no host callback in the program, so the same
+    program runs with progress on or off."""
+    reported = []
+    original = progress.report
+    monkeypatch.setattr(progress, "report", lambda member, t: (reported.append(float(t)), original(member, t)))
+    with compilations.record() as compiled:
+        schedule("one")
+        _queue_run("tsit5", members=66, n=11)
+        schedule("single")
+        _queue_run("tsit5", members=66, n=11, progress="queue")
+    programs = compiled.by_program()
+    assert programs["jit(_run_queue)"]["compiled"] == 1, programs
+    err = capsys.readouterr().err
+    assert "queue: [########################] t = 20 / 20 (100%)" in err
+    # after each call the members finished so far, of 66: none while the first 64 run, then more, then all
+    assert reported == sorted(reported) and reported[0] == 0.0 and reported[-1] == 20.0
+    assert 0.0 < reported[-2] < 20.0 and len(reported) > 30
+
+
 # minutes as one compiled call; calls of about a second now
 LONG = ["run", "simulate", "--set", "solver=rk4", "--set", "dt=0.01", "--set", "n=128", "--set", "seeds=1"]
 LONG += ["--set", "t1=5000", "--set", "n_save=501", "--set", "statistics=clustered", "--set", "save_states=no"]
@@ -191,3 +255,62 @@ def test_a_signal_ends_a_long_run_within_seconds(tmp_path, sig, status, word):
     assert waited < 15, (waited, text)  # calls of ~1 s; generous for a loaded machine
     assert text.rstrip().endswith(f"attnflow: {word}"), text
     assert not out.exists()  # nothing written
+
+
+CHILD = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import jax.numpy as jnp
+import attnflow as af
+from attnflow.solvers import loop
+
+original = loop.wait
+
+
+def wait(tree):  # the parent signals once a compiled call is being waited for
+    print("waiting", file=sys.stderr, flush=True)
+    return original(tree)
+
+
+loop.wait = wait
+members, n = int(sys.argv[1]), int(sys.argv[2])
+x0 = jnp.stack([af.init.uniform(s, n=n, d=3) for s in range(members)])
+try:
+    af.simulate(af.SA(beta=jnp.full(members, 0.5)), x0, 1e5, solver="tsit5")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+print("finished", flush=True)
+"""
+
+
+@pytest.mark.slow  # a long run in a subprocess, signalled: the slow tier
+@pytest.mark.parametrize(("members", "n"), [(2, 384), (70, 128)], ids=["diffrax", "queue"])
+def test_ctrl_c_during_an_adaptive_call_is_raised_at_once(tmp_path, members, n):
+    """Ctrl-C while an adaptive run computes: raised within a second or two, not after the call (minutes here).
+    diffrax's vmapped solve is one call, waited for by ``loop.wait``; the queue runs in calls of about a second."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = dict(os.environ, ATTNFLOW_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(members), str(n)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "waiting" in line, line + proc.stderr.read()
+        time.sleep(1.0)  # inside the call
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        waited = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and out.strip() == "interrupted", (out, err)
+    assert waited < 10, waited  # the whole run takes minutes; generous for a loaded machine
