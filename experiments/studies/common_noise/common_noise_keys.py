@@ -1,5 +1,6 @@
-"""The configuration keys that only common-noise, quadratic-form, homogenized-flow and coercive-noise read, and the labels of
-the arrays they write (``af.load``'s ``long_name`` and ``units``), registered with the core's by ``experiments/studies/__init__.py``."""
+"""The configuration keys that only common-noise, antipodal-persistence, quadratic-form, homogenized-flow and
+coercive-noise read, and the labels of the arrays they write (``af.load``'s ``long_name`` and ``units``), registered
+with the core's by ``experiments/studies/__init__.py``."""
 
 from __future__ import annotations
 
@@ -54,6 +55,14 @@ KEYS = (
         "bool",
         False,
         "common-noise: every member takes the noise of seed `seed` (same noise, different initial conditions)",
+        experiment_key=True,
+    ),
+    Key(
+        "persistence_n",
+        "int_list",
+        [8, 16, 32],
+        "antipodal-persistence: the token counts n (even: the balanced start puts n/2 tokens at each pole)",
+        minimum=2,
         experiment_key=True,
     ),
     Key(
@@ -133,6 +142,10 @@ LABELS = {
     "antipodal_exponent": Label("Lyapunov exponent at the antipodal state (closed form)", "1/time"),
     "pair_exponent": Label("one pair's estimate of the Lyapunov exponent at R = ±1 (the depth limit's SDE)", "1/time"),
     "pair_state": Label("the pair's state: R = 1 (aligned) or R = −1 (antipodal)"),
+    "cluster_state": Label("0: neither, 1: one cluster, 2: two antipodal groups (every |⟨x_i, x_j⟩| > 0.99)"),
+    "perturbed_antipodal": Label("1 while the perturbed balanced start is still two antipodal groups"),
+    "exact_antipodal_error": Label("max over members and pairs of ||⟨x_i, x_j⟩| − 1| from the exact balanced start"),
+    "tokens": Label("n, the number of tokens"),
     "quadratic_overlap": Label("R = ⟨x₁, x₂⟩ of a pair under the random quadratic form"),
     "quadratic_self_overlap": Label("⟨x₁(0), x₁(t)⟩ of one token under the random quadratic form"),
     "homogenized_overlap": Label("mean over pairs of ⟨x_i, x_j⟩ (equiangular start, common-noise SDE)"),

@@ -324,3 +324,73 @@ def homogenized_bias(gamma0: float, beta: float, n: int, ts, sigma: float = 1.0,
         out.append((float(v.mean()), float(delta.mean()), float(np.diag(cov).mean())))
     gam, delta, var = (np.array(a) for a in zip(*out, strict=True))
     return gam, delta, var
+
+
+# -- two clusters and the persistence of antipodal groups (arXiv 2601.21942) ----------------------------------
+#
+# n tokens in two clusters p, q (masses w and 1 − w, QᵀK = I, V̄ = 0): the attention sees only the masses, so
+# R = ⟨p, q⟩ is again a one-dimensional diffusion. With a_p = w e^β/(w e^β + (1 − w) e^{βR}), a_q likewise with
+# 1 − w, y_p = a_p p + (1 − a_p) q, y_q = (1 − a_q) p + a_q q and Y their Gram matrix, the Gram drift of §17.2 and
+# ⟨P_p q, P_q p⟩ = −R(1 − R²) give (docs/model.md §17, "Antipodal groups")
+#
+#     μ_w(R) = σ²[Y_pq − ½(Y_pp + Y_qq)R] + (σ²/d)[½(Y_pp + Y_qq)R + Y_pq(R² − 2)],
+#     Σ_w(R) = (σ²/d)(1 − R²)(Y_pp + Y_qq − 2R Y_pq).
+#
+# w = ½ is the pair diffusion (pair_drift, pair_variance). At R = −1, μ_w = σ²(d − 1)(α_p − α_q)²/(2d) with
+# α = 2a − 1: only the balanced antipodal state (w = ½) is a rest point; an unbalanced one is pushed off it.
+
+
+def _two_cluster_gram(r, beta: float, mass: float):
+    r = np.asarray(r, dtype=float)
+    ap = mass * np.exp(beta) / (mass * np.exp(beta) + (1 - mass) * np.exp(beta * r))
+    aq = (1 - mass) * np.exp(beta) / ((1 - mass) * np.exp(beta) + mass * np.exp(beta * r))
+    ypp = ap**2 + (1 - ap) ** 2 + 2 * ap * (1 - ap) * r
+    yqq = aq**2 + (1 - aq) ** 2 + 2 * aq * (1 - aq) * r
+    ypq = ap * (1 - aq) + (1 - ap) * aq + (ap * aq + (1 - ap) * (1 - aq)) * r
+    return r, ypp, yqq, ypq
+
+
+def two_cluster_drift(r, beta: float, d: int, mass: float = 0.5, sigma: float = 1.0):
+    """μ_w(R): the Itô drift of R = ⟨p, q⟩ for two clusters of masses w = ``mass`` and 1 − w (comment above)."""
+    r, ypp, yqq, ypq = _two_cluster_gram(r, beta, mass)
+    mean = 0.5 * (ypp + yqq)
+    return sigma**2 * (ypq - mean * r) + sigma**2 / d * (mean * r + ypq * (r**2 - 2.0))
+
+
+def two_cluster_variance(r, beta: float, d: int, mass: float = 0.5, sigma: float = 1.0):
+    """Σ_w(R): the quadratic variation rate of R for two clusters of masses w and 1 − w (comment above)."""
+    r, ypp, yqq, ypq = _two_cluster_gram(r, beta, mass)
+    return sigma**2 / d * (1 - r**2) * (ypp + yqq - 2 * r * ypq)
+
+
+def antipodal_push(beta, d, mass, sigma: float = 1.0):
+    """μ_w(−1) = σ²(d − 1)(α_p − α_q)²/(2d), α_p = 2a_p − 1 with a_p = 1/(1 + ((1 − w)/w) e^{−2β}) (α_q: w ↔ 1 − w):
+    the drift that pushes two antipodal groups of masses w ≠ ½ off R = −1 (0 at w = ½)."""
+    beta, d, w = (np.asarray(v, dtype=float) for v in (beta, d, mass))
+    ap = 1.0 / (1.0 + (1 - w) / w * np.exp(-2 * beta))
+    aq = 1.0 / (1.0 + w / (1 - w) * np.exp(-2 * beta))
+    return sigma**2 * (d - 1) * (2 * ap - 2 * aq) ** 2 / (2 * d)
+
+
+def split_exponent(beta, d, sigma: float = 1.0):
+    """The exponent of 1 − ⟨x_i, x_j⟩ for two tokens of one group of the balanced antipodal state:
+    −σ²(d − 1)/d · tanh²β (each token's attention mean is tanh β times its own position; docs/model.md §17)."""
+    return -(sigma**2) * (np.asarray(d, dtype=float) - 1) / np.asarray(d, dtype=float) * np.tanh(beta) ** 2
+
+
+def antipodal_log_variance(beta, d, sigma: float = 1.0):
+    """v = lim Σ(R)/(1 + R)² at R = −1 = 8σ² cosh 2β/(d(1 + cosh 2β)): the variance rate of log(1 + R) there."""
+    c = np.cosh(2 * np.asarray(beta, dtype=float))
+    return 8 * sigma**2 * c / (np.asarray(d, dtype=float) * (1 + c))
+
+
+def antipodal_persistence(ts, gap0: float, level: float, beta: float, d: int, sigma: float = 1.0):
+    """P(1 + R_t < level) for a balanced two-group state started at 1 + R = gap0 ≪ level: near R = −1,
+    log(1 + R) is a Brownian motion with drift λ_antipodal and variance rate v (``antipodal_log_variance``), so
+    the probability is Φ((log level − log gap0 − λt)/√(vt)) (1 at t = 0)."""
+    from scipy.stats import norm  # here: the registration never loads SciPy
+
+    ts = np.asarray(ts, dtype=float)
+    lam, v = antipodal_exponent(beta, d, sigma), antipodal_log_variance(beta, d, sigma)
+    spread = np.sqrt(v * np.maximum(ts, 1e-300))
+    return np.where(ts > 0, norm.cdf((np.log(level) - np.log(gap0) - lam * ts) / spread), 1.0)
