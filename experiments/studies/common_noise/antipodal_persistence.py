@@ -310,6 +310,6 @@ EXPERIMENT = register(
             f"σ = {c.value_sigma:g}"
         ),
         summary=_summary,
-        runtime="≈ 2 min on 2 CPU cores",
+        runtime="≈ 4 min on 2 CPU cores",
     )
 )
