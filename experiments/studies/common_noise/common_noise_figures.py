@@ -125,14 +125,18 @@ def homogenized_flow(ts, gamma0, dims, analysis, *, n: int, beta: float, members
     ``homogenized_flow._analysis``'s dictionary."""
     a, dims = analysis, np.asarray(dims, dtype=float)
     times = np.concatenate([[0.0], a["times"]])
-    fig = new_figure(10.0, 4.2)
-    left, right = fig.subplots(1, 2)
+    fig = new_figure(15.0, 4.4)
+    left, right, third = fig.subplots(1, 3)
+    random = a.get("random", False)
     left.plot(times, np.concatenate([[gamma0], a["gamma"]]), color=THEORY_COLOR, lw=2, label="γ̇ = b(γ)")
     for d, row, color in zip(dims, a["mean"], sequential_colors(dims.size), strict=True):
         left.plot(times, np.concatenate([[gamma0], row]), "o", color=color, ms=4, label=f"d = {d:g}")
-        left.plot(times, np.concatenate([[gamma0], a["gamma"] + a["delta"] / d]), "--", color=color, lw=1)
+        if a["delta"] is not None:
+            left.plot(times, np.concatenate([[gamma0], a["gamma"] + a["delta"] / d]), "--", color=color, lw=1)
     left.set_xlabel(TIME_LABEL)
-    left.set_ylabel(r"mean $\langle x_i, x_j\rangle$ (dashed: $\gamma + \delta/d$)")
+    left.set_ylabel(
+        r"mean $\langle x_i, x_j\rangle$" + ("" if a["delta"] is None else r" (dashed: $\gamma + \delta/d$)")
+    )
     left.legend(loc="lower right")
     right.errorbar(dims, a["deviation"], yerr=2 * a["deviation_se"], fmt="o", color=DATA_COLOR, label="simulated")
     right.plot(dims, a["deviation"][0] * np.sqrt(dims[0] / dims), color=THEORY_COLOR, label=r"$\propto d^{-1/2}$")
@@ -141,8 +145,39 @@ def homogenized_flow(ts, gamma0, dims, analysis, *, n: int, beta: float, members
     right.set_xlabel("d")
     right.set_ylabel(r"mean of $\max_{ij} |\langle x_i, x_j\rangle - \gamma|$ at $t_1$")
     right.legend(loc="upper right")
-    despine(left, right)
-    fig.suptitle(title_text("the homogenized flow at finite d", title, n=n, beta=beta, members=members))
+    grid, b = a["drift_grid"], a["drift"]
+    lo, hi = min(gamma0, a["mean"].min()) - 0.05, max(a["gamma"].max(), a["mean"].max()) + 0.05
+    keep = (grid >= lo) & (grid <= hi)
+    third.plot(
+        grid[keep], b[keep], color=THEORY_COLOR, lw=2, label="Monte Carlo over Q, K" if random else "b(γ), QᵀK = I"
+    )
+    if random:
+        third.fill_between(
+            grid[keep],
+            (b - 2 * a["drift_se"])[keep],
+            (b + 2 * a["drift_se"])[keep],
+            color=THEORY_COLOR,
+            alpha=0.25,
+            lw=0,
+        )
+        third.plot(grid[keep], a["drift_identity"][keep], color="0.45", lw=1.2, ls="--", label="b(γ), QᵀK = I")
+    for k, (d, color) in enumerate(zip(dims, sequential_colors(dims.size), strict=True)):
+        third.errorbar(
+            a["ensemble_drift_at"][k],
+            a["ensemble_drift"][k],
+            yerr=2 * a["ensemble_drift_se"][k],
+            fmt="o",
+            ms=4,
+            color=color,
+            capsize=2,
+            label=f"d = {d:g}: Δ mean / Δt",
+        )
+    third.set_xlabel(r"mean overlap $\gamma$")
+    third.set_ylabel(r"drift $\sigma^2 b(\gamma)$")
+    third.legend(loc="lower left", fontsize=8)
+    despine(left, right, third)
+    what = "random Q, K per layer" if random else "QᵀK = I"
+    fig.suptitle(title_text(f"the homogenized flow at finite d ({what})", title, n=n, beta=beta, members=members))
     return finish(fig, path)
 
 

@@ -116,6 +116,23 @@ KEYS = (
         experiment_key=True,
     ),
     Key(
+        "attention_weights",
+        "str",
+        "identity",
+        "homogenized-flow: QᵀK = I in every layer (identity: the common-noise SDE) or Q, K drawn afresh per layer with "
+        "N(0, d^(−1/2)) entries (random: the random-depth layers, L = 1/homogenized_dt)",
+        choices=("identity", "random"),
+        experiment_key=True,
+    ),
+    Key(
+        "homogenized_samples",
+        "int",
+        20000,
+        "homogenized-flow: the Monte Carlo draws of the random attention's logits for b(γ) (attention_weights = random)",
+        minimum=100,
+        experiment_key=True,
+    ),
+    Key(
         "coercive_gamma",
         "float_list",
         [0.25, 0.5, 1.0],
