@@ -185,9 +185,9 @@ def requires(config) -> None:
     if min(config.d) < 3:
         raise ConfigError(f"antipodal-persistence needs d ≥ 3 (the exponents of S^(d−1)), got d = {list(config.d)}")
     layers = config.t1 / config.depth_dt
+    check_step_count(layers, config.max_steps, f"t1 / depth_dt = {layers:.4g} random layers")
     if abs(layers - round(layers)) > 1e-9 * layers or round(layers) % SAVES or round(layers) < SAVES:
         raise ConfigError(f"t1 / depth_dt must be a whole multiple of {SAVES} layers, got {layers:g}")
-    check_step_count(layers, config.max_steps, f"t1 / depth_dt = {layers:.4g} random layers")
 
 
 def memory(config) -> dict:

@@ -84,7 +84,9 @@ def run(config, *, progress=None) -> RunResult:
     for a, d in enumerate(config.d):  # shapes differ by d: one compiled ensemble each
         x0 = jnp.asarray(np.broadcast_to(_initial(n, int(d), g0), (config.seeds, n, int(d))))
         if _random(config):  # the layers themselves, Q and K drawn per layer: L = 1/homogenized_dt
-            system = RandomDepth(Attention(beta, int(d)), sigma=config.value_sigma, random_attention=True)
+            system: RandomDepth | CommonNoise = RandomDepth(
+                Attention(beta, int(d)), sigma=config.value_sigma, random_attention=True
+            )
         else:
             system = CommonNoise(Attention(beta, int(d)), sigma=config.value_sigma)
         xs = common_noise_paths(
