@@ -140,6 +140,10 @@ class RandomDepth(eqx.Module):
     vbar             V̄, a number (V̄ = v I) or a d×d matrix; 0 is the centred model
     alpha            the residual exponent α ∈ {1/2, 1}: layer ℓ adds L^{−α} times the attention output
     per_head         one G_ℓ per head (True) or one shared by the heads
+    random_attention draw the attention's Q_ℓ, K_ℓ afresh in every layer (one pair per head with ``per_head``,
+                     else one for all heads), with i.i.d. N(0, d^{−1/2}) entries: QᵀK = Z_QᵀZ_K/√d, whose logits
+                     β⟨Q x_i, K x_j⟩ have covariance β² G_ij G_kl (docs/model.md §17.2); they replace the
+                     attention's own Q, K. The layer's standard normals stack G, Z_Q and Z_K (``noise_shape``).
     """
 
     SCHEMES: ClassVar[tuple[str, ...]] = ("depth",)
@@ -150,24 +154,53 @@ class RandomDepth(eqx.Module):
     vbar: Float[Array, "d d"]
     alpha: float = eqx.field(static=True, default=0.5)
     per_head: bool = eqx.field(static=True, default=False)
+    random_attention: bool = eqx.field(static=True, default=False)
 
-    def __init__(self, attention: Attention, *, sigma=1.0, vbar=0.0, alpha: float = 0.5, per_head: bool = False):
+    def __init__(
+        self,
+        attention: Attention,
+        *,
+        sigma=1.0,
+        vbar=0.0,
+        alpha: float = 0.5,
+        per_head: bool = False,
+        random_attention: bool = False,
+    ):
         if alpha not in RESIDUAL_EXPONENTS:
             raise InputError(f"the residual exponent alpha must be one of 0.5, 1, got {alpha!r}")
+        if random_attention and attention.Q.shape[-2] != attention.Q.shape[-1]:
+            raise InputError("random attention weights are square (d × d): give an Attention without Q, K")
         self.attention = attention
         self.sigma = jnp.asarray(sigma, dtype=float)
         self.vbar = _value_mean(vbar, attention.Q.shape[-1])
         self.alpha = float(alpha)
         self.per_head = bool(per_head)
+        self.random_attention = bool(random_attention)
 
     def noise_shape(self, d: int) -> tuple[int, int, int]:
-        """The shape of one layer's G: (heads, d, d) with ``per_head``, else (1, d, d)."""
-        return (self.attention.heads if self.per_head else 1, d, d)
+        """The shape of one layer's standard normals: G as (h, d, d), h = heads with ``per_head``, else 1; with
+        ``random_attention`` Z_Q and Z_K follow, (3h, d, d) in all."""
+        h = self.attention.heads if self.per_head else 1
+        return (3 * h if self.random_attention else h, d, d)
 
-    def layer(self, x: Float[Array, "n d"], g: Float[Array, "h d d"], layers_per_time) -> Float[Array, "n d"]:
-        """One layer, with G = ``g`` (shape ``noise_shape``) and L = ``layers_per_time`` layers per unit time."""
+    def layer_attention(self, g: Float[Array, "e d d"]) -> Attention:
+        """The attention of the layer whose standard normals are ``g``: the model's own, or with
+        ``random_attention`` Q = Z_Q d^{−1/4}, K = Z_K d^{−1/4} from ``g``'s second and third blocks."""
+        if not self.random_attention:
+            return self.attention
+        h, d, heads = g.shape[0] // 3, g.shape[-1], self.attention.heads
+        scale = d ** (-0.25)
+        q = jnp.broadcast_to(scale * g[h : 2 * h], (heads, d, d))
+        k = jnp.broadcast_to(scale * g[2 * h :], (heads, d, d))
+        return eqx.tree_at(lambda a: (a.Q, a.K), self.attention, (q, k))
+
+    def layer(self, x: Float[Array, "n d"], g: Float[Array, "e d d"], layers_per_time) -> Float[Array, "n d"]:
+        """One layer, with the standard normals ``g`` (shape ``noise_shape``: G, then Z_Q and Z_K with
+        ``random_attention``) and L = ``layers_per_time`` layers per unit time."""
         d = x.shape[1]
-        y = self.attention.means(x)
+        y = self.layer_attention(g).means(x)
+        if self.random_attention:
+            g = g[: g.shape[0] // 3]
         v = self.vbar + self.sigma * g / math.sqrt(d)  # (h, d, d), broadcast over heads when shared
         out = _apply(jnp.broadcast_to(v, (y.shape[0], d, d)), y)
         return normalize(x + jnp.asarray(layers_per_time, dtype=x.dtype) ** (-self.alpha) * out)
@@ -201,6 +234,11 @@ class CommonNoise(eqx.Module):
         the deterministic flow, and α = 1/2 with V̄ ≠ 0 has no limit: the mean's step L^{−1/2} V̄ diverges)."""
         if model.alpha != 0.5:
             raise InputError("with alpha = 1 the depth limit is the deterministic flow with V̄, not a common-noise SDE")
+        if model.random_attention:
+            raise InputError(
+                "random attention weights have no CommonNoise limit here: its coefficients are expectations over"
+                " Q, K (docs/model.md §17.2); run the layers (scheme 'depth')"
+            )
         if not isinstance(model.vbar, jax.core.Tracer) and bool(jnp.any(model.vbar != 0)):
             raise InputError("with alpha = 1/2 and V̄ ≠ 0 the depth limit diverges: centre the values (vbar = 0)")
         return cls(model.attention, sigma=model.sigma, per_head=model.per_head)

@@ -125,14 +125,18 @@ def homogenized_flow(ts, gamma0, dims, analysis, *, n: int, beta: float, members
     ``homogenized_flow._analysis``'s dictionary."""
     a, dims = analysis, np.asarray(dims, dtype=float)
     times = np.concatenate([[0.0], a["times"]])
-    fig = new_figure(10.0, 4.2)
-    left, right = fig.subplots(1, 2)
+    fig = new_figure(15.0, 4.4)
+    left, right, third = fig.subplots(1, 3)
+    random = a.get("random", False)
     left.plot(times, np.concatenate([[gamma0], a["gamma"]]), color=THEORY_COLOR, lw=2, label="γ̇ = b(γ)")
     for d, row, color in zip(dims, a["mean"], sequential_colors(dims.size), strict=True):
         left.plot(times, np.concatenate([[gamma0], row]), "o", color=color, ms=4, label=f"d = {d:g}")
-        left.plot(times, np.concatenate([[gamma0], a["gamma"] + a["delta"] / d]), "--", color=color, lw=1)
+        if a["delta"] is not None:
+            left.plot(times, np.concatenate([[gamma0], a["gamma"] + a["delta"] / d]), "--", color=color, lw=1)
     left.set_xlabel(TIME_LABEL)
-    left.set_ylabel(r"mean $\langle x_i, x_j\rangle$ (dashed: $\gamma + \delta/d$)")
+    left.set_ylabel(
+        r"mean $\langle x_i, x_j\rangle$" + ("" if a["delta"] is None else r" (dashed: $\gamma + \delta/d$)")
+    )
     left.legend(loc="lower right")
     right.errorbar(dims, a["deviation"], yerr=2 * a["deviation_se"], fmt="o", color=DATA_COLOR, label="simulated")
     right.plot(dims, a["deviation"][0] * np.sqrt(dims[0] / dims), color=THEORY_COLOR, label=r"$\propto d^{-1/2}$")
@@ -141,8 +145,39 @@ def homogenized_flow(ts, gamma0, dims, analysis, *, n: int, beta: float, members
     right.set_xlabel("d")
     right.set_ylabel(r"mean of $\max_{ij} |\langle x_i, x_j\rangle - \gamma|$ at $t_1$")
     right.legend(loc="upper right")
-    despine(left, right)
-    fig.suptitle(title_text("the homogenized flow at finite d", title, n=n, beta=beta, members=members))
+    grid, b = a["drift_grid"], a["drift"]
+    lo, hi = min(gamma0, a["mean"].min()) - 0.05, max(a["gamma"].max(), a["mean"].max()) + 0.05
+    keep = (grid >= lo) & (grid <= hi)
+    third.plot(
+        grid[keep], b[keep], color=THEORY_COLOR, lw=2, label="Monte Carlo over Q, K" if random else "b(γ), QᵀK = I"
+    )
+    if random:
+        third.fill_between(
+            grid[keep],
+            (b - 2 * a["drift_se"])[keep],
+            (b + 2 * a["drift_se"])[keep],
+            color=THEORY_COLOR,
+            alpha=0.25,
+            lw=0,
+        )
+        third.plot(grid[keep], a["drift_identity"][keep], color="0.45", lw=1.2, ls="--", label="b(γ), QᵀK = I")
+    for k, (d, color) in enumerate(zip(dims, sequential_colors(dims.size), strict=True)):
+        third.errorbar(
+            a["ensemble_drift_at"][k],
+            a["ensemble_drift"][k],
+            yerr=2 * a["ensemble_drift_se"][k],
+            fmt="o",
+            ms=4,
+            color=color,
+            capsize=2,
+            label=f"d = {d:g}: Δ mean / Δt",
+        )
+    third.set_xlabel(r"mean overlap $\gamma$")
+    third.set_ylabel(r"drift $\sigma^2 b(\gamma)$")
+    third.legend(loc="lower left", fontsize=8)
+    despine(left, right, third)
+    what = "random Q, K per layer" if random else "QᵀK = I"
+    fig.suptitle(title_text(f"the homogenized flow at finite d ({what})", title, n=n, beta=beta, members=members))
     return finish(fig, path)
 
 
@@ -191,4 +226,90 @@ def coercive_decay(ts, dims, gammas, analysis, *, n: int, beta: float, members: 
     fig.suptitle(
         title_text("synchronization by a common Brownian motion", title, beta=beta, members=members),
     )
+    return finish(fig, path)
+
+
+def _grid(dims, betas, *, width: float = 3.6, height: float = 2.9):
+    fig = new_figure(width * len(betas) + 0.8, height * len(dims) + 1.0)
+    axes = np.atleast_2d(fig.subplots(len(dims), len(betas), squeeze=False, sharex=True, sharey=True))
+    return fig, axes
+
+
+def _panel_title(ax, d, beta, lam) -> None:
+    ax.set_title(f"d = {d:g}, β = {beta:g}: λ_antipodal = {lam:+.3f}", fontsize=9)
+
+
+def cluster_fractions(
+    ts, analysis, *, dims, betas, tokens, members: int, exponents, tolerance: float, title=None, path=None
+):
+    """Uniform random tokens: per (d, β) panel, the fraction of members in two antipodal groups (solid) and in one
+    cluster (dashed) against time (log axis), one colour per n. ``analysis``: ``antipodal_persistence._analysis``."""
+    ts = np.asarray(ts, dtype=float)
+    fig, axes = _grid(dims, betas)
+    colors = sequential_colors(len(tokens))
+    for a, d in enumerate(dims):
+        for b, beta in enumerate(betas):
+            ax = axes[a, b]
+            for k, (n, color) in enumerate(zip(tokens, colors, strict=True)):
+                ax.plot(ts[1:], analysis["two_groups"][a, b, k, 1:], color=color, lw=1.8, label=f"n = {n}")
+                ax.plot(ts[1:], analysis["one_cluster"][a, b, k, 1:], color=color, lw=1.2, ls="--")
+            ax.set_xscale("log")
+            ax.set_ylim(-0.03, 1.03)
+            _panel_title(ax, d, beta, exponents[a, b])
+            despine(ax)
+            if a == len(dims) - 1:
+                ax.set_xlabel(TIME_LABEL)
+            if b == 0:
+                ax.set_ylabel("fraction of members")
+    axes[0, 0].plot([], [], color="0.3", lw=1.8, label="two antipodal groups")
+    axes[0, 0].plot([], [], color="0.3", lw=1.2, ls="--", label="one cluster")
+    axes[0, 0].legend(loc="upper left", fontsize=7.5)
+    head = title_text("n uniform tokens under random layer weights", title, members=members)
+    fig.suptitle(f"{head}\ntogether: ⟨x_i, x_j⟩ > 1 − ε, antipodal: < −(1 − ε), ε = {tolerance:g}")
+    return finish(fig, path)
+
+
+def antipodal_persistence(
+    ts, analysis, *, dims, betas, tokens, members: int, exponents, tolerance: float, angle: float, title=None, path=None
+):
+    """The perturbed balanced antipodal start: per (d, β) panel, the fraction of members still in two antipodal
+    groups (markers per n, ± 2 binomial s.e.) against the linearized two-cluster prediction (line, log time axis)."""
+    ts = np.asarray(ts, dtype=float)
+    fig, axes = _grid(dims, betas)
+    colors = sequential_colors(len(tokens))
+    shift = np.exp(np.linspace(-0.04, 0.04, len(tokens)))  # the n's markers side by side
+    for a, d in enumerate(dims):
+        for b, beta in enumerate(betas):
+            ax = axes[a, b]
+            ax.plot(
+                ts[1:],
+                analysis["predicted"][a, b, 1:],
+                color=THEORY_COLOR,
+                lw=2,
+                label="Φ((log ε − log(1 + R₀) − λt)/√(vt))",
+            )
+            for k, (n, color) in enumerate(zip(tokens, colors, strict=True)):
+                p = analysis["persistent"][a, b, k, 1:]
+                ax.errorbar(
+                    ts[1:] * shift[k],
+                    p,
+                    yerr=2 * np.sqrt(np.maximum(p * (1 - p), 0.0) / members),
+                    fmt="o",
+                    ms=3,
+                    color=color,
+                    capsize=1.5,
+                    lw=0.8,
+                    label=f"n = {n}",
+                )
+            ax.set_xscale("log")
+            ax.set_ylim(-0.03, 1.05)
+            _panel_title(ax, d, beta, exponents[a, b])
+            despine(ax)
+            if a == len(dims) - 1:
+                ax.set_xlabel(TIME_LABEL)
+            if b == 0:
+                ax.set_ylabel("fraction still in two antipodal groups")
+    axes[-1, 0].legend(loc="lower left", fontsize=7.5)
+    head = title_text("balanced antipodal groups, perturbed", title, members=members)
+    fig.suptitle(f"{head}\nn/2 tokens at each pole, centres {angle:g} rad from antipodal, ε = {tolerance:g}")
     return finish(fig, path)

@@ -1,5 +1,6 @@
-"""The configuration keys that only common-noise, quadratic-form, homogenized-flow and coercive-noise read, and the labels of
-the arrays they write (``af.load``'s ``long_name`` and ``units``), registered with the core's by ``experiments/studies/__init__.py``."""
+"""The configuration keys that only common-noise, antipodal-persistence, quadratic-form, homogenized-flow and
+coercive-noise read, and the labels of the arrays they write (``af.load``'s ``long_name`` and ``units``), registered
+with the core's by ``experiments/studies/__init__.py``."""
 
 from __future__ import annotations
 
@@ -57,6 +58,14 @@ KEYS = (
         experiment_key=True,
     ),
     Key(
+        "persistence_n",
+        "int_list",
+        [8, 16, 32],
+        "antipodal-persistence: the token counts n (even: the balanced start puts n/2 tokens at each pole)",
+        minimum=2,
+        experiment_key=True,
+    ),
+    Key(
         "quadratic_gamma",
         "float_list",
         [0.4, 0.28, 0.2, 0.14, 0.1],
@@ -107,6 +116,23 @@ KEYS = (
         experiment_key=True,
     ),
     Key(
+        "attention_weights",
+        "str",
+        "identity",
+        "homogenized-flow: QᵀK = I in every layer (identity: the common-noise SDE) or Q, K drawn afresh per layer with "
+        "N(0, d^(−1/2)) entries (random: the random-depth layers, L = 1/homogenized_dt)",
+        choices=("identity", "random"),
+        experiment_key=True,
+    ),
+    Key(
+        "homogenized_samples",
+        "int",
+        20000,
+        "homogenized-flow: the Monte Carlo draws of the random attention's logits for b(γ) (attention_weights = random)",
+        minimum=100,
+        experiment_key=True,
+    ),
+    Key(
         "coercive_gamma",
         "float_list",
         [0.25, 0.5, 1.0],
@@ -133,6 +159,10 @@ LABELS = {
     "antipodal_exponent": Label("Lyapunov exponent at the antipodal state (closed form)", "1/time"),
     "pair_exponent": Label("one pair's estimate of the Lyapunov exponent at R = ±1 (the depth limit's SDE)", "1/time"),
     "pair_state": Label("the pair's state: R = 1 (aligned) or R = −1 (antipodal)"),
+    "cluster_state": Label("0: neither, 1: one cluster, 2: two antipodal groups (every |⟨x_i, x_j⟩| > 0.99)"),
+    "perturbed_antipodal": Label("1 while the perturbed balanced start is still two antipodal groups"),
+    "exact_antipodal_error": Label("max over members and pairs of ||⟨x_i, x_j⟩| − 1| from the exact balanced start"),
+    "tokens": Label("n, the number of tokens"),
     "quadratic_overlap": Label("R = ⟨x₁, x₂⟩ of a pair under the random quadratic form"),
     "quadratic_self_overlap": Label("⟨x₁(0), x₁(t)⟩ of one token under the random quadratic form"),
     "homogenized_overlap": Label("mean over pairs of ⟨x_i, x_j⟩ (equiangular start, common-noise SDE)"),

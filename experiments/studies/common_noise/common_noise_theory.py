@@ -324,3 +324,176 @@ def homogenized_bias(gamma0: float, beta: float, n: int, ts, sigma: float = 1.0,
         out.append((float(v.mean()), float(delta.mean()), float(np.diag(cov).mean())))
     gam, delta, var = (np.array(a) for a in zip(*out, strict=True))
     return gam, delta, var
+
+
+# -- two clusters and the persistence of antipodal groups (arXiv 2601.21942) ----------------------------------
+#
+# n tokens in two clusters p, q (masses w and 1 − w, QᵀK = I, V̄ = 0): the attention sees only the masses, so
+# R = ⟨p, q⟩ is again a one-dimensional diffusion. With a_p = w e^β/(w e^β + (1 − w) e^{βR}), a_q likewise with
+# 1 − w, y_p = a_p p + (1 − a_p) q, y_q = (1 − a_q) p + a_q q and Y their Gram matrix, the Gram drift of §17.2 and
+# ⟨P_p q, P_q p⟩ = −R(1 − R²) give (docs/model.md §17, "Antipodal groups")
+#
+#     μ_w(R) = σ²[Y_pq − ½(Y_pp + Y_qq)R] + (σ²/d)[½(Y_pp + Y_qq)R + Y_pq(R² − 2)],
+#     Σ_w(R) = (σ²/d)(1 − R²)(Y_pp + Y_qq − 2R Y_pq).
+#
+# w = ½ is the pair diffusion (pair_drift, pair_variance). At R = −1, μ_w = σ²(d − 1)(α_p − α_q)²/(2d) with
+# α = 2a − 1: only the balanced antipodal state (w = ½) is a rest point; an unbalanced one is pushed off it.
+
+
+def _two_cluster_gram(r, beta: float, mass: float):
+    r = np.asarray(r, dtype=float)
+    ap = mass * np.exp(beta) / (mass * np.exp(beta) + (1 - mass) * np.exp(beta * r))
+    aq = (1 - mass) * np.exp(beta) / ((1 - mass) * np.exp(beta) + mass * np.exp(beta * r))
+    ypp = ap**2 + (1 - ap) ** 2 + 2 * ap * (1 - ap) * r
+    yqq = aq**2 + (1 - aq) ** 2 + 2 * aq * (1 - aq) * r
+    ypq = ap * (1 - aq) + (1 - ap) * aq + (ap * aq + (1 - ap) * (1 - aq)) * r
+    return r, ypp, yqq, ypq
+
+
+def two_cluster_drift(r, beta: float, d: int, mass: float = 0.5, sigma: float = 1.0):
+    """μ_w(R): the Itô drift of R = ⟨p, q⟩ for two clusters of masses w = ``mass`` and 1 − w (comment above)."""
+    r, ypp, yqq, ypq = _two_cluster_gram(r, beta, mass)
+    mean = 0.5 * (ypp + yqq)
+    return sigma**2 * (ypq - mean * r) + sigma**2 / d * (mean * r + ypq * (r**2 - 2.0))
+
+
+def two_cluster_variance(r, beta: float, d: int, mass: float = 0.5, sigma: float = 1.0):
+    """Σ_w(R): the quadratic variation rate of R for two clusters of masses w and 1 − w (comment above)."""
+    r, ypp, yqq, ypq = _two_cluster_gram(r, beta, mass)
+    return sigma**2 / d * (1 - r**2) * (ypp + yqq - 2 * r * ypq)
+
+
+def antipodal_push(beta, d, mass, sigma: float = 1.0):
+    """μ_w(−1) = σ²(d − 1)(α_p − α_q)²/(2d), α_p = 2a_p − 1 with a_p = 1/(1 + ((1 − w)/w) e^{−2β}) (α_q: w ↔ 1 − w):
+    the drift that pushes two antipodal groups of masses w ≠ ½ off R = −1 (0 at w = ½)."""
+    beta, d, w = (np.asarray(v, dtype=float) for v in (beta, d, mass))
+    ap = 1.0 / (1.0 + (1 - w) / w * np.exp(-2 * beta))
+    aq = 1.0 / (1.0 + w / (1 - w) * np.exp(-2 * beta))
+    return sigma**2 * (d - 1) * (2 * ap - 2 * aq) ** 2 / (2 * d)
+
+
+def split_exponent(beta, d, sigma: float = 1.0):
+    """The exponent of 1 − ⟨x_i, x_j⟩ for two tokens of one group of the balanced antipodal state:
+    −σ²(d − 1)/d · tanh²β (each token's attention mean is tanh β times its own position; docs/model.md §17)."""
+    return -(sigma**2) * (np.asarray(d, dtype=float) - 1) / np.asarray(d, dtype=float) * np.tanh(beta) ** 2
+
+
+def antipodal_log_variance(beta, d, sigma: float = 1.0):
+    """v = lim Σ(R)/(1 + R)² at R = −1 = 8σ² cosh 2β/(d(1 + cosh 2β)): the variance rate of log(1 + R) there."""
+    c = np.cosh(2 * np.asarray(beta, dtype=float))
+    return 8 * sigma**2 * c / (np.asarray(d, dtype=float) * (1 + c))
+
+
+def antipodal_persistence(ts, gap0: float, level: float, beta: float, d: int, sigma: float = 1.0):
+    """P(1 + R_t < level) for a balanced two-group state started at 1 + R = gap0 ≪ level: near R = −1,
+    log(1 + R) is a Brownian motion with drift λ_antipodal and variance rate v (``antipodal_log_variance``), so
+    the probability is Φ((log level − log gap0 − λt)/√(vt)) (1 at t = 0)."""
+    from scipy.stats import norm  # here: the registration never loads SciPy
+
+    ts = np.asarray(ts, dtype=float)
+    lam, v = antipodal_exponent(beta, d, sigma), antipodal_log_variance(beta, d, sigma)
+    spread = np.sqrt(v * np.maximum(ts, 1e-300))
+    return np.where(ts > 0, norm.cdf((np.log(level) - np.log(gap0) - lam * ts) / spread), 1.0)
+
+
+# -- the homogenized drift under random attention weights (arXiv 2604.01978) ----------------------------------
+#
+# With Q_ℓ, K_ℓ drawn afresh per layer (RandomDepth(random_attention=True): i.i.d. N(0, d^{−1/2}) entries), the
+# layer's value noise is independent of its attention, so the depth limit's coefficients are those of §17.2
+# averaged over Q, K: on equiangular data the d⁰ drift is σ² b(γ) with f = E Σ_k π_ik², g = E Σ_k π_ik π_jk. For
+# tokens x_i = X_i (X the n × (n + 1) equiangular rows), the logits are β X M Xᵀ with M = Z_Qᵀ Z_K/√d, Z_Q and
+# Z_K d × (n + 1) standard normal: covariance β² G_ij G_kl at every d, and M an (n + 1) × (n + 1) standard
+# normal matrix as d → ∞ (docs/model.md §17.2).
+
+
+def equiangular_rows(gamma: float, n: int) -> np.ndarray:
+    """X, n × (n + 1): X_i = √γ e₀ + √(1 − γ) e_{i+1}, so X Xᵀ = γ 11ᵀ + (1 − γ) I."""
+    x = np.zeros((n, n + 1))
+    x[:, 0] = np.sqrt(gamma)
+    x[np.arange(n), np.arange(1, n + 1)] = np.sqrt(1.0 - gamma)
+    return x
+
+
+def logit_matrices(n: int, samples: int, *, d: int | None = None, seed: int = 0) -> np.ndarray:
+    """(samples, n + 1, n + 1) draws of M = Z_Qᵀ Z_K/√d (d given) or of its d → ∞ limit, a standard normal matrix."""
+    rng = np.random.default_rng(seed)
+    if d is None:
+        return rng.standard_normal((samples, n + 1, n + 1))
+    zq, zk = rng.standard_normal((2, samples, d, n + 1))
+    return np.einsum("sda,sdb->sab", zq, zk) / np.sqrt(d)
+
+
+def equiangular_drift_samples(gamma: float, beta: float, n: int, matrices) -> np.ndarray:
+    """b(γ) of each draw: γ + (1 − γ) ḡ − γ(γ + (1 − γ) f̄), f̄ and ḡ the row and pair means of Σ_k π_ik² and
+    Σ_k π_ik π_jk with π = softmax_row(β X M Xᵀ); ``matrices`` None is the fixed attention QᵀK = I (M = I)."""
+    x = equiangular_rows(gamma, n)
+    m = np.eye(n + 1)[None] if matrices is None else np.asarray(matrices)
+    z = beta * np.einsum("ia,sab,kb->sik", x, m, x)
+    p = np.exp(z - z.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    h = np.einsum("sik,sjk->sij", p, p)
+    f = np.einsum("sii->s", h) / n
+    g = (h.sum(axis=(1, 2)) - n * f) / (n * (n - 1))
+    return gamma + (1 - gamma) * g - gamma * (gamma + (1 - gamma) * f)
+
+
+def random_attention_drift(gammas, beta: float, n: int, samples: int, *, d: int | None = None, seed: int = 0):
+    """(b, s.e.) at each γ of ``gammas``: the Monte Carlo mean of ``equiangular_drift_samples`` over ``samples``
+    draws of M (the same draws at every γ, so that b is smooth in γ) and its standard error."""
+    m = logit_matrices(n, samples, d=d, seed=seed)
+    draws = np.stack([equiangular_drift_samples(float(g), beta, n, m) for g in np.atleast_1d(gammas)])
+    return draws.mean(axis=1), draws.std(axis=1, ddof=1) / np.sqrt(samples)
+
+
+def small_beta_weights(gamma, beta: float, n: int):
+    """(f, g) to O(β⁴) under random attention: 1/n + β²(n − 1)(1 − γ)/n² and 1/n + β²γ(n − 1)(1 − γ)/n² (the
+    logits' covariance β² G_ij G_kl, exact at every d; the odd orders vanish, ℓ and −ℓ being equally likely)."""
+    gamma = np.asarray(gamma, dtype=float)
+    c = beta**2 * (n - 1) * (1 - gamma) / n**2
+    return 1.0 / n + c, 1.0 / n + gamma * c
+
+
+DRIFT_GRID = np.linspace(0.0, 0.995, 60)
+"""The γ at which ``random_homogenized_flow`` evaluates b by Monte Carlo (linear interpolation between)."""
+
+
+def random_homogenized_flow(
+    gamma0: float,
+    beta: float,
+    n: int,
+    ts,
+    sigma: float = 1.0,
+    *,
+    samples: int = 20_000,
+    d: int | None = None,
+    seed: int = 0,
+    batches: int = 10,
+    steps_per_unit: int = 100,
+):
+    """(γ(t), s.e.) at the times ``ts``: γ̇ = σ² b(γ) with b by Monte Carlo over the random attention on
+    ``DRIFT_GRID`` (RK4); the standard error from ``batches`` independent batches of the draws, each solved alone."""
+    ts = np.asarray(ts, dtype=float)
+    m = logit_matrices(n, samples, d=d, seed=seed)
+    draws = np.stack([equiangular_drift_samples(float(g), beta, n, m) for g in DRIFT_GRID])  # (grid, samples)
+
+    def solve(b):
+        def rhs(y):
+            return sigma**2 * np.interp(y, DRIFT_GRID, b)
+
+        out, y, now = [], float(gamma0), 0.0
+        for t in ts:
+            count = max(int(np.ceil((t - now) * steps_per_unit - 1e-9)), 1)
+            h = (t - now) / count
+            for _ in range(count):
+                k1 = rhs(y)
+                k2 = rhs(y + h / 2 * k1)
+                k3 = rhs(y + h / 2 * k2)
+                k4 = rhs(y + h * k3)
+                y += h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            now = t
+            out.append(y)
+        return np.asarray(out)
+
+    whole = solve(draws.mean(axis=1))
+    parts = np.stack([solve(part.mean(axis=1)) for part in np.array_split(draws, batches, axis=1)])
+    return whole, parts.std(axis=0, ddof=1) / np.sqrt(batches)

@@ -85,3 +85,90 @@ def test_bias_and_variance_against_ensembles_at_finite_d():
         assert abs(d * (mean.mean() - gam[0]) - delta[0]) < 4 * d * mean.std() / np.sqrt(members) + 0.1
         ratios.append(d * v[:, 0].var() / var[0])
     assert 1.0 < ratios[2] < ratios[0] < 1.4
+
+
+# -- random attention weights, Q and K drawn per layer ----------------------------------------------------------
+
+
+def test_fixed_attention_reproduces_the_closed_form():
+    from attnflow.experiments.studies.common_noise.common_noise_theory import equiangular_drift_samples
+
+    for beta, n in ((0.7, 3), (2.5, 6)):
+        for g in (0.0, 0.35, 0.9):
+            np.testing.assert_allclose(
+                equiangular_drift_samples(g, beta, n, None)[0], homogenized_drift(g, beta, n), rtol=1e-13
+            )
+
+
+def test_monte_carlo_weights_at_small_beta_and_at_zero():
+    from attnflow.experiments.studies.common_noise.common_noise_theory import (
+        equiangular_rows,
+        logit_matrices,
+        random_attention_drift,
+        small_beta_weights,
+    )
+
+    n, beta, gammas = 4, 0.15, np.array([0.1, 0.4, 0.8])
+    for d in (None, 6):
+        m = logit_matrices(n, 100_000, d=d, seed=1)
+        for gamma in gammas:
+            x = equiangular_rows(gamma, n)
+            z = beta * np.einsum("ia,sab,kb->sik", x, m, x)
+            p = np.exp(z - z.max(axis=-1, keepdims=True))
+            p /= p.sum(axis=-1, keepdims=True)
+            f = (p**2).sum(axis=-1).mean(axis=-1)  # per draw: the row mean of Σ_k π_ik²
+            g = (p[:, 0] * p[:, 1]).sum(axis=-1)  # one pair's Σ_k π_ik π_jk
+            f_th, g_th = small_beta_weights(gamma, beta, n)
+            for sim, th in ((f, f_th), (g, g_th)):
+                se = sim.std() / np.sqrt(sim.size)
+                assert abs(sim.mean() - th) <= 4 * se + 1e-5, (d, gamma, sim.mean(), th)
+            assert f.mean() - 1 / n > 20 * f.std() / np.sqrt(f.size)  # the β² term is resolved
+        # in b the β² terms of f and g cancel: b = b(β = 0) + O(β⁴)
+        b, se = random_attention_drift(gammas, beta, n, 100_000, d=d, seed=1)
+        np.testing.assert_array_less(np.abs(b - homogenized_drift(gammas, 0.0, n)), 4 * se + 1e-5)
+    b0, _ = random_attention_drift(gammas, 0.0, n, 10)
+    np.testing.assert_allclose(b0, homogenized_drift(gammas, 0.0, n), rtol=1e-13)
+
+
+def test_random_layers_draw_logits_with_covariance_beta_squared_g_g():
+    # the model's own draws: the logits β⟨Q x_i, K x_k⟩ of a layer have covariance β² G_ij G_kl at any d
+    from attnflow.particles.random_depth import RandomDepth
+    from attnflow.solvers.common_noise_paths import gaussian, noise_key
+
+    n, d, beta, draws = 3, 6, 1.7, 6000
+    x = np.random.default_rng(2).normal(size=(n, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    model = RandomDepth(Attention(beta, d), random_attention=True)
+    shape = model.noise_shape(d)
+    assert shape == (3, d, d)
+    key = noise_key(5)
+
+    def logits(s):
+        a = model.layer_attention(gaussian(key, s, shape, jnp.float64))
+        return beta * (a.Q[0] @ x.T).T @ (a.K[0] @ x.T)
+
+    z = np.asarray(jax.vmap(logits)(jnp.arange(draws))).reshape(draws, -1)
+    g = x @ x.T
+    expected = beta**2 * np.einsum("ij,kl->ikjl", g, g).reshape(n * n, n * n)
+    cov = z.T @ z / draws
+    se = np.sqrt((cov**2 + np.outer(np.diag(cov), np.diag(cov))) / draws)
+    np.testing.assert_array_less(np.abs(cov - expected), 5 * se + 1e-12)
+
+
+def test_random_attention_paths_do_not_depend_on_the_chunking_and_have_no_sde_limit():
+    from attnflow.particles.errors import InputError
+    from attnflow.particles.random_depth import RandomDepth
+
+    d, n = 5, 4
+    model = RandomDepth(Attention(jnp.asarray([1.0, 2.0]), d, heads=2), random_attention=True, per_head=True)
+    assert model.noise_shape(d) == (6, d, d)
+    x0 = jnp.asarray(np.broadcast_to(equiangular(n, d, 0.3), (2, n, d)))
+    a = common_noise_paths(model, x0, jnp.arange(2), dt=0.05, steps=40)
+    b = common_noise_paths(model, x0, jnp.arange(2), dt=0.05, steps=40, chunk=7)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    fixed = common_noise_paths(
+        RandomDepth(Attention(jnp.asarray([1.0, 2.0]), d, heads=2), per_head=True), x0, jnp.arange(2), dt=0.05, steps=40
+    )
+    assert np.abs(np.asarray(a) - np.asarray(fixed)).max() > 1e-3
+    with pytest.raises(InputError, match="no CommonNoise limit"):
+        CommonNoise.limit_of(model)
