@@ -41,10 +41,10 @@ ends on quick ones.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,6 +90,12 @@ def _written(t, tree):
 
 
 def _interpolant(method, stages: int) -> np.ndarray:
+    """``_interpolant_of`` the method's class (formed once per process: it evaluates diffrax's interpolant)."""
+    return _interpolant_of(type(method), stages)
+
+
+@functools.cache
+def _interpolant_of(cls, stages: int) -> np.ndarray:
     """P (powers, stages): the method's continuous extension over a step as
     y(θ) = y0 + Σ_m θ^m Σ_i P[m−1, i] k_i (k_i = h·f_i, diffrax's increments).
 
@@ -99,20 +105,20 @@ def _interpolant(method, stages: int) -> np.ndarray:
     small batched dot, slow on XLA's CPU backend).
     """
     with jax.ensure_compile_time_eval():
-        a, b, e, c, p = _tableau(method)
+        a, b, e, c, p = _tableau(cls())
         k = jnp.eye(stages, dtype=jnp.float64)  # attnflow enables float64 on import
-        poly = type(method).interpolation_cls(
-            t0=0.0, t1=1.0, y0=jnp.zeros(stages, k.dtype), y1=jnp.asarray(b, k.dtype), k=k
-        )
+        poly = cls.interpolation_cls(t0=0.0, t1=1.0, y0=jnp.zeros(stages, k.dtype), y1=jnp.asarray(b, k.dtype), k=k)
         theta = np.linspace(0.0, 1.0, 6)
         weights = np.stack([np.asarray(poly.evaluate(float(u))) for u in theta])  # (6, stages)
     vander = np.vander(theta, 6, increasing=True)
     coeffs = np.linalg.solve(vander, weights)  # (6 powers, stages)
     if np.max(np.abs(coeffs[0])) > 1e-6:
-        raise AssertionError(f"{type(method).__name__}'s interpolant does not start at y0")
+        raise AssertionError(f"{cls.__name__}'s interpolant does not start at y0")
     coeffs[np.abs(coeffs) < 1e-9] = 0.0  # the fit's rounding where diffrax's weight has no such term
     last = max(m for m in range(1, 6) if np.max(np.abs(coeffs[m])) > 0.0)
-    return coeffs[1 : last + 1]
+    out = coeffs[1 : last + 1]
+    out.flags.writeable = False  # shared by every later call
+    return out
 
 
 def _combine(y, h, coefficients, ks):
@@ -378,11 +384,62 @@ def run_queue(*, carry, first, budget, **parts):
     return state, (more, done, state["finished"]), out
 
 
-def start_like(**parts):
-    """Host zeros of the queue's carry for ``parts`` (``run_queue``'s arguments but the carry): the first call's
-    placeholder, replaced by the start inside it."""
-    shapes = eqx.filter_eval_shape(lambda: _machine(**parts)[0]())
-    return jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), shapes)
+def start_like(*, field, axes, x0, save_fn, ts, slots, after_loop, **_):
+    """Host zeros of the queue's carry for ``run_queue``'s arguments (but the carry): the first call's placeholder,
+    replaced by the start inside it. Built from the shapes alone (only the save function is traced), so that a
+    stored program runs without tracing the queue."""
+    members, n, d = x0.shape
+    dtype = np.dtype(x0.dtype)
+    slots = min(int(slots), members)
+    per_member = loop.MemberParts(field, axes)
+    parts = per_member.take(lambda leaf: np.zeros((slots,) + tuple(leaf.shape[1:]), leaf.dtype))
+    buffer = _buffer(
+        np, _slot_saves(save_fn, axes), per_member.field(parts), slots, members, len(ts), n, d, dtype, after_loop
+    )
+    y = np.zeros((slots, n, d), dtype)
+    return _carry(np, slots, members, dtype, np.zeros((), dtype), np.zeros((), dtype), y, parts, buffer)
+
+
+def _slot_saves(save_fn, axes):
+    """``save_fn`` for (slots, k) save times and states."""
+    return jax.vmap(lambda f, t, x: jax.vmap(lambda tk, xk: save_fn(tk, xk, f))(t, x), in_axes=(axes, 0, 0))
+
+
+def _buffer(xp, saves, slot_field, slots, members, n_save, n, d, dtype, after_loop):
+    """Zeros for every member's saves in the array module ``xp``: its states (``after_loop``), else the values of
+    ``saves`` (``_slot_saves``) for a field of the slots' members ``slot_field``."""
+    if after_loop:
+        return xp.zeros((members, n_save, n, d), dtype)
+    spec = jax.eval_shape(saves, slot_field, jnp.zeros((slots, 1), dtype), jnp.zeros((slots, 1, n, d), dtype))
+    return jax.tree_util.tree_map(lambda s: xp.zeros((members, n_save) + s.shape[2:], s.dtype), spec)
+
+
+def _carry(xp, slots, members, dtype, t0, t1, y, parts, buffer):
+    """The queue's carry at t0 in the array module ``xp`` (jax.numpy in the program, NumPy for ``start_like``'s
+    placeholder): every slot fresh with its member's state ``y`` and field ``parts``, every member's results empty
+    (``buffer``: its saves)."""
+    return dict(
+        ids=xp.arange(slots, dtype=np.int32),
+        t=xp.full((slots,), t0, dtype),
+        h=xp.zeros((slots,), dtype),
+        fresh=xp.ones((slots,), bool),
+        y=y,
+        k1=xp.zeros(y.shape, dtype),
+        parts=parts,
+        steps=xp.zeros((slots,), np.int32),
+        tries=xp.zeros((slots,), np.int32),
+        bad=xp.zeros((slots,), np.int32),
+        ks=xp.zeros((slots,), np.int32),
+        next=xp.asarray(slots, np.int32),
+        finished=xp.asarray(0, np.int32),
+        saves=buffer,
+        x_final=xp.zeros((members,) + y.shape[1:], dtype),
+        t_end=xp.full((members,), t1, dtype),
+        n_steps=xp.zeros((members,), np.int32),
+        t_event=xp.full((members,), np.inf, dtype),
+        t_fail=xp.full((members,), np.inf, dtype),
+        status=xp.zeros((members,), np.int8),
+    )
 
 
 def _machine(
@@ -422,8 +479,7 @@ def _machine(
     settle = _coalesce.settler(field)
     # every step starts settled, so a Coalesced field's own work (representatives per evaluation) is not needed
     inner_axes = axes.settled_field()
-    # save_fn for (slots, k) save times and states
-    saves = jax.vmap(lambda f, t, x: jax.vmap(lambda tk, xk: save_fn(tk, xk, f))(t, x), in_axes=(axes, 0, 0))
+    saves = _slot_saves(save_fn, axes)
     ts = jnp.asarray(ts, dtype)
     n_save = ts.shape[0]
     t0 = jnp.asarray(t0, dtype)
@@ -463,40 +519,10 @@ def _machine(
     def take(queue, ids):  # rows of the queue for slots (empty slots repeat its last member)
         return queue[jnp.minimum(ids, members - 1)]
 
-    if after_loop:
-        out_saves = jnp.zeros((members, n_save, n, d), dtype)
-    else:
-        spec = jax.eval_shape(
-            saves,
-            slot_field([take(p, jnp.arange(slots)) if p is not None else None for p in queued]),
-            jnp.zeros((slots, 1), dtype),
-            jnp.zeros((slots, 1, n, d), dtype),
-        )
-        out_saves = jax.tree_util.tree_map(lambda s: jnp.zeros((members, n_save) + s.shape[2:], s.dtype), spec)
-
     ids0 = jnp.arange(slots, dtype=jnp.int32)
-    carry = dict(
-        ids=ids0,
-        t=jnp.full((slots,), t0),
-        h=jnp.zeros((slots,), dtype),
-        fresh=jnp.ones((slots,), bool),
-        y=settle(take(x_queue, ids0)),
-        k1=jnp.zeros((slots, n, d), dtype),
-        parts=[take(p, ids0) if p is not None else None for p in queued],
-        steps=jnp.zeros((slots,), jnp.int32),
-        tries=jnp.zeros((slots,), jnp.int32),
-        bad=jnp.zeros((slots,), jnp.int32),
-        ks=jnp.zeros((slots,), jnp.int32),
-        next=jnp.asarray(slots, jnp.int32),
-        finished=jnp.asarray(0, jnp.int32),
-        saves=out_saves,
-        x_final=jnp.zeros((members, n, d), dtype),
-        t_end=jnp.full((members,), t1),
-        n_steps=jnp.zeros((members,), jnp.int32),
-        t_event=jnp.full((members,), jnp.inf, dtype),
-        t_fail=jnp.full((members,), jnp.inf, dtype),
-        status=jnp.zeros((members,), jnp.int8),
-    )
+    parts0 = [take(p, ids0) if p is not None else None for p in queued]
+    buffer = _buffer(jnp, saves, slot_field(parts0), slots, members, n_save, n, d, dtype, after_loop)
+    carry = _carry(jnp, slots, members, dtype, t0, t1, settle(take(x_queue, ids0)), parts0, buffer)
 
     def body(s):
         ids, t, y, fresh = s["ids"], s["t"], s["y"], s["fresh"]
