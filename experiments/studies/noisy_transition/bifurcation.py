@@ -759,8 +759,8 @@ EXPERIMENT = register(
             )
         ),
         runtime=(
-            "3.3 min on 2 shared CPU cores (mostly the sweeps: n = 512 particles and the mean field, both ways; "
-            "β_* of d = 2, 3, 4 about a minute)"
+            "7.6 min of CPU on 2 shared CPU cores, 17 min of wall time beside other runs (mostly the sweeps: n = 512 "
+            "particles on the circle, S² and S³ and the mean field, both ways; β_* of d = 2, 3, 4 about a minute)"
         ),
     )
 )
