@@ -514,5 +514,6 @@ EXPERIMENT = register(
         ),
         summary=_summary,
         figures_read_members=lambda config: False,
+        runtime="8.7 min of CPU on 2 shared CPU cores, 14 to 20 min of wall time beside other runs (the atlas's ensembles)",
     )
 )
