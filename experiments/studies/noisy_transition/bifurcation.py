@@ -22,7 +22,11 @@ every point from the spectrum of the linearized equation. Around it:
 * the particles (``noisy-transition``'s sweeps of σ/σ_# down from uniform tokens and up from gathered ones, n
   tokens, on this run's keys): above β* their hysteresis loop lies between the threshold σ_# and the fold
   σ_fold; with ``meanfield_time`` > 0 the same sweeps of the time-dependent mean field, drawn beside the branches,
-  whose sweep up keeps its order until the fold (n = ∞ has no fluctuations to leave the branch earlier).
+  whose sweep up keeps its order until the fold (n = ∞ has no fluctuations to leave the branch earlier);
+* the same particle sweeps on the spheres S^{d−1} of ``sphere_dims`` at β = ``sphere_beta`` (above their β_*), with
+  the degree-1 zonal branch continued from σ_# through its fold (``degree_one_branch``): the loop again lies
+  between the threshold σ_#^{(d)} = 1/√K_#^{(d)} and σ_fold, within 3 standard errors of the seeds' crossings and
+  the levels' spacing.
 
 Statistics (dimensions (d, beta, seed, ...); the mean field repeated along the seeds): ``branch_sigma``,
 ``branch_amplitude``, ``branch_stable`` on (…, branch, point) with branch 0 the uniform density and then the
@@ -30,7 +34,9 @@ modes of ``branches``; ``branch_point`` (the located σ of each mode on the unif
 ``fold_amplitude`` (the first fold of each branch) on (…, branch); ``pitchfork``, ``rate_predicted``,
 ``rate_measured`` on (…, check); ``beta_star`` on (…, dimension, method), the dimensions 2 and ``sphere_dims``;
 the sweeps' ``order``, ``order_sq`` and ``meanfield_order`` (…, sweep, level) as in
-noisy-transition.
+noisy-transition; on the spheres ``sphere_order``, ``sphere_order_sq`` (…, sphere, sweep, level),
+``sphere_branch_sigma``, ``sphere_branch_order``, ``sphere_branch_stable`` (…, sphere, sphere_point) and ``sphere_fold``
+(…, sphere, fold_quantity: σ_fold/σ_#, m₁ there), repeated along β and, but for the particles, the seeds.
 """
 
 from __future__ import annotations
@@ -69,6 +75,12 @@ STAT_DIMENSIONS.update(
     rate_predicted=_DIMS + ["check"],
     rate_measured=_DIMS + ["check"],
     beta_star=_DIMS + ["dimension", "method"],
+    sphere_order=_DIMS + ["sphere", "sweep", "level"],
+    sphere_order_sq=_DIMS + ["sphere", "sweep", "level"],
+    sphere_branch_sigma=_DIMS + ["sphere", "sphere_point"],
+    sphere_branch_order=_DIMS + ["sphere", "sphere_point"],
+    sphere_branch_stable=_DIMS + ["sphere", "sphere_point"],
+    sphere_fold=_DIMS + ["sphere", "fold_quantity"],
 )
 
 BETA_BRACKET = (0.5, 8.0)
@@ -77,6 +89,12 @@ FOLD_OFFSETS = (0.005, 0.01, 0.02)
 """β − β_* of the three continued branches whose folds are extrapolated to the branch point."""
 BETA_STAR_TOL = 1e-6
 """Agreement of the coefficient's sign change with the closed form, and of the folds' extrapolation with both."""
+SPHERE_BRANCH_POINTS = 400
+"""Points of a sphere's degree-1 branch continued at ``sphere_beta`` from σ_# through its fold to the lowest level."""
+SPHERE_BRANCH_MODES = 96
+"""The least Gegenbauer degrees of the spheres' branches at ``sphere_beta`` (more where ``modes`` says so): the
+ordered densities down to the lowest level are concentrated (at β = 4, 48 degrees end the branch at 0.94 σ_# on
+S², 96 follow it to 0.76 σ_#; the fold is the same to 1e-13)."""
 
 
 def _switched(system: StationaryCircle, point: SpecialPoint) -> SpecialPoint:
@@ -130,10 +148,12 @@ def _stationary_system(beta: float, d: int, model: str, modes: int):
     return StationarySphere(beta, d, model, modes=modes), sphere_branch_threshold(beta, d, 1, model)
 
 
-def degree_one_fold(beta: float, d: int, model: str = "usa", modes: int = 32) -> tuple[float, float] | None:
-    """(σ_fold/σ_#, the order parameter there) of the degree-1 branch's first fold, continued in σ from its branch
-    point on the uniform density; None where the branch ends without one: a supercritical pitchfork, or a branch
-    that leaves what ``modes`` resolve (a concentrated density at large β) or (0.99 σ_#, 2 σ_#) before its fold."""
+def degree_one_branch(
+    beta: float, d: int, model: str = "usa", modes: int = 32, lowest: float = 0.99, max_points: int = 200
+) -> tuple[Branch, float]:
+    """(the degree-1 branch of stationary densities, σ_#): continued in σ from its branch point on the uniform
+    density at σ_# (the circle's, or a sphere's zonal ones) within (``lowest`` σ_#, 2 σ_#), increasing σ first,
+    as far as ``modes`` resolve it."""
     system, s1 = _stationary_system(beta, d, model, modes)
     # the branch point, known exactly: the uniform density at σ_#, where the uniform branch runs along σ alone
     unknowns = system.start(None, s1).size
@@ -142,14 +162,59 @@ def degree_one_fold(beta: float, d: int, model: str = "usa", modes: int = 32) ->
     branch = continuation(
         system,
         point,
-        p_range=(0.99 * s1, 2.0 * s1),  # ends past the fold, which lies beyond σ_#
+        p_range=(lowest * s1, 2.0 * s1),  # above β_* the fold lies beyond σ_#
         direction=1,
         ds=0.002 * s1,
         ds_min=1e-7 * s1,
         ds_max=0.02 * s1,
-        max_points=200,
+        max_points=max_points,
     )
+    return branch, s1
+
+
+def degree_one_fold(beta: float, d: int, model: str = "usa", modes: int = 32) -> tuple[float, float] | None:
+    """(σ_fold/σ_#, the order parameter there) of the degree-1 branch's first fold, continued in σ from its branch
+    point on the uniform density; None where the branch ends without one: a supercritical pitchfork, or a branch
+    that leaves what ``modes`` resolve (a concentrated density at large β) or (0.99 σ_#, 2 σ_#) before its fold."""
+    branch, s1 = degree_one_branch(beta, d, model, modes)
     return (branch.folds[0].p / s1, branch.folds[0].measure) if branch.folds else None
+
+
+def sphere_dims(config) -> list[int]:
+    """The spheres' dimensions d of ``sphere_dims``, each once, increasing."""
+    return sorted({int(d) for d in config.sphere_dims})
+
+
+def sphere_sweep_config(config):
+    """This run's configuration for noisy-transition's particle sweeps on the spheres: d = ``sphere_dims``,
+    β = ``sphere_beta``, no mean field (the circle's alone)."""
+    return config.replace(d=sphere_dims(config), beta=[float(config.sphere_beta)], meanfield_time=0.0)
+
+
+def sphere_sweeps(config, *, progress=None) -> dict:
+    """The particles' sweeps on the spheres at ``sphere_beta`` and each sphere's degree-1 zonal branch through its
+    fold down to 0.95 × the lowest noise level: the statistics ``sphere_*`` of the module docstring, without the
+    leading (d, beta, seed) axes but for the particles' seed axis first."""
+    dims, ratios = sphere_dims(config), np.asarray(config.noise_ratios, dtype=float)
+    beta, P = float(config.sphere_beta), SPHERE_BRANCH_POINTS
+    sigma, order, stable = (np.full((len(dims), P), np.nan) for _ in range(3))
+    fold = np.full((len(dims), 2), np.nan)
+    for i, d in enumerate(dims):
+        modes = max(int(config.modes), SPHERE_BRANCH_MODES)
+        branch, s1 = degree_one_branch(beta, d, config.model, modes, 0.95 * float(ratios.min()), P)
+        m = len(branch.p)
+        sigma[i, :m], order[i, :m], stable[i, :m] = branch.p, branch.measure, branch.stable
+        if branch.folds:
+            fold[i] = branch.folds[0].p / s1, branch.folds[0].measure
+    particles = nt.run(sphere_sweep_config(config), progress=progress).stats  # (sphere, 1, seeds, sweep, level)
+    return {
+        "sphere_order": np.moveaxis(particles["order"][:, 0], 0, 1),
+        "sphere_order_sq": np.moveaxis(particles["order_sq"][:, 0], 0, 1),
+        "sphere_branch_sigma": sigma,
+        "sphere_branch_order": order,
+        "sphere_branch_stable": stable,
+        "sphere_fold": fold,
+    }
 
 
 def beta_star_dims(config) -> list[int]:
@@ -212,6 +277,17 @@ def _rates(beta: float, config, branch) -> tuple[float, float]:
     return lam, float(slope)
 
 
+def sphere_stats(spheres: dict, betas: int, seeds: int) -> dict:
+    """``sphere_sweeps``' arrays with the statistics' leading (d, beta, seed) axes: repeated along the ``betas`` of
+    the circle and, but for the particles' own, along the seeds."""
+    out = {}
+    for name, value in spheres.items():
+        per_seed = name in ("sphere_order", "sphere_order_sq")
+        value = value if per_seed else np.repeat(value[None], seeds, axis=0)
+        out[name] = np.repeat(value[None, None], betas, axis=1)
+    return out
+
+
 def run(config, *, progress=None) -> RunResult:
     """The branches of every β, the checks' numbers, and the particles' sweeps (module docstring)."""
     start = time.perf_counter()
@@ -253,6 +329,7 @@ def run(config, *, progress=None) -> RunResult:
     stars = np.array([beta_star(d, config.model, config.modes) for d in dims])  # (dimension, method)
     particles = nt.run(config, progress=progress)  # noisy-transition's sweeps, on this run's own keys
     seeds = config.seeds
+    spheres = sphere_sweeps(config, progress=progress) if config.sphere_beta > 0 and config.sphere_dims else None
 
     def member(a):
         return np.repeat(np.asarray(a, dtype=float)[None, :, None], seeds, axis=2)
@@ -272,6 +349,8 @@ def run(config, *, progress=None) -> RunResult:
         "order_sq": particles.stats["order_sq"],
         "meanfield_order": particles.stats["meanfield_order"],
     }
+    if spheres is not None:
+        stats.update(sphere_stats(spheres, nb, seeds))
     return RunResult(
         config=config,
         ts=np.zeros(1),
@@ -289,7 +368,7 @@ PARTICLE_KEYS: tuple[str, ...] = nt.EXPERIMENT.keys or ()
 
 def requires(config) -> None:
     """USA (either clock), the circle (d = 2), β > 0, modes ≥ 16 and ≥ 4 × the largest branch mode; the sweeps' own
-    refusals (noisy-transition's)."""
+    refusals (noisy-transition's); ``sphere_beta`` 0 or above β_*^{(d)} of every sphere."""
     if config.model not in ("usa", "usa-rescaled"):
         raise ConfigError(
             f"bifurcation compares with the theory of noisy USA (β*, the particles' sweeps): model must "
@@ -304,12 +383,24 @@ def requires(config) -> None:
             f"modes must be ≥ 16 and ≥ 4 × the largest branch mode ({max(config.branches)}), got {config.modes}"
         )
     nt.requires(config)
+    if config.sphere_beta > 0 and config.sphere_dims:
+        below = [d for d in sphere_dims(config) if config.sphere_beta <= critical_beta(d)]
+        if below:
+            raise ConfigError(
+                f"sphere_beta = {config.sphere_beta:g} is not above β_*^{{(d)}} of d = {below} "
+                f"({', '.join(f'{critical_beta(d):.4f}' for d in below)}): the spheres' sweeps test the hysteresis "
+                "loop of the subcritical side; raise sphere_beta, or set it to 0 for no sweeps"
+            )
+        nt.requires(sphere_sweep_config(config))
 
 
 def memory(config) -> dict:
     """The branches' Jacobians (2·modes)² per point, and the sweeps' (noisy-transition's estimate)."""
     out = {"the linearized equation per branch point [modes]": 8 * 6 * (2 * config.modes) ** 2}
     out.update(nt.memory(config))
+    if config.sphere_beta > 0 and config.sphere_dims:  # run one after the other: the larger of each part
+        for part, size in nt.memory(sphere_sweep_config(config)).items():
+            out[part] = max(out.get(part, 0), size)
     return out
 
 
@@ -432,6 +523,74 @@ def checks(result: RunResult) -> list[Check]:
                 ok,
             )
         )
+    out.extend(_sphere_checks(result))
+    return out
+
+
+def spacing_at(ratios: np.ndarray, value: float) -> float:
+    """The spacing of the increasing levels ``ratios`` around ``value``: of the interval holding it, the larger of
+    the two beside it where it is a level (the nearest end's interval beyond them)."""
+    sides = [np.searchsorted(ratios, value, side) for side in ("left", "right")]
+    return max(float(ratios[j] - ratios[j - 1]) for j in np.clip(sides, 1, ratios.size - 1))
+
+
+def loop_bounds(ratios: np.ndarray, order: np.ndarray, fold: float) -> dict:
+    """The particles' hysteresis loop (``order`` (seeds, sweep, level) over the levels σ/σ_# ``ratios``) against
+    [σ_#, σ_fold] (``fold`` = σ_fold/σ_#): the seeds' mean crossings, each sweep's standard error over the seeds
+    (0 for one seed), the tolerances 3 standard errors + the levels' spacing at the bound, and whether
+    σ_# − tol_down ≤ σ_down, σ_up ≤ σ_fold + tol_up and the width σ_up − σ_down exceeds 3 × its standard error."""
+    cross = nt.sweep_crossings(ratios, order)
+    seeds = order.shape[0]
+    se = np.array([np.nanstd(cross[s, :-1], ddof=1) for s in range(2)]) / np.sqrt(seeds) if seeds > 1 else np.zeros(2)
+    down, up = float(cross[0, -1]), float(cross[1, -1])
+    tol_down = 3.0 * se[0] + spacing_at(ratios, 1.0)
+    tol_up = 3.0 * se[1] + spacing_at(ratios, fold)
+    width_se = float(np.hypot(*se))
+    ok = bool(
+        np.isfinite(fold)
+        and down >= 1.0 - tol_down
+        and up <= fold + tol_up
+        and up - down > 3.0 * width_se
+        and up > down
+    )
+    return dict(down=down, up=up, se=se, tol_down=tol_down, tol_up=tol_up, width_se=width_se, ok=ok)
+
+
+def _sphere_checks(result: RunResult) -> list[Check]:
+    """On each sphere of ``sphere_dims`` at ``sphere_beta``: the particles' loop between σ_# and the zonal fold."""
+    c, s = result.config, result.stats
+    if not (c.sphere_beta > 0 and c.sphere_dims) or "sphere_order" not in s:
+        return []
+    ratios = np.asarray(c.noise_ratios, dtype=float)
+    out = []
+    for i, d in enumerate(sphere_dims(c)):
+        order = np.asarray(s["sphere_order"])[0, 0, :, i]
+        fold = float(np.asarray(s["sphere_fold"])[0, 0, 0, i, 0])
+        label = (
+            f"[MR] S^{d - 1}, β = {c.sphere_beta:g} > β_*^({d}) = {critical_beta(d):.4f}: the particles' hysteresis "
+            "loop lies between σ_# and the zonal branch's fold σ_fold"
+        )
+        if not np.isfinite(fold):
+            out.append(
+                Check(
+                    label,
+                    "a fold on the continued degree-1 branch",
+                    "none: the branch ended before one (raise modes, or lower sphere_beta)",
+                    False,
+                )
+            )
+            continue
+        b = loop_bounds(ratios, order, fold)
+        out.append(
+            Check(
+                label,
+                f"σ_# − tol ≤ σ_down < σ_up ≤ σ_fold + tol (tol: 3 standard errors of the {c.seeds} seeds' crossings "
+                f"+ the levels' spacing), σ_fold = {fold:.4f} σ_#",
+                f"σ_down = {b['down']:.4f} σ_# (tol {b['tol_down']:.3f}), σ_up = {b['up']:.4f} σ_# "
+                f"(tol {b['tol_up']:.3f}), width {b['up'] - b['down']:.3f} ± {b['width_se']:.3f}",
+                b["ok"],
+            )
+        )
     return out
 
 
@@ -507,7 +666,51 @@ def figures(result: RunResult) -> dict:
                 xlim=(0.5, 1.4 * (s1 / kmax) ** 2),
             )
         )
-    return {"bifurcation": lambda p: draw.bifurcation_diagram(panels, model=c.model, path=p)}
+    out = {"bifurcation": lambda p: draw.bifurcation_diagram(panels, model=c.model, path=p)}
+    if "sphere_order" in s:
+        out["bifurcation_spheres"] = lambda p: draw.bifurcation_diagram(
+            _sphere_panels(result),
+            model=c.model,
+            path=p,
+            title="Zonal stationary densities of the noisy mean field on the spheres",
+            ylabel=r"order parameter $m_1 = \|\int x\,\rho\|$  (particles: $r$)",
+            threshold="degree 1's threshold",
+        )
+    return out
+
+
+def _sphere_panels(result: RunResult) -> list[dict]:
+    """One panel per sphere at ``sphere_beta``: the uniform density (stable below K_#), the degree-1 zonal branch
+    with its fold, and the particles' sweeps."""
+    c, s = result.config, result.stats
+    ratios = np.asarray(c.noise_ratios, dtype=float)
+    sigma, order = np.asarray(s["sphere_branch_sigma"])[0, 0, 0], np.asarray(s["sphere_branch_order"])[0, 0, 0]
+    stable, fold = np.asarray(s["sphere_branch_stable"])[0, 0, 0], np.asarray(s["sphere_fold"])[0, 0, 0]
+    beta, panels = float(c.sphere_beta), []
+    for i, d in enumerate(sphere_dims(c)):
+        s1 = float(sphere_branch_threshold(beta, d, 1, c.model))
+        xlim = (0.9 / ratios.max() ** 2, 1.1 / ratios.min() ** 2)
+        K = np.geomspace(*xlim, 200) / s1**2
+        folds = [(1.0 / (fold[i, 0] * s1) ** 2, fold[i, 1])] if np.isfinite(fold[i, 0]) else []
+        panels.append(
+            dict(
+                name=f"$S^{d - 1}$",
+                beta=beta,
+                beta_star=critical_beta(d),
+                coupling=1.0 / s1**2,
+                branches=[
+                    dict(K=K, amplitude=np.zeros_like(K), stable=K * s1**2 < 1.0, label="uniform density"),
+                    dict(K=1.0 / sigma[i] ** 2, amplitude=order[i], stable=stable[i], label="degree 1", folds=folds),
+                ],
+                order=np.asarray(s["sphere_order"])[0, 0, :, i],
+                ratios=ratios,
+                n=c.n,
+                meanfield=None,
+                xlim=xlim,
+                xticks=[t for t in (0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.6, 2.0) if xlim[0] <= t <= xlim[1]],
+            )
+        )
+    return panels
 
 
 SWEEP_DEFAULTS = ("n", "seeds", "noise_ratios", "t1", "dt", "n_save", "burn_in", "solver", "dtype", "meanfield_time")
@@ -516,7 +719,7 @@ EXPERIMENT = register(
     Experiment(
         "bifurcation",
         "noisy mean field on the circle: branches of stationary densities from the uniform one, through their folds, "
-        "with the particles' hysteresis",
+        "with the particles' hysteresis; β_* and the hysteresis on S² and S³",
         "arXiv 2606.05140, 2604.16288, 2510.20094",
         dict(
             experiment="bifurcation",
@@ -532,7 +735,7 @@ EXPERIMENT = register(
         dict(
             modes=48,
             n=128,
-            seeds=2,
+            seeds=4,
             noise_ratios=[0.8, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3],
             t1=10.0,
             meanfield_time=0.0,
@@ -541,7 +744,7 @@ EXPERIMENT = register(
         checks,
         needs=lambda config: (),
         run=run,
-        keys=("branches", "sphere_dims") + PARTICLE_KEYS,
+        keys=("branches", "sphere_dims", "sphere_beta") + PARTICLE_KEYS,
         memory=memory,
         requires=requires,
         summary=_summary,
@@ -549,10 +752,15 @@ EXPERIMENT = register(
             f"{c.model.upper()} + noise on the circle, β = {list(c.beta)}: branches of modes "
             f"{list(c.branches)} ({c.modes} Fourier modes), particles n = {c.n}, {c.seeds} seeds, "
             f"σ/σ_# ∈ {list(c.noise_ratios)} down and up"
+            + (
+                f"; on S^{{d−1}}, d = {sphere_dims(c)}, at β = {c.sphere_beta:g} too"
+                if c.sphere_beta > 0 and c.sphere_dims
+                else ""
+            )
         ),
         runtime=(
-            "3.3 min on 2 shared CPU cores (mostly the sweeps: n = 512 particles and the mean field, both ways; "
-            "β_* of d = 2, 3, 4 about a minute)"
+            "7.6 min of CPU on 2 shared CPU cores, 17 min of wall time beside other runs (mostly the sweeps: n = 512 "
+            "particles on the circle, S² and S³ and the mean field, both ways; β_* of d = 2, 3, 4 about a minute)"
         ),
     )
 )

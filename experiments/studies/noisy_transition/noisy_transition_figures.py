@@ -189,10 +189,18 @@ def transition_thresholds(curves: list[dict], betas, *, title: str | None = None
     return finish(fig, path)
 
 
-def bifurcation_diagram(panels: list[dict], *, model: str, path=None) -> Figure:
-    """One panel per β: the amplitude max_k |c_k| of every branch of stationary densities against the coupling
-    K/K_# on a log scale (stable solid, unstable dashed), the folds, and the particles' order parameter along the
-    noise sweeps; one legend below the panels."""
+def bifurcation_diagram(
+    panels: list[dict],
+    *,
+    model: str,
+    path=None,
+    title: str = "Stationary densities of the noisy mean field on the circle",
+    ylabel: str = r"amplitude $\max_k |c_k|$  (order $r = |c_1|$)",
+    threshold: str = "mode 1's threshold",
+) -> Figure:
+    """One panel per β (or per sphere: a panel's ``name`` heads its title): the amplitude max_k |c_k| of every
+    branch of stationary densities against the coupling K/K_# on a log scale (stable solid, unstable dashed), the
+    folds, and the particles' order parameter along the noise sweeps; one legend below the panels."""
     fig = new_figure(5.2 * len(panels) + 0.4, 4.6)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, panel in zip(axes, panels):
@@ -230,7 +238,7 @@ def bifurcation_diagram(panels: list[dict], *, model: str, path=None) -> Figure:
                     zorder=4,
                     label="fold" if i == 1 else None,
                 )
-        ax.axvline(1.0, color=THEORY_COLOR, linestyle=(0, (5, 3)), linewidth=1.0, label=r"$K_\#$: mode 1's threshold")
+        ax.axvline(1.0, color=THEORY_COLOR, linestyle=(0, (5, 3)), linewidth=1.0, label=rf"$K_\#$: {threshold}")
         order = panel.get("order")
         if order is not None:
             Kp = 1.0 / np.asarray(panel["ratios"], dtype=float) ** 2
@@ -273,16 +281,20 @@ def bifurcation_diagram(panels: list[dict], *, model: str, path=None) -> Figure:
         plain = mpl.ticker.FuncFormatter(lambda v, _: f"{v:g}")
         ax.xaxis.set_major_formatter(plain)
         ax.xaxis.set_minor_formatter(plain if panel["xlim"][1] / panel["xlim"][0] < 20 else mpl.ticker.NullFormatter())
+        if panel.get("xticks") is not None:  # a narrow range with no log tick between 1 and its end
+            ax.set_xticks(panel["xticks"])
+            ax.set_xticks([], minor=True)
         ax.set_ylim(-0.03, 1.02)
         ax.set_xlabel(r"coupling $K/K_\#$  ($K = 1/\sigma^2$, log scale)")
         kind = "supercritical" if panel["beta"] <= panel["beta_star"] else "subcritical"
-        ax.set_title(rf"$\beta = {panel['beta']:g}$: {kind} ($\beta^* = {panel['beta_star']:.4f}$)")
+        name = f"{panel['name']}, " if panel.get("name") else ""
+        ax.set_title(rf"{name}$\beta = {panel['beta']:g}$: {kind} ($\beta^* = {panel['beta_star']:.4f}$)")
         despine(ax)
-    axes[0].set_ylabel(r"amplitude $\max_k |c_k|$  (order $r = |c_1|$)")
+    axes[0].set_ylabel(ylabel)
     handles, labels = axes[-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=LEGEND_SIZE, frameon=False)
     fig.suptitle(
-        f"Stationary densities of the noisy mean field on the circle ({model.upper()}): stable solid, unstable dashed",
+        f"{title} ({model.upper()}): stable solid, unstable dashed",
         fontsize=11,
     )
     return finish(fig, path)

@@ -55,6 +55,15 @@ KEYS = (
         maximum=64,
         experiment_key=True,
     ),
+    Key(
+        "sphere_beta",
+        "float",
+        4.0,
+        "bifurcation: the β, above every β_*^{(d)} of sphere_dims, at which the particles' noise sweeps run on those "
+        "spheres, their hysteresis loop against the zonal branch's fold and the threshold K_#^{(d)}; 0 = no sweeps",
+        minimum=0.0,
+        experiment_key=True,
+    ),
 )
 
 LABELS = {
@@ -71,6 +80,12 @@ LABELS = {
     "beta_star": Label(
         "β_* of d = 2 and of sphere_dims: coefficient's sign change (0), closed form (1), folds extrapolated (2)"
     ),
+    "sphere_order": Label("time-averaged order parameter r on the sphere S^{d−1} of sphere_dims at sphere_beta"),
+    "sphere_order_sq": Label("time-averaged r² on the sphere S^{d−1} of sphere_dims at sphere_beta"),
+    "sphere_branch_sigma": Label("noise σ along the sphere's degree-1 zonal branch at sphere_beta"),
+    "sphere_branch_order": Label("order parameter m₁ along the sphere's degree-1 zonal branch at sphere_beta"),
+    "sphere_branch_stable": Label("zonally stable (1) or unstable (0) along the sphere's degree-1 branch"),
+    "sphere_fold": Label("the sphere's degree-1 branch's first fold: σ_fold/σ_# (0), m₁ there (1)"),
     "rate_predicted": Label("linearized rate (eigenvalue)", _R),
     "rate_measured": Label("rate measured by the time-dependent solver", _R),
 }

@@ -55,6 +55,7 @@ LABELS = {
     "basin_fraction": Label("fraction of the ensemble ending in the outcome"),
     "winner_fraction": Label("fraction of the ensemble ending on the eigendirection"),
     "unstable_ends": Label("end states on an eigendirection that the closed form calls unstable"),
+    "unstable_kept": Label("unstable end states still there after SADDLE_EFOLDS e-foldings of their eigenvalue"),
     "basin_map": Label("outcome from the first token's start (code 2p: consensus on e_p, 2p + 1: split, 2d: other)"),
     "pair_map": Label("outcome of the antipodal pair started at ±y (codes as basin_map)"),
     "pair_map_theory": Label("the antipodal pair's outcome by the sign of ⟨y, V y⟩"),

@@ -105,3 +105,28 @@ def test_cli_writes_mixed_q_of_every_set(tmp_path, capsys):
     bad = tmp_path / "bad"
     assert main(["run", "spectral-selection", "--quick", "--set", "mixed=[[1, 2]]", "--out", str(bad)]) == 2
     assert not bad.exists()
+
+
+def test_an_end_on_a_slow_saddle_leaves_it_within_its_e_foldings():
+    """λ = (1, 0.6, 0.3), β = 1: three tokens at e_1 and one at −e_1 are a saddle, barely (λ_2/λ_1 = 0.6 above
+    σ(e², 3) = 0.5785), whose unstable eigenvalue 0.0169 lets a run to t1 = 150 end there; continued for
+    SADDLE_EFOLDS e-foldings it leaves, so the atlas does not count it against the closed form."""
+    from types import SimpleNamespace
+
+    from attnflow.experiments.studies.spectral_selection.spectral_selection_theory import (
+        pure_spectrum,
+        pure_state,
+        split_threshold,
+    )
+
+    lam = (1.0, 0.6, 0.3)
+    assert split_threshold(np.exp(2.0), 3.0) == pytest.approx((np.e**2 - 3) * (3 * np.e**2 - 1) / (3 * (np.e**4 - 1)))
+    assert split_threshold(np.exp(2.0), 3.0) < 0.6
+    rate = float(pure_spectrum(lam, 0, 3, 1, 1.0)[0])
+    assert 0 < rate < 0.02
+    x = pure_state(3, 0, 3, 1)
+    x[:, 1] += 1e-5 * np.array([1.0, -0.7, 0.4, 0.2])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    codes, plus = ss.classify(x[None])
+    assert (int(codes[0]), int(plus[0])) == (1, 3)  # on the unstable split at the start
+    assert ss._kept(lam, 1.0, 1, 3, x[None], SimpleNamespace(t1=150.0, dt=0.1)) == 0
