@@ -117,8 +117,13 @@ def fmt_number(value: float) -> str:
 
 def params_text(**values) -> str:
     """Mathtext list of the given parameters, e.g. "$d = 2$, $\\beta = 4$"; None values are left out."""
-    symbols = {"d": "d", "n": "n", "beta": r"\beta", "delta": r"\delta"}
-    parts = [rf"${symbols.get(key, key)} = {fmt_number(val)}$" for key, val in values.items() if val is not None]
+    symbols = {"d": "d", "n": "n", "beta": r"\beta", "delta": r"\delta", "R0": "R_0"}
+    counts = {"members", "seeds"}  # counts read as words: "32 members"
+    parts = [
+        f"{fmt_number(val)} {key}" if key in counts else rf"${symbols.get(key, key)} = {fmt_number(val)}$"
+        for key, val in values.items()
+        if val is not None
+    ]
     return ", ".join(parts)
 
 
