@@ -41,7 +41,6 @@ ends on quick ones.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -89,12 +88,18 @@ def _written(t, tree):
     )
 
 
+_INTERPOLANTS: dict[tuple[type, int], np.ndarray] = {}
+"""``_interpolant_of`` by (method class, stages): formed once per process (it evaluates diffrax's interpolant)."""
+
+
 def _interpolant(method, stages: int) -> np.ndarray:
-    """``_interpolant_of`` the method's class (formed once per process: it evaluates diffrax's interpolant)."""
-    return _interpolant_of(type(method), stages)
+    """``_interpolant_of`` the method's class, formed once per process."""
+    key = (type(method), stages)
+    if key not in _INTERPOLANTS:
+        _INTERPOLANTS[key] = _interpolant_of(*key)
+    return _INTERPOLANTS[key]
 
 
-@functools.cache
 def _interpolant_of(cls, stages: int) -> np.ndarray:
     """P (powers, stages): the method's continuous extension over a step as
     y(θ) = y0 + Σ_m θ^m Σ_i P[m−1, i] k_i (k_i = h·f_i, diffrax's increments).

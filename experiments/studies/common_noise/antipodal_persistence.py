@@ -69,11 +69,11 @@ KINDS = ("uniform", "exact", "perturbed")
 _OFFSET = {"uniform": 0, "exact": 1_000_003, "perturbed": 2_000_003}
 """Each start's noise seeds are seed + this + 10 007·n: independent across kinds and n."""
 
-_DIMS = ["d", "beta", "seed", "tokens", "time"]
+_DIMS = ["d", "beta", "seed", "token_count", "time"]
 STAT_DIMENSIONS.update(
     cluster_state=_DIMS,  # 0 neither, 1 one cluster, 2 two antipodal groups
     perturbed_antipodal=_DIMS,  # 1 while the perturbed balanced start is still two antipodal groups
-    exact_antipodal_error=["d", "beta", "tokens", "time"],
+    exact_antipodal_error=["d", "beta", "token_count", "time"],
 )
 
 
@@ -149,7 +149,7 @@ def run(config, *, progress=None) -> RunResult:
             g = np.einsum("bsid,bsjd->bsij", ex, ex)
             exact[a, :, k] = np.abs(np.abs(g) - 1).max(axis=(-2, -1))
     stats = {"cluster_state": state, "perturbed_antipodal": kept, "exact_antipodal_error": exact}
-    extra = {"tokens": (np.asarray(ns, dtype=float), ["tokens"])}
+    extra = {"token_count": (np.asarray(ns, dtype=float), ["token_count"])}
     return RunResult.of_statistics(config, stats, extra, start=start, members=shape[:3], ts=save_times(config))
 
 

@@ -162,7 +162,7 @@ LABELS = {
     "cluster_state": Label("0: neither, 1: one cluster, 2: two antipodal groups (every |⟨x_i, x_j⟩| > 0.99)"),
     "perturbed_antipodal": Label("1 while the perturbed balanced start is still two antipodal groups"),
     "exact_antipodal_error": Label("max over members and pairs of ||⟨x_i, x_j⟩| − 1| from the exact balanced start"),
-    "tokens": Label("n, the number of tokens"),
+    "token_count": Label("tokens n"),
     "quadratic_overlap": Label("R = ⟨x₁, x₂⟩ of a pair under the random quadratic form"),
     "quadratic_self_overlap": Label("⟨x₁(0), x₁(t)⟩ of one token under the random quadratic form"),
     "homogenized_overlap": Label("mean over pairs of ⟨x_i, x_j⟩ (equiangular start, common-noise SDE)"),
