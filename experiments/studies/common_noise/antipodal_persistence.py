@@ -207,7 +207,6 @@ def _summary(result: RunResult) -> dict:
         "tokens": [int(n) for n in c.persistence_n],
         "d": [int(d) for d in c.d],
         "beta": [float(b) for b in c.beta],
-        "save_times": [float(t) for t in result.ts],
         "antipodal_exponent": rows(a["exponent"]),
         "push_level_quarter": rows(a["push_level"]),
         "two_antipodal_groups_fraction": rows(a["two_groups"]),

@@ -130,6 +130,7 @@ KEYS = (
         20000,
         "homogenized-flow: the Monte Carlo draws of the random attention's logits for b(γ) (attention_weights = random)",
         minimum=100,
+        applies=("attention_weights", ("random",)),
         experiment_key=True,
     ),
     Key(

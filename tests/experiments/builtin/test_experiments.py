@@ -352,23 +352,35 @@ CUSTOM = [n for n in NAMES if builtin.EXPERIMENTS[n].run is not None]  # experim
 @pytest.mark.parametrize("name", CUSTOM)
 def test_an_experiment_declares_exactly_the_keys_its_runner_reads(name, monkeypatch):
     from attnflow.experiments.config import Config
+    from attnflow.experiments.config.keys import KEYS
     from attnflow.experiments.run.preflight import AMBIENT_KEYS
 
     e = builtin.EXPERIMENTS[name]
     config = load_config(None, ["progress=false"], base={**e.defaults, **e.quick})
     read = set()
-    attribute, item = Config.__getattr__, Config.__getitem__
+    attribute, item, replace = Config.__getattr__, Config.__getitem__, Config.replace
+    validating = []  # a derived configuration's validation reads every key: that is not the runner's reading
 
     def recording_attribute(self, key):
-        read.add(key)
+        if not validating:
+            read.add(key)
         return attribute(self, key)
 
     def recording_item(self, key):
-        read.add(key)
+        if not validating:
+            read.add(key)
         return item(self, key)
+
+    def validated_replace(self, *args, **kwargs):
+        validating.append(True)
+        try:
+            return replace(self, *args, **kwargs)
+        finally:
+            validating.pop()
 
     monkeypatch.setattr(Config, "__getattr__", recording_attribute)
     monkeypatch.setattr(Config, "__getitem__", recording_item)
+    monkeypatch.setattr(Config, "replace", validated_replace)
     e.requires(config)  # what preflight reads of it, then the run
     e.memory(config)
     e.run(config, progress=False)
@@ -384,6 +396,10 @@ def test_an_experiment_declares_exactly_the_keys_its_runner_reads(name, monkeypa
         conditional |= {"save_spacing", "n_save"}
     if "meanfield_time" in e.keys and config.meanfield_time == 0:
         conditional.add("modes")
+    for key in e.keys:  # keys that act only where another key has certain values (``Key.applies``)
+        applies = KEYS[key].applies
+        if applies is not None and applies[1] != ">0" and config[applies[0]] not in applies[1]:
+            conditional.add(key)
     assert declared - conditional <= read, f"{name} declares keys it never reads: {sorted(declared - read)}"
 
 
