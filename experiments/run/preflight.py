@@ -42,10 +42,10 @@ def _acts(key, config: Config) -> bool:
 def keys_read(config: Config, experiment=None) -> frozenset[str]:
     """The keys a run of ``config`` reads: those its experiment declares (``Experiment.keys``, for an
     experiment with a runner of its own), else those of the particle ensemble, every key but the
-    experiments' own (``Key.experiment_key``) where it acts (``Key.applies``)."""
+    experiments' own (``Key.experiment_key``); either only where the key acts (``Key.applies``)."""
     declared = getattr(experiment, "keys", None)
     if declared is not None:
-        return frozenset(declared) | AMBIENT_KEYS
+        return frozenset(k for k in declared if k not in KEYS or _acts(KEYS[k], config)) | AMBIENT_KEYS
     return frozenset(name for name, key in KEYS.items() if not key.experiment_key and _acts(key, config))
 
 
@@ -67,16 +67,17 @@ def check_keys_read(config: Config, experiment=None) -> None:
             leave = f"leave {name} unset (the experiment's own {name} = {values})"
         else:
             leave = f"leave {name} at its default {toml_literal(key.default)}"
-        if custom:
-            listed = ", ".join(sorted(reads - AMBIENT_KEYS))
-            raise ConfigError(
-                f"experiment {experiment.name!r} does not read {name} (got {shown}): its run reads {listed}; {leave}"
-            )
-        if key.applies is not None and not _acts(key, config):
+        declared = not custom or name in experiment.keys
+        if key.applies is not None and not _acts(key, config) and declared:
             other, values = key.applies
             where = f"{other} > 0" if values == ">0" else f"{other} = " + " or ".join(repr(v) for v in values)
             raise ConfigError(
                 f"{shown} acts only with {where} (got {other} = {toml_literal(config[other])}): set {other}, or {leave}"
+            )
+        if custom:
+            listed = ", ".join(sorted(reads - AMBIENT_KEYS))
+            raise ConfigError(
+                f"experiment {experiment.name!r} does not read {name} (got {shown}): its run reads {listed}; {leave}"
             )
         raise ConfigError(f"{shown} is read by another experiment, not by a particle run ({name}: {key.doc}); {leave}")
 

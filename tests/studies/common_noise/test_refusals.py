@@ -13,6 +13,7 @@ from cli_helpers import cli
         ("common-noise", "depth_dt=1e-300", "max_steps"),
         ("quadratic-form", "quadratic_dt=1e-300", "max_steps"),
         ("homogenized-flow", "homogenized_dt=1e-300", "max_steps"),
+        ("homogenized-flow", "homogenized_samples=500", "acts only with attention_weights = 'random'"),
         ("coercive-noise", "coercive_dt=1e-300", "max_steps"),
         ("coercive-noise", "coercive_dt=0.03", "coercive_dt must divide the save interval 0.05"),
         ("coercive-noise", "d=[2]", "d ≥ 3"),
