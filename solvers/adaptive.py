@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import optimistix as optx
 
@@ -120,6 +121,88 @@ class FiniteSteps(diffrax.AbstractStepSizeController):
         keep = keep & ~bad
         result = diffrax.RESULTS.where(stop, NON_FINITE, result)
         return keep, next_t0, next_t1, made_jump, (state, bad_run), result
+
+
+CUT = diffrax.RESULTS.dt_min_reached
+"""The result ``Budgeted`` ends a call of a solve with once it has taken its budget of steps. attnflow's
+controllers set no minimum step size, so diffrax never reports it otherwise."""
+
+
+def clip_floor(t1):
+    """t1 less 100 ulps: diffrax ends a step proposed to end beyond it at t1 (its loop's clip to the end)."""
+    return jax.lax.fori_loop(0, 100, lambda _, t: jnp.nextafter(t, jnp.asarray(-jnp.inf, t.dtype)), t1)
+
+
+def reaching(t, target):
+    """A step dt0 > 0 with t + dt0 == ``target`` in their dtype (diffrax starts a solve with its first step ending at
+    t0 + dt0): target − t, or a neighbour of it where that difference rounds."""
+    d = target - t
+    up, down = jnp.nextafter(d, jnp.asarray(jnp.inf, d.dtype)), jnp.nextafter(d, jnp.asarray(-jnp.inf, d.dtype))
+    return jnp.where(t + d == target, d, jnp.where(t + up == target, up, down))
+
+
+class Budgeted(diffrax.AbstractStepSizeController):
+    """Wrap a step size controller so that a solve can be cut after a step and resumed with the same steps.
+
+    Its state is (the wrapped controller's state, the step attempts so far, the attempt after which the solve ends,
+    the end of the next step, the time and state the solve is at, whether it still runs). Every step, accepted or
+    rejected, counts, as diffrax counts them against ``max_steps``; the solve ends with ``CUT`` after ``limit``
+    attempts (the whole solve's ``max_steps``), and after the first attempt at or after its stop where every
+    running member of the batch (the members the solve is vmapped over, along the axis ``axis``) can be resumed:
+    its step was accepted and the next one starts where it ended. Not after a step to a layer switch, then, which
+    the next starts just after: the save times at the switch are saved by that next step. The members stop at one
+    iteration of their vmapped loop, as in the uncut solve: their iterations stay aligned, which diffrax's
+    methods need for the same bits (an FSAL method evaluates its first stage anew for the whole batch where one
+    member made a jump).
+
+    The next step's end is kept as diffrax's loop takes it (the proposal, clipped to t1 within 100 ulps of it, or
+    halfway there for a rejected step), and the time and state because diffeqsolve's final ones are, in a batch
+    where some member's event occurred, interpolated at the end of each member's last step. A solve started from
+    that time and state, the solver's state, ``made_jump`` and this state, with dt0 = ``reaching(t, end)``, takes
+    the steps the uncut solve would have taken. ``t1``: the whole solve's end (``floor``: ``clip_floor(t1)``, which
+    ``Budgeted.until`` computes). The wrapped controller sees every step as before, so an uncut solve is unchanged.
+    """
+
+    controller: diffrax.AbstractStepSizeController
+    t1: jax.Array
+    floor: jax.Array
+    limit: int = eqx.field(static=True)
+    axis: str = eqx.field(static=True)
+
+    @classmethod
+    def until(cls, controller, t1, limit: int, axis: str) -> Budgeted:
+        """``controller`` budgeted in a solve that ends at ``t1`` (an array in the solve's time dtype) after at most
+        ``limit`` step attempts, vmapped along ``axis``."""
+        return cls(controller, t1, clip_floor(t1), int(limit), axis)
+
+    def wrap(self, direction):
+        return Budgeted(self.controller.wrap(direction), self.t1, self.floor, self.limit, self.axis)
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        tnext, state = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        tnext = jnp.minimum(tnext, t1)
+        zero = jnp.zeros((), jnp.int32)
+        return tnext, (state, zero, zero, tnext, t0, y0, jnp.asarray(t0 < t1))
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        state, attempts, stop, _, _, _, running = controller_state
+        keep, next_t0, next_t1, made_jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state
+        )
+        attempts = attempts + 1
+        start = jnp.minimum(next_t0, self.t1)
+        close = next_t1 > self.floor
+        end = jnp.where(close, jnp.where(keep, self.t1, start + 0.5 * (self.t1 - start)), next_t1)
+        ok = result == diffrax.RESULTS.successful
+        # a member that ended (or whose loop is over and only repeats its last step) holds no one up
+        held = running & ~(keep & (next_t0 == t1))
+        blocked = jax.lax.pmax(held.astype(jnp.int32), self.axis) > 0
+        cut = (attempts >= self.limit) | ((attempts >= stop) & ~blocked)
+        result = diffrax.RESULTS.where(cut & ok, CUT, result)
+        y = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
+        running = running & ok & (start < self.t1)
+        state = (state, attempts, stop, end.astype(jnp.result_type(next_t1)), start, y, running)
+        return keep, next_t0, next_t1, made_jump, state, result
 
 
 def make_method(cls: type[diffrax.AbstractAdaptiveSolver], rtol: float | None, atol: float | None):

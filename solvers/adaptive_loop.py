@@ -23,11 +23,15 @@ from . import loop, programs
 from . import progress as _progress
 from . import queue as _queue
 from . import sharding as _sharding
-from .adaptive import NON_FINITE, FiniteSteps, OnSphere
+from .adaptive import CUT, NON_FINITE, Budgeted, FiniteSteps, OnSphere, reaching
 from .dense import steps_to_cover
 from .methods import METHODS
 from .problem import Problem, check_steps
 
+FIRST_STEP = 0.01
+"""The first step of an adaptive solve without ``dt``: the one diffrax's solve takes (its initial step selection
+applies to bare ODE terms, and ``diffeqsolve`` hands its controller wrapped ones), given explicitly so that a solve
+resumed from call to call (``run_adaptive_calls``) starts as the one-call solve does."""
 _AUTO_GROUP = 64  # group_size=None never groups this many members or fewer
 # cost of one iteration of a vmapped solve's loop beyond its members' arithmetic, in members
 # (measured on CPU: 0.36 ms against 7.9 µs per member for n = 32, d = 2)
@@ -120,13 +124,14 @@ def _group_done(t, steps):
 
 
 def in_groups(solve, field, axes, x0, size, order, report=None):
-    """``solve(field, x0)`` (vmapped over members) run as groups of ``size`` members, one after the other.
+    """``solve(field, x0)`` (vmapped over members) run as groups of ``size`` members, one after the other
+    (``x0``: a pytree of (members, ...) arrays).
 
     Members are taken in ``order`` (hardest first), so each group's while loop runs about as long
     as its members need; the last group is padded with copies of its last member, so every group
     runs the one compiled body; outputs come back in the original member order.
     """
-    members = x0.shape[0]
+    members = jax.tree_util.tree_leaves(x0)[0].shape[0]
     groups = -(-members // size)
     idx = jnp.concatenate([order, jnp.broadcast_to(order[-1:], (groups * size - members,))])
     per_member = loop.MemberParts(field, axes)
@@ -142,9 +147,80 @@ def in_groups(solve, field, axes, x0, size, order, report=None):
             jax.debug.callback(_group_done, t0 + (g + 1) * (t1 - t0) / groups, out[2])
         return out
 
-    out = jax.lax.map(group, (per_member.take(split), split(x0), jnp.arange(groups)))
+    out = jax.lax.map(group, (per_member.take(split), jax.tree_util.tree_map(split, x0), jnp.arange(groups)))
     position = jnp.argsort(order)  # where each member sits in the sorted order
     return jax.tree_util.tree_map(lambda a: a.reshape((groups * size,) + a.shape[2:])[position], out)
+
+
+class _Member:
+    """What a member's diffrax solve is made of, shared by the one-call solve and the bounded calls: its term,
+    solver, step size controller, save function, event and results (``ended``)."""
+
+    def __init__(self, f, *, x0_m, save_fn, delta, method, t0, rtol, atol, adaptive, after_loop, jumps):
+        self.f, self.save_fn, self.delta, self.after_loop, self.t0 = f, save_fn, delta, after_loop, t0
+        self.term = diffrax.ODETerm(lambda t, y, args: f(t, y))
+        controller: diffrax.AbstractStepSizeController = (
+            diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
+        )
+        if jumps is not None:
+            # step exactly to each layer switch and restart there, instead of smearing it over a step
+            controller = diffrax.ClipStepSizeController(controller, jump_ts=jumps)
+        self.controller = FiniteSteps(controller, adaptive=bool(adaptive))
+        sphere = f.geometry == "sphere"
+        merge = f.coalesce_eps
+        self.solver = OnSphere(method, coalesce=merge, sphere=sphere) if sphere or merge is not None else method
+        self.finish = normalize if sphere else (lambda y: y)
+        self.out_types = jax.eval_shape(lambda y: save_fn(t0, y, f), x0_m)
+        self.event = None
+        if delta is not None:
+            # a continuous condition lets diffrax locate the crossing inside the step by root finding
+            def gap(t, y, args, **kw):
+                y = normalize(f.directions(y))  # clustering is about directions, also off the sphere
+                # in the default float dtype: diffrax's root find pairs it with a Python 0.0 (float64 under x64)
+                # at full precision, as ``within``, whatever the run's precision
+                gram = jnp.matmul(y, y.T, precision="highest")
+                return (jnp.min(gram) - (1.0 - delta)).astype(jnp.result_type(float))
+
+            # the crossing to ~100 ulps of the state's precision (float32 times cannot do 1e-10)
+            tol = 100.0 * float(jnp.finfo(x0_m.dtype).eps)
+            self.event = diffrax.Event(gap, root_finder=optx.Newton(rtol=max(tol, 1e-10), atol=max(tol, 1e-12)))
+
+    def save_at(self, t, y, args):
+        # small runs (``after_loop``, a static choice: ``loop.keeps_states``) save their states and compute the
+        # statistics after the loop, all saves of all members at once: inside diffrax's loop each save is an
+        # iteration of its own; diffrax fills saves past the end with inf, so integer statistics travel as floats
+        if self.after_loop:
+            return self.finish(y)
+        return jax.tree_util.tree_map(loop.as_float, self.save_fn(t, self.finish(y), self.f))
+
+    def status(self, result):
+        """The ``loop.Status`` of a solve that ended with diffrax's ``result``."""
+        done = (result == diffrax.RESULTS.successful) | (result == diffrax.RESULTS.event_occurred)
+        return jnp.where(
+            done,
+            loop.Status.DONE,
+            jnp.where(
+                result == diffrax.RESULTS.max_steps_reached,
+                loop.Status.MAX_STEPS,
+                jnp.where(result == NON_FINITE, loop.Status.NON_FINITE, loop.Status.FAILED),
+            ),
+        ).astype(jnp.int8)
+
+    def ended(self, x0_m, ts, saved, y_end, t_end, steps, stopped, status):
+        """(saves, final state, steps, event time, stop time, status) of a solve that ended at ``t_end`` in ``y_end``
+        with ``status``, having saved ``saved`` (inf past its end) and stopped at its event where ``stopped``."""
+        if not self.after_loop:
+            saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, self.out_types)
+        x_end = self.finish(y_end)
+        if self.delta is not None:
+            already = within(self.f.directions(x0_m), self.delta)
+            t_event = jnp.where(already, self.t0, jnp.where(stopped, t_end, jnp.inf))
+            # saves after the event hold the state where the member stopped
+            saved = loop.hold_after(ts, t_end, saved, x_end if self.after_loop else self.save_fn(t_end, x_end, self.f))
+        else:
+            t_event = jnp.asarray(jnp.inf, x0_m.dtype)
+        t_fail = jnp.where(status == loop.Status.DONE, jnp.inf, t_end).astype(x0_m.dtype)
+        return saved, x_end, steps, t_event, t_fail, status
 
 
 @programs.jit
@@ -178,88 +254,42 @@ def run_adaptive(
     size, taken in ``order`` (``in_groups``); progress then advances per group.
     """
     grouped = group_size is not None
-    controller: diffrax.AbstractStepSizeController = (
-        diffrax.PIDController(rtol=rtol, atol=atol) if adaptive else diffrax.ConstantStepSize()
+    settings = dict(
+        save_fn=save_fn,
+        delta=delta,
+        method=method,
+        t0=t0,
+        rtol=rtol,
+        atol=atol,
+        adaptive=adaptive,
+        after_loop=after_loop,
+        jumps=jumps,
     )
-    if jumps is not None:
-        # step exactly to each layer switch and restart there, instead of smearing it over a step
-        controller = diffrax.ClipStepSizeController(controller, jump_ts=jumps)
-    controller = FiniteSteps(controller, adaptive=bool(adaptive))
-
-    sphere = field.geometry == "sphere"
-    merge = field.coalesce_eps
-    solver = OnSphere(method, coalesce=merge, sphere=sphere) if sphere or merge is not None else method
-    finish = normalize if sphere else (lambda y: y)
-    # small runs (``after_loop``, a static choice: ``loop.keeps_states``) save their states and compute the
-    # statistics after the loop, all saves of all members at once: inside diffrax's loop each save is an
-    # iteration of its own
 
     def one(f, x0_m):
-        term = diffrax.ODETerm(lambda t, y, args: f(t, y))
-
-        # diffrax fills saves past the end with inf, so integer statistics travel as floats
-        def save_at(t, y, args):
-            if after_loop:
-                return finish(y)
-            return jax.tree_util.tree_map(loop.as_float, save_fn(t, finish(y), f))
-
-        out_types = jax.eval_shape(lambda y: save_fn(t0, y, f), x0_m)
-
-        saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_at), diffrax.SubSaveAt(t1=True)])
-        event = None
-        if delta is not None:
-            # a continuous condition lets diffrax locate the crossing inside the step by root finding
-            def gap(t, y, args, **kw):
-                y = normalize(f.directions(y))  # clustering is about directions, also off the sphere
-                # in the default float dtype: diffrax's root find pairs it with a Python 0.0 (float64 under x64)
-                # at full precision, as ``within``, whatever the run's precision
-                gram = jnp.matmul(y, y.T, precision="highest")
-                return (jnp.min(gram) - (1.0 - delta)).astype(jnp.result_type(float))
-
-            # the crossing to ~100 ulps of the state's precision (float32 times cannot do 1e-10)
-            tol = 100.0 * float(jnp.finfo(x0_m.dtype).eps)
-            event = diffrax.Event(gap, root_finder=optx.Newton(rtol=max(tol, 1e-10), atol=max(tol, 1e-12)))
+        m = _Member(f, x0_m=x0_m, **settings)
+        saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=m.save_at), diffrax.SubSaveAt(t1=True)])
         sol = diffrax.diffeqsolve(
-            term,
-            solver,
+            m.term,
+            m.solver,
             t0,
             t1,
             dt0,
             x0_m,
             saveat=saveat,
-            stepsize_controller=controller,
+            stepsize_controller=m.controller,
             max_steps=max_steps,
-            event=event,
+            event=m.event,
             throw=False,
             progress_meter=(
                 _progress.StderrMeter(minimum_increase=0.01) if progress and not grouped else diffrax.NoProgressMeter()
             ),
         )
-        done = (sol.result == diffrax.RESULTS.successful) | (sol.result == diffrax.RESULTS.event_occurred)
-        status = jnp.where(
-            done,
-            loop.Status.DONE,
-            jnp.where(
-                sol.result == diffrax.RESULTS.max_steps_reached,
-                loop.Status.MAX_STEPS,
-                jnp.where(sol.result == NON_FINITE, loop.Status.NON_FINITE, loop.Status.FAILED),
-            ),
+        stopped = sol.event_mask if sol.event_mask is not None else False
+        (y_end,) = sol.ys[1]
+        return m.ended(
+            x0_m, ts, sol.ys[0], y_end, sol.ts[1][0], sol.stats["num_accepted_steps"], stopped, m.status(sol.result)
         )
-        saved, (x_end,) = sol.ys[0], sol.ys[1]
-        if not after_loop:
-            saved = jax.tree_util.tree_map(lambda a, spec: a.astype(spec.dtype), saved, out_types)
-        x_end = finish(x_end)
-        t_end = sol.ts[1][0]
-        if delta is not None:
-            stopped = sol.event_mask if sol.event_mask is not None else False
-            already = within(f.directions(x0_m), delta)
-            t_event = jnp.where(already, t0, jnp.where(stopped, t_end, jnp.inf))
-            # saves after the event hold the state where the member stopped
-            saved = loop.hold_after(ts, t_end, saved, x_end if after_loop else save_fn(t_end, x_end, f))
-        else:
-            t_event = jnp.asarray(jnp.inf, x0_m.dtype)
-        t_fail = jnp.where(status == loop.Status.DONE, jnp.inf, t_end).astype(x0_m.dtype)
-        return saved, x_end, sol.stats["num_accepted_steps"], t_event, t_fail, status.astype(jnp.int8)
 
     solve = jax.vmap(one, in_axes=(axes, 0))
     if not grouped:
@@ -269,6 +299,220 @@ def run_adaptive(
     if not after_loop:
         return out
     return (loop.statistics_of(field, axes, save_fn, ts, out[0]),) + tuple(out[1:])
+
+
+RUNNING = -1
+MEMBERS = "members"
+"""The axis name of the members in ``run_adaptive_calls``' vmapped solves, along which ``Budgeted`` cuts them together."""
+"""The status of a member in the carry of ``run_adaptive_calls`` that has not ended yet (else its ``loop.Status``)."""
+
+
+def _start(m: _Member, x0_m, t0, t1, dt0, ts, max_steps: int, jumps: bool):
+    """A member's carry at t0 for ``run_adaptive_calls``: what diffeqsolve itself starts from (its controller's and
+    solver's initial states, the first step's end), its saves empty (inf, as diffrax leaves saves not reached)."""
+    controller = Budgeted.until(m.controller, t1, max_steps, MEMBERS).wrap(1)
+    t_next, state = controller.init(m.term, t0, t1, x0_m, dt0, None, m.solver.func, m.solver.error_order(m.term))
+    one = jax.eval_shape(m.save_at, t0, x0_m, None)
+    carry = dict(
+        y=x0_m,
+        solver=m.solver.init(m.term, t0, t_next, x0_m, None),
+        controller=state,
+        t=t0,
+        steps=jnp.zeros((), jnp.int32),
+        saves_done=jnp.zeros((), jnp.int32),
+        status=jnp.asarray(RUNNING, jnp.int8),
+        stopped=jnp.zeros((), bool),
+        saved=jax.tree_util.tree_map(lambda a: jnp.full((len(ts),) + a.shape, jnp.inf, a.dtype), one),
+    )
+    if jumps:
+        carry["jump"] = jnp.zeros((), bool)
+    return carry
+
+
+def _advance(m: _Member, c, t1, ts, budget, max_steps, jumps: bool):
+    """A member's carry after at most ``budget`` more step attempts of its solve (none once it has ended)."""
+    running = c["status"] == RUNNING
+    t_start = jnp.where(running, c["t"], t1)
+    inner, attempts, _, t_next, t_at, y_at, live = c["controller"]
+    dt = jnp.where(running, reaching(t_start, t_next), jnp.ones_like(t_start))
+    stop = attempts + jnp.minimum(budget, max_steps - attempts)
+    saveat = diffrax.SaveAt(
+        # save times already passed are clipped to the start, saved again and dropped below
+        subs=[diffrax.SubSaveAt(ts=jnp.maximum(ts, t_start), fn=m.save_at), diffrax.SubSaveAt(t1=True)],
+        solver_state=True,
+        controller_state=True,
+        made_jump=jumps,
+    )
+    sol = diffrax.diffeqsolve(
+        m.term,
+        m.solver,
+        t_start,
+        t1,
+        dt,
+        c["y"],
+        saveat=saveat,
+        stepsize_controller=Budgeted.until(m.controller, t1, max_steps, MEMBERS),
+        max_steps=max_steps,
+        event=m.event,
+        throw=False,
+        solver_state=c["solver"],
+        controller_state=(inner, attempts, stop, t_next, t_at, y_at, live & running),
+        made_jump=c["jump"] if jumps else None,
+    )
+    stopped = sol.event_mask if sol.event_mask is not None else c["stopped"]
+    # where it stopped at its event, the solve's end; else where it is (``Budgeted``)
+    _, attempts, _, _, t_at, y_at, _ = sol.controller_state
+    (y_event,) = sol.ys[1]
+    t_end = jnp.where(stopped, sol.ts[1][0], t_at)
+    y_end = jnp.where(stopped, y_event, y_at)
+    status = jnp.where(
+        sol.result == CUT,
+        jnp.where(t_end >= t1, loop.Status.DONE, jnp.where(attempts >= max_steps, loop.Status.MAX_STEPS, RUNNING)),
+        m.status(sol.result),
+    ).astype(jnp.int8)
+    # a step saves the save times up to its end as it is taken: those after the last call's end are this call's
+    saves_done = jnp.sum(ts <= t_end).astype(jnp.int32)
+    index = jnp.arange(len(ts))
+    fresh = (index >= c["saves_done"]) & (index < saves_done)
+
+    def merged(new, old):
+        return jnp.where(fresh.reshape(fresh.shape + (1,) * (old.ndim - 1)), new.astype(old.dtype), old)
+
+    new = dict(
+        y=y_end,
+        solver=sol.solver_state,
+        controller=sol.controller_state,
+        t=t_end,
+        steps=c["steps"] + sol.stats["num_accepted_steps"],
+        saves_done=saves_done,
+        status=status,
+        stopped=stopped,
+        saved=jax.tree_util.tree_map(merged, sol.ys[0], c["saved"]),
+    )
+    if jumps:
+        new["jump"] = sol.made_jump
+    new = loop.like(new, c)
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, c)
+
+
+@programs.jit
+def run_adaptive_calls(
+    *,
+    carry,
+    first,
+    budget,
+    field,
+    axes,
+    x0,
+    save_fn,
+    delta,
+    method,
+    t0,
+    t1,
+    ts,
+    dt0,
+    rtol,
+    atol,
+    max_steps,
+    adaptive,
+    after_loop: bool,
+    jumps=None,
+    group_size=None,
+    order=None,
+):
+    """At most ``budget`` more step attempts of every member's diffrax solve from ``carry`` (replaced by the start
+    when ``first``): (the carry, (whether members are left, the loop's iterations, the earliest time a running
+    member is at), the results), the results as ``run_adaptive`` returns them, formed by the call that ends the
+    last member (zeros before it).
+
+    Each call resumes every member's solve from its own state (``Budgeted``), so the steps, and the saves, are those
+    of one call: the same bits however the run is cut. ``first`` and ``budget`` are data: one compiled program runs
+    every call of a run. With ``group_size`` the members run in groups (``in_groups``), each group's loop in turn.
+    """
+    settings = dict(
+        save_fn=save_fn,
+        delta=delta,
+        method=method,
+        t0=t0,
+        rtol=rtol,
+        atol=atol,
+        adaptive=adaptive,
+        after_loop=after_loop,
+        jumps=jumps,
+    )
+    dtype = ts.dtype
+    t0_, t1_ = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    dt0_ = None if dt0 is None else jnp.asarray(dt0, dtype)
+    jump = jumps is not None
+
+    def one(f, x0_c):
+        x0_m, c = x0_c
+        m = _Member(f, x0_m=x0_m, **settings)
+        c = jax.lax.cond(
+            first, lambda c: loop.like(_start(m, x0_m, t0_, t1_, dt0_, ts, max_steps, jump), c), lambda c: c, c
+        )
+        c_in = c
+        c = _advance(m, c, t1_, ts, budget, max_steps, jump)
+        return c, c["controller"][1] - c_in["controller"][1]  # the step attempts of this call
+
+    solve = jax.vmap(one, in_axes=(axes, 0), axis_name=MEMBERS)
+    if group_size is None:
+        carry, attempts = solve(field, (x0, carry))
+        iterations = jnp.max(attempts)
+    else:
+        carry, attempts = in_groups(solve, field, axes, (x0, carry), group_size, order)
+        iterations = jnp.max(attempts) * (-(-x0.shape[0] // group_size))
+    running = carry["status"] == RUNNING
+    more = jnp.any(running)
+
+    def results(c):
+        def ended(f, x0_m, c_m):
+            m = _Member(f, x0_m=x0_m, **settings)
+            return m.ended(x0_m, ts, c_m["saved"], c_m["y"], c_m["t"], c_m["steps"], c_m["stopped"], c_m["status"])
+
+        out = jax.vmap(ended, in_axes=(axes, 0, 0))(field, x0, c)
+        if not after_loop:
+            return out
+        return (loop.statistics_of(field, axes, save_fn, ts, out[0]),) + tuple(out[1:])
+
+    shapes = jax.eval_shape(results, carry)
+    out = jax.lax.cond(
+        more, lambda c: jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), results, carry
+    )
+    return carry, (more, iterations, jnp.min(jnp.where(running, carry["t"], t1_))), out
+
+
+def adaptive_start_like(**kwargs):
+    """Host zeros of ``run_adaptive_calls``'s carry for its arguments (but the carry): the first call's placeholder,
+    replaced by the start inside it."""
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("progress", "carry", "first", "budget")}
+    spec = jax.eval_shape(lambda: _starts(**kwargs))
+    return jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), spec)
+
+
+def _starts(
+    *, field, axes, x0, save_fn, delta, method, t0, t1, ts, dt0, rtol, atol, max_steps, adaptive, after_loop, jumps, **_
+):
+    dtype = ts.dtype
+    t0_, t1_ = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    dt0_ = None if dt0 is None else jnp.asarray(dt0, dtype)
+    settings = dict(
+        save_fn=save_fn,
+        delta=delta,
+        method=method,
+        t0=t0,
+        rtol=rtol,
+        atol=atol,
+        adaptive=adaptive,
+        after_loop=after_loop,
+        jumps=jumps,
+    )
+
+    def start(f, x0_m):
+        m = _Member(f, x0_m=x0_m, **settings)
+        return _start(m, x0_m, t0_, t1_, dt0_, ts, max_steps, jumps is not None)
+
+    return jax.vmap(start, in_axes=(axes, 0))(field, x0)
 
 
 def prepare(p: Problem, plan) -> tuple[Any, dict]:
@@ -293,7 +537,7 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
         # save times a rounding error outside [t0, t1] are clipped: diffrax's own check of them
         # is compiled without a callback when the command line runs (solvers/compilation_cache.py)
         ts=jnp.asarray(np.clip(p.ts, p.t0, p.t1), p.dtype),
-        dt0=p.dt,
+        dt0=p.dt if p.dt is not None else FIRST_STEP,
         rtol=p.rtol,
         atol=p.atol,
         max_steps=int(p.max_steps),
@@ -330,12 +574,41 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
         group_size=group,
         order=order,
         jumps=jnp.asarray(p.jumps, p.dtype) if len(p.jumps) else None,
+        # in calls of bounded wall time on one device; on several, one call (the sharding decides the program)
+        bounded=plan is None,
     )
 
 
-def solve_diffrax(**kwargs):
-    """``run_adaptive``: every member's results with its status (``simulate`` reports those that stopped short)."""
-    return run_adaptive(**kwargs)
+def solve_diffrax(*, bounded=False, progress=False, **kwargs):
+    """Every member's results with its status (``simulate`` reports those that stopped short): ``run_adaptive`` in
+    one call, or with ``bounded`` its solves in calls of about ``loop.SEGMENT_S`` (``run_adaptive_calls``), with
+    progress reported, and an interrupt honoured, between them, the same bits as one call."""
+    if not bounded:
+        return run_adaptive(progress=progress, **kwargs)
+    x0 = kwargs["x0"]
+    t0, t1 = float(kwargs["t0"]), float(kwargs["t1"])
+    key = (
+        "diffrax",
+        type(kwargs["field"]).__qualname__,
+        type(kwargs["method"]).__qualname__,
+        tuple(x0.shape),
+        str(x0.dtype),
+        getattr(kwargs["save_fn"], "__qualname__", None),
+        kwargs["after_loop"],
+        kwargs["adaptive"],
+        kwargs["group_size"],
+        kwargs["delta"] is None,
+        kwargs["jumps"] is None,
+    )
+
+    def call(carry, first, budget):
+        return run_adaptive_calls(carry=carry, first=first, budget=budget, **kwargs)
+
+    def report(t):
+        if progress:
+            _progress.report(-1, min(max(float(t), t0), t1))
+
+    return loop.bounded(call, adaptive_start_like(**kwargs), key=key, report=report)
 
 
 def solve_queue(*, progress=False, **kwargs):
@@ -363,7 +636,7 @@ def solve_queue(*, progress=False, **kwargs):
 
     def report(finished):
         if progress:
-            _progress.report(-1, t0 + (t1 - t0) * finished / members)
+            _progress.report(-1, t0 + (t1 - t0) * int(finished) / members)
 
     return loop.bounded(call, _queue.start_like(**kwargs), key=key, report=report)
 

@@ -235,15 +235,16 @@ PROBE_ITERATIONS = 16
 unknown."""
 
 
-def bounded(call: Callable, carry, *, key: Hashable, report: Callable[[int], None] | None = None):
+def bounded(call: Callable, carry, *, key: Hashable, report: Callable[[Any], None] | None = None):
     """The results of a while loop run as ``call(carry, first, budget) -> (carry, (more, done, count), results)``
     in calls of at most ``budget`` iterations each, about ``SEGMENT_S`` seconds, until ``more`` is false: the last
     call's ``results``.
 
-    As ``segments``, for loops whose work is not known in advance (the adaptive queue's): ``first`` is true in the
-    first call only (the program replaces ``carry`` by the loop's start), ``done`` is the iterations the call ran,
-    and the seconds per iteration are kept in ``RATES[key]``. While the rate is unknown a call runs
-    ``PROBE_ITERATIONS``; the call that compiled teaches nothing. ``report(count)`` is called after every call."""
+    As ``segments``, for loops whose work is not known in advance (the adaptive queue's, diffrax's solves resumed
+    from call to call): ``first`` is true in the first call only (the program replaces ``carry`` by the loop's
+    start), ``done`` is the iterations the call ran, and the seconds per iteration are kept in ``RATES[key]``. While
+    the rate is unknown a call runs ``PROBE_ITERATIONS``; the call that compiled teaches nothing. ``report(count)``
+    is called after every call with the program's ``count`` (the members finished, the time reached)."""
     carry, first = _committed(carry), True
     while True:
         rate = RATES.get(key)
@@ -255,7 +256,7 @@ def bounded(call: Callable, carry, *, key: Hashable, report: Callable[[int], Non
         if not compiled and int(done) > 0:
             RATES[key] = wall / int(done)
         if report is not None:
-            report(int(count))
+            report(count)
         if not bool(more):
             return results
 

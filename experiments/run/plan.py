@@ -99,19 +99,6 @@ def chunk_size(config: Config, d: int, members: int, n_times: int, keep: bool, g
     return -(-members // -(-members // chunk))
 
 
-PROGRESS_CALLS = 4
-"""Compiled calls of a run that shows progress and would otherwise be one call (``progress_chunk``)."""
-
-
-def progress_chunk(members: int) -> int:
-    """Members per call of a run that shows progress and fits one compiled call: up to ``PROGRESS_CALLS``
-    equal calls, so that progress is reported between them and the program holds no callback (a callback
-    keeps it out of the compilation cache and the stored programs, and a warm run would compile again).
-    A single member stays one call (a fixed-step or grid run reports between its bounded calls, ``loop.segments``;
-    an adaptive one, which diffrax's solve runs, from inside its loop)"""
-    return -(-members // min(max(members, 1), PROGRESS_CALLS))
-
-
 STATES_LIMIT = 20_000_000
 """Numbers up to which ``save_states = "auto"`` keeps a run's states (160 MB in float64)."""
 

@@ -340,14 +340,11 @@ def run(config: Config, *, progress: bool | None = None, needs: Iterable[str] = 
     per_d_stats, states, steps, events = [], None, [], []
     max_d = max(config.d)
     failed = []  # (d, member within d, time it stopped, cause, Status) of members that stopped short
-    # an ensemble of several compiled calls reports between them, so that its programs hold no
-    # callback and stay in the compilation cache and the stored programs; one that would be a single call
-    # is split into a few when it shows progress, for the same reason; a single member stays one call, a
-    # fixed-step or grid one reporting between the calls of about a second it is run in (``loop.segments``), an
-    # adaptive one (diffrax's solve) from inside its loop
+    # an ensemble of several compiled calls reports the members done between them; one call reports the time its
+    # members reached between the calls of about a second its loop runs in (``loop.segments``, ``loop.bounded``):
+    # no program holds a callback, so all stay in the compilation cache and the stored programs, and progress
+    # never changes how the members are cut
     chunks = {d: plan.chunk_size(config, d, members_per_d, len(ts), keep, groups) for d in config.d}
-    if show and nd == 1 and chunks[config.d[0]] >= members_per_d:
-        chunks = {d: plan.progress_chunk(members_per_d) for d in config.d}
     calls = sum(-(-members_per_d // chunks[d]) for d in config.d)
     meter = Counter(nd * members_per_d, label="simulate").__enter__() if show and calls > 1 else None
     for which, d in enumerate(config.d):

@@ -1,6 +1,7 @@
-"""Fixed-step and grid runs cut into calls of bounded wall time (``loop.segments``): the same bits as one call, one
-compiled program (start included) whatever the segment sizes, the rate of a program learnt once, progress between
-segments; Ctrl-C and SIGTERM end a long ``attnflow run`` within seconds."""
+"""Runs cut into calls of bounded wall time: fixed-step and grid runs (``loop.segments``), the adaptive queue and
+diffrax's adaptive solves (``loop.bounded``) give the same bits as one call, in one compiled program (start included)
+whatever the cuts, the rate of a program learnt once, progress between calls (no callback in the program); Ctrl-C
+and SIGTERM end a long ``attnflow run`` within seconds."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
+from attnflow.particles.layerwise import LayerWise
 from attnflow.solvers import compilations, loop, progress
 
 
@@ -207,6 +209,127 @@ def test_the_queue_reports_progress_between_its_calls_in_one_program(schedule, c
     # after each call the members finished so far, of 66: none while the first 64 run, then more, then all
     assert reported == sorted(reported) and reported[0] == 0.0 and reported[-1] == 20.0
     assert 0.0 < reported[-2] < 20.0 and len(reported) > 30
+
+
+def _diffrax_run(kind: str, members: int = 3, n: int = 10, **kwargs):
+    """An adaptive ensemble that diffrax's solve runs (64 members or fewer, or a method the queue does not run)."""
+    x0 = jnp.stack([af.init.uniform(s, n=n, d=3) for s in range(members)])
+    field = af.SA(beta=jnp.linspace(1.0, 9.0, members))
+    args: dict = dict(solver="tsit5", rtol=1e-6, atol=1e-9)
+    if kind == "consensus":
+        args["stop_when_clustered"] = 1e-3
+    elif kind == "dopri8":
+        args["solver"] = "dopri8"
+    elif kind == "layers":  # layer switches: diffrax steps to each and restarts there (made_jump)
+        field = LayerWise.redrawn(field, jax.random.key(3), "wigner-psd", d=3, n_layers=4, tau=4.0)
+    elif kind == "constant":  # diffrax's constant steps
+        args.update(adaptive=False, dt=0.25)
+    elif kind == "grouped":  # in groups of two, hardest first
+        args["group_size"] = 2
+    elif kind == "max-steps":  # the hottest member stops at max_steps, the others reach t1
+        args.update(max_steps=36, on_failure="keep")
+    args.update(kwargs)
+    return af.simulate(field, x0, 20.0, ts=jnp.linspace(0.0, 19.0, 20), save=_save, **args)
+
+
+def _spied_calls(monkeypatch) -> list:
+    """The iterations of each call of ``loop.bounded``, appended as the calls run."""
+    calls: list = []
+    original = loop.bounded
+
+    def spy(call, carry, **kw):
+        def counted(c, first, budget):
+            out = call(c, first, budget)
+            calls.append(int(out[1][1]))
+            return out
+
+        return original(counted, carry, **kw)
+
+    monkeypatch.setattr(loop, "bounded", spy)
+    return calls
+
+
+DIFFRAX_KINDS = ["tsit5", "consensus", "saves-in-loop", "dopri8", "layers", "constant", "grouped", "max-steps"]
+
+
+@pytest.mark.parametrize("kind", DIFFRAX_KINDS)
+def test_diffrax_in_bounded_calls_gives_the_bits_of_one_call(kind, schedule, monkeypatch):
+    """diffrax's solves cut after every step attempt (after the probe) give the bits of one call: each call resumes
+    every member from its state, its solver's and its controller's, with the step the uncut solve takes next."""
+    if kind == "saves-in-loop":  # the statistics computed inside the loop, not from saved states after it
+        monkeypatch.setattr(loop, "STATES_AFTER_LOOP_BYTES", 0)
+    monkeypatch.setattr(loop, "PROBE_ITERATIONS", 10**6)  # one call while the rate is unknown
+    calls = _spied_calls(monkeypatch)
+    schedule("one")
+    whole = _diffrax_run(kind)
+    assert len(calls) == 1
+    calls.clear()
+    monkeypatch.setattr(loop, "PROBE_ITERATIONS", 1)
+    schedule("single")
+    cut = _diffrax_run(kind)
+    # one iteration per call, or a few where a member's step was rejected (the call ends after an accepted one)
+    groups = 2 if kind == "grouped" else 1
+    assert len(calls) > 12 and max(calls[:-1]) <= 8 * groups and np.median(calls) <= groups, calls[:5]
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(_leaves(whole), _leaves(cut), strict=True))
+    steps, status = np.asarray(cut.steps), np.asarray(cut.status)
+    assert steps.min() > 5
+    if kind == "consensus":  # the hot member clusters before t1, the cold one does not
+        t_event = np.asarray(cut.t_event)
+        assert np.isfinite(t_event).any() and not np.isfinite(t_event).all()
+    if kind == "constant":
+        assert np.all(steps == 80)  # t1 / dt
+    if kind == "max-steps":  # β = 5 takes the most steps
+        assert status[0] == af.Status.DONE and status[1] == af.Status.MAX_STEPS
+        assert 0.0 < float(cut.t_stop[1]) < 20.0
+    else:
+        assert np.all(status == af.Status.DONE)
+
+
+def test_diffrax_in_bounded_calls_is_the_one_call_solve(schedule):
+    """Resumed from call to call, diffrax's solve takes the steps of ``run_adaptive``'s one call, whose program the
+    command line ran before (and which runs under an outer trace): the same bits."""
+    from attnflow.solvers import adaptive_loop
+
+    schedule("single")
+    cut = _diffrax_run("tsit5")
+    kwargs: dict = {}
+
+    def one_call(**kw):
+        kwargs.update(kw)
+        return adaptive_loop.run_adaptive(**{k: v for k, v in kw.items() if k != "bounded"})
+
+    original = adaptive_loop.solve_diffrax
+    try:
+        adaptive_loop.solve_diffrax = one_call
+        whole = _diffrax_run("tsit5")
+    finally:
+        adaptive_loop.solve_diffrax = original
+    assert kwargs["bounded"] is True  # the run above went in bounded calls
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(_leaves(whole), _leaves(cut), strict=True))
+
+
+def test_a_single_member_with_progress_runs_the_program_without_progress(schedule, capsys, monkeypatch):
+    """One member's adaptive solve with progress on reports between its calls, not from inside its loop: its program
+    holds no callback (so it is stored, and a later process loads it: ``test_startup.py``), and it is the program
+    that runs without progress, with the same results."""
+    reported = []
+    original = progress.report
+    monkeypatch.setattr(progress, "report", lambda member, t: (reported.append(float(t)), original(member, t)))
+    x0, field = af.init.uniform(4, n=9, d=3), af.SA(beta=6.0)
+
+    def run(**kw):
+        return af.simulate(field, x0, 20.0, ts=jnp.linspace(0.0, 20.0, 11), solver="tsit5", rtol=1e-7, **kw)
+
+    schedule("single")
+    with compilations.record() as compiled:
+        shown = run(progress="one member")
+        quiet = run()
+    assert compiled.by_program()["jit(run_adaptive_calls)"]["compiled"] == 1, compiled.by_program()
+    assert all(np.array_equal(a, b) for a, b in zip(_leaves(shown), _leaves(quiet), strict=True))
+    err = capsys.readouterr().err
+    assert "one member: [########################] t = 20 / 20 (100%)" in err
+    # after each call the time the member reached: increasing, from its probe of 16 steps to t1
+    assert reported == sorted(reported) and 0.0 < reported[0] < 5.0 and reported[-1] == 20.0 and len(reported) > 10
 
 
 # minutes as one compiled call; calls of about a second now

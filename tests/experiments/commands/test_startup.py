@@ -59,11 +59,16 @@ def program(args, env):
     return json.loads(proc.stdout), counts, proc.stderr
 
 
+SHOWN = ["seeds=1" if a == "seeds=2" else a for a in RUN if a != "--quiet"]
+"""RUN for one member with its progress bar: the adaptive solve reports between its calls, from no callback."""
+
+
 @pytest.mark.slow
-def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path):
+@pytest.mark.parametrize("args", [RUN, SHOWN], ids=["quiet", "one member with progress"])
+def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path, args):
     cache = tmp_path / "cache"
     env = {"ATTNFLOW_CACHE_DIR": str(cache)}
-    first, counts1, _ = program(RUN + ["--out", tmp_path / "a"], env)
+    first, counts1, _ = program(args + ["--out", tmp_path / "a"], env)
     entries = sorted(os.listdir(cache))
     assert counts1.get("cache_misses", 0) > 0 and len(entries) >= counts1["cache_misses"]
     # the integration loop is among them: no Python callbacks left in the adaptive solve
@@ -74,7 +79,7 @@ def test_a_repeated_run_loads_every_program_from_the_cache(tmp_path):
     assert counts1["programs_exported"] == 2 and not counts1.get("programs_traced")
     assert len(list((cache / "programs").glob("*.jaxexport"))) == 2
 
-    again, counts2, _ = program(RUN + ["--out", tmp_path / "b"], env)
+    again, counts2, _ = program(args + ["--out", tmp_path / "b"], env)
     assert counts2.get("cache_misses", 0) == 0
     # fewer compilations than the first run's: what tracing computed eagerly is not computed again
     assert 0 < counts2["cache_hits"] == counts2["compile_requests_use_cache"] <= counts1["cache_misses"]
