@@ -2,8 +2,10 @@
 
 ``prepare`` picks the queue (``queue.py``: slots refilled as members finish) for large ensembles of an
 FSAL method on one CPU device (large as a whole: a call running part of one, ``simulate(ensemble=...)``,
-runs the queue as the whole would), else diffrax's ``diffeqsolve`` vmapped over the members
-(``run_adaptive``), in groups of members of like stiffness where that saves work (``grouping``).
+runs the queue as the whole would), else diffrax's ``diffeqsolve`` vmapped over the members, in groups of members
+of like stiffness where that saves work (``grouping``): on one device, outside the caller's trace, in calls of about
+a second, each resumed from the state the last one ended in (``run_adaptive_calls``, ``adaptive.Budgeted``: the
+bits of one call), else in one call (``run_adaptive``). Both are made of a member's pieces (``_Member``).
 Neither raises inside the compiled loop: each member returns a status (``loop.Status``), which
 ``simulate`` reads.
 """

@@ -12,12 +12,12 @@ only its stepping; what they all do to the members is here, once:
 * ``consensus``: the test of one cluster at threshold δ, on the tokens' directions;
 * ``saves``: the save function vmapped over the members; ``hold_after``: saves past a member's end
   hold its final values; ``statistics_of``: the save function over states saved by the loop;
-* ``report``: progress from inside a compiled loop (a host callback, only where progress is on: the
-  adaptive queue's);
+* ``report``: progress from inside a compiled loop (a host callback, only where progress is on and the loop runs
+  in one call: on several devices, or under the caller's trace);
 * ``segments``, ``intervals``, ``buffer``, ``members_like``: a fixed-step or grid run cut into calls of bounded
   wall time (about ``SEGMENT_S``), each over a range [k0, k1) of save intervals given as data (one program),
   with progress and interrupts between them and the same numbers as one call; ``bounded``: the same for a while
-  loop whose length is not known in advance (the adaptive queue), cut by its iterations; ``wait``: a compiled
+  loop whose length is not known in advance (the adaptive queue, diffrax's solves), cut by its iterations; ``wait``: a compiled
   call waited for without holding up Ctrl-C;
 * ``fixed_trips``, ``steps_while``, ``where_moved``: the loops' shape on each backend (below);
 * ``MemberParts``: a field's per-member leaves taken in another order (groups, the queue's slots);

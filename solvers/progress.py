@@ -1,8 +1,9 @@
-"""Progress of long integrations, printed to stderr from inside compiled loops.
+"""Progress of long integrations, printed to stderr.
 
-Compiled code calls the module-level ``report`` (or ``report_fraction``) through
-``jax.debug.callback``; it forwards to whichever ``Progress`` is active. Keeping the callback
-a fixed function (rather than a bound method of a fresh object) means turning progress on
+The time loops run in calls of about a second and report between them (``loop.segments``, ``loop.bounded``), calling
+the module-level ``report``; a loop that runs in one call (on several devices, or under the caller's trace) calls it,
+or ``report_fraction``, from inside through ``jax.debug.callback``. It forwards to whichever ``Progress`` is active.
+Keeping the callback a fixed function (rather than a bound method of a fresh object) means turning progress on
 never triggers a recompilation beyond the first.
 """
 
