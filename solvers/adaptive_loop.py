@@ -304,9 +304,9 @@ def run_adaptive(
 
 
 RUNNING = -1
+"""The status of a member in the carry of ``run_adaptive_calls`` that has not ended yet (else its ``loop.Status``)."""
 MEMBERS = "members"
 """The axis name of the members in ``run_adaptive_calls``' vmapped solves, along which ``Budgeted`` cuts them together."""
-"""The status of a member in the carry of ``run_adaptive_calls`` that has not ended yet (else its ``loop.Status``)."""
 
 
 def _start(m: _Member, x0_m, t0, t1, dt0, ts, max_steps: int, jumps: bool):
