@@ -397,64 +397,47 @@ def _advance(m: _Member, c, t1, ts, budget, max_steps, jumps: bool):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, c)
 
 
+class _Calls:
+    """What ``run_adaptive_calls`` and its placeholder read of their arguments (``parts``, ``run_adaptive``'s): each
+    member's pieces, the times in the save times' dtype, the step bound, whether the field has layer switches."""
+
+    MEMBER = ("save_fn", "delta", "method", "t0", "rtol", "atol", "adaptive", "after_loop", "jumps")
+
+    def __init__(self, parts: dict):
+        self.settings = {k: parts.get(k) for k in self.MEMBER}
+        self.ts = ts = parts["ts"]
+        self.t0, self.t1 = jnp.asarray(parts["t0"], ts.dtype), jnp.asarray(parts["t1"], ts.dtype)
+        self.dt0 = None if parts["dt0"] is None else jnp.asarray(parts["dt0"], ts.dtype)
+        self.max_steps = parts["max_steps"]
+        self.jumps = parts.get("jumps") is not None
+
+    def member(self, f, x0_m) -> _Member:
+        return _Member(f, x0_m=x0_m, **self.settings)
+
+    def start(self, m: _Member, x0_m):
+        return _start(m, x0_m, self.t0, self.t1, self.dt0, self.ts, self.max_steps, self.jumps)
+
+
 @programs.jit
-def run_adaptive_calls(
-    *,
-    carry,
-    first,
-    budget,
-    field,
-    axes,
-    x0,
-    save_fn,
-    delta,
-    method,
-    t0,
-    t1,
-    ts,
-    dt0,
-    rtol,
-    atol,
-    max_steps,
-    adaptive,
-    after_loop: bool,
-    jumps=None,
-    group_size=None,
-    order=None,
-):
+def run_adaptive_calls(*, carry, first, budget, field, axes, x0, group_size=None, order=None, **parts):
     """At most ``budget`` more step attempts of every member's diffrax solve from ``carry`` (replaced by the start
     when ``first``): (the carry, (whether members are left, the loop's iterations, the earliest time a running
     member is at), the results), the results as ``run_adaptive`` returns them, formed by the call that ends the
-    last member (zeros before it).
+    last member (zeros before it). ``parts``: the rest of ``run_adaptive``'s arguments.
 
     Each call resumes every member's solve from its own state (``Budgeted``), so the steps, and the saves, are those
     of one call: the same bits however the run is cut. ``first`` and ``budget`` are data: one compiled program runs
     every call of a run. With ``group_size`` the members run in groups (``in_groups``), each group's loop in turn.
     """
-    settings = dict(
-        save_fn=save_fn,
-        delta=delta,
-        method=method,
-        t0=t0,
-        rtol=rtol,
-        atol=atol,
-        adaptive=adaptive,
-        after_loop=after_loop,
-        jumps=jumps,
-    )
-    dtype = ts.dtype
-    t0_, t1_ = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-    dt0_ = None if dt0 is None else jnp.asarray(dt0, dtype)
-    jump = jumps is not None
+    calls = _Calls(parts)
+    ts, t1 = calls.ts, calls.t1
 
     def one(f, x0_c):
         x0_m, c = x0_c
-        m = _Member(f, x0_m=x0_m, **settings)
-        c = jax.lax.cond(
-            first, lambda c: loop.like(_start(m, x0_m, t0_, t1_, dt0_, ts, max_steps, jump), c), lambda c: c, c
-        )
+        m = calls.member(f, x0_m)
+        c = jax.lax.cond(first, lambda c: loop.like(calls.start(m, x0_m), c), lambda c: c, c)
         c_in = c
-        c = _advance(m, c, t1_, ts, budget, max_steps, jump)
+        c = _advance(m, c, t1, ts, budget, calls.max_steps, calls.jumps)
         return c, c["controller"][1] - c_in["controller"][1]  # the step attempts of this call
 
     solve = jax.vmap(one, in_axes=(axes, 0), axis_name=MEMBERS)
@@ -469,52 +452,30 @@ def run_adaptive_calls(
 
     def results(c):
         def ended(f, x0_m, c_m):
-            m = _Member(f, x0_m=x0_m, **settings)
+            m = calls.member(f, x0_m)
             return m.ended(x0_m, ts, c_m["saved"], c_m["y"], c_m["t"], c_m["steps"], c_m["stopped"], c_m["status"])
 
         out = jax.vmap(ended, in_axes=(axes, 0, 0))(field, x0, c)
-        if not after_loop:
+        if not parts["after_loop"]:
             return out
-        return (loop.statistics_of(field, axes, save_fn, ts, out[0]),) + tuple(out[1:])
+        return (loop.statistics_of(field, axes, parts["save_fn"], ts, out[0]),) + tuple(out[1:])
 
     shapes = jax.eval_shape(results, carry)
     out = jax.lax.cond(
         more, lambda c: jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), results, carry
     )
-    return carry, (more, iterations, jnp.min(jnp.where(running, carry["t"], t1_))), out
+    return carry, (more, iterations, jnp.min(jnp.where(running, carry["t"], t1))), out
 
 
-def adaptive_start_like(**kwargs):
+def adaptive_start_like(*, field, axes, x0, **parts):
     """Host zeros of ``run_adaptive_calls``'s carry for its arguments (but the carry): the first call's placeholder,
     replaced by the start inside it."""
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("progress", "carry", "first", "budget")}
-    spec = jax.eval_shape(lambda: _starts(**kwargs))
-    return jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), spec)
 
+    def starts():
+        calls = _Calls(parts)
+        return jax.vmap(lambda f, x0_m: calls.start(calls.member(f, x0_m), x0_m), in_axes=(axes, 0))(field, x0)
 
-def _starts(
-    *, field, axes, x0, save_fn, delta, method, t0, t1, ts, dt0, rtol, atol, max_steps, adaptive, after_loop, jumps, **_
-):
-    dtype = ts.dtype
-    t0_, t1_ = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-    dt0_ = None if dt0 is None else jnp.asarray(dt0, dtype)
-    settings = dict(
-        save_fn=save_fn,
-        delta=delta,
-        method=method,
-        t0=t0,
-        rtol=rtol,
-        atol=atol,
-        adaptive=adaptive,
-        after_loop=after_loop,
-        jumps=jumps,
-    )
-
-    def start(f, x0_m):
-        m = _Member(f, x0_m=x0_m, **settings)
-        return _start(m, x0_m, t0_, t1_, dt0_, ts, max_steps, jumps is not None)
-
-    return jax.vmap(start, in_axes=(axes, 0))(field, x0)
+    return jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), jax.eval_shape(starts))
 
 
 def prepare(p: Problem, plan) -> tuple[Any, dict]:

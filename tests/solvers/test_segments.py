@@ -147,6 +147,23 @@ def test_progress_is_reported_between_segments(schedule, capsys):
     assert "grid: [########################] t = 20 / 20 (100%)" in err
 
 
+def _spied_calls(monkeypatch) -> list:
+    """The iterations of each call of ``loop.bounded``, appended as the calls run."""
+    calls: list = []
+    original = loop.bounded
+
+    def spy(call, carry, **kw):
+        def counted(c, first, budget):
+            out = call(c, first, budget)
+            calls.append(int(out[1][1]))
+            return out
+
+        return original(counted, carry, **kw)
+
+    monkeypatch.setattr(loop, "bounded", spy)
+    return calls
+
+
 def _queue_run(kind: str, members: int = 70, n: int = 10, **kwargs):
     """An adaptive ensemble of more than 64 members, which the queue runs (``adaptive_loop.queue_slots``)."""
     x0 = jnp.stack([af.init.uniform(s, n=n, d=3) for s in range(members)])
@@ -164,18 +181,7 @@ def test_the_queue_in_bounded_calls_gives_the_bits_of_one_call(kind, schedule, m
     its carry holds every slot's state, step size, stages and save index."""
     if kind == "saves-in-loop":  # the statistics computed inside the loop, not from saved states after it
         monkeypatch.setattr(loop, "STATES_AFTER_LOOP_BYTES", 0)
-    calls = []
-    original = loop.bounded
-
-    def spy(call, carry, **kw):
-        def counted(c, first, budget):
-            out = call(c, first, budget)
-            calls.append(int(out[1][1]))
-            return out
-
-        return original(counted, carry, **kw)
-
-    monkeypatch.setattr(loop, "bounded", spy)
+    calls = _spied_calls(monkeypatch)
     schedule("one")
     whole = _queue_run(kind)
     assert len(calls) <= 3  # the call that compiled, a probe, then the rest
@@ -230,23 +236,6 @@ def _diffrax_run(kind: str, members: int = 3, n: int = 10, **kwargs):
         args.update(max_steps=36, on_failure="keep")
     args.update(kwargs)
     return af.simulate(field, x0, 20.0, ts=jnp.linspace(0.0, 19.0, 20), save=_save, **args)
-
-
-def _spied_calls(monkeypatch) -> list:
-    """The iterations of each call of ``loop.bounded``, appended as the calls run."""
-    calls: list = []
-    original = loop.bounded
-
-    def spy(call, carry, **kw):
-        def counted(c, first, budget):
-            out = call(c, first, budget)
-            calls.append(int(out[1][1]))
-            return out
-
-        return original(counted, carry, **kw)
-
-    monkeypatch.setattr(loop, "bounded", spy)
-    return calls
 
 
 DIFFRAX_KINDS = ["tsit5", "consensus", "saves-in-loop", "dopri8", "layers", "constant", "grouped", "max-steps"]
