@@ -542,27 +542,29 @@ def prepare(p: Problem, plan) -> tuple[Any, dict]:
     )
 
 
-def solve_diffrax(*, bounded=False, progress=False, **kwargs):
-    """Every member's results with its status (``simulate`` reports those that stopped short): ``run_adaptive`` in
-    one call, or with ``bounded`` its solves in calls of about ``loop.SEGMENT_S`` (``run_adaptive_calls``), with
-    progress reported, and an interrupt honoured, between them, the same bits as one call."""
-    if not bounded:
-        return run_adaptive(progress=progress, **kwargs)
+def _rate_key(kind: str, kwargs: dict, *names: str) -> tuple:
+    """The key of a bounded loop's rate (``loop.RATES``): its kind, the field's and method's types, the states' shape
+    and dtype, the save function, where the statistics are computed, and the arguments ``names``."""
     x0 = kwargs["x0"]
-    t0, t1 = float(kwargs["t0"]), float(kwargs["t1"])
-    key = (
-        "diffrax",
+    return (
+        kind,
         type(kwargs["field"]).__qualname__,
         type(kwargs["method"]).__qualname__,
         tuple(x0.shape),
         str(x0.dtype),
         getattr(kwargs["save_fn"], "__qualname__", None),
         kwargs["after_loop"],
-        kwargs["adaptive"],
-        kwargs["group_size"],
-        kwargs["delta"] is None,
-        kwargs["jumps"] is None,
-    )
+    ) + tuple(kwargs[name] for name in names)
+
+
+def solve_diffrax(*, bounded=False, progress=False, **kwargs):
+    """Every member's results with its status (``simulate`` reports those that stopped short): ``run_adaptive`` in
+    one call, or with ``bounded`` its solves in calls of about ``loop.SEGMENT_S`` (``run_adaptive_calls``), with
+    progress reported, and an interrupt honoured, between them, the same bits as one call."""
+    if not bounded:
+        return run_adaptive(progress=progress, **kwargs)
+    t0, t1 = float(kwargs["t0"]), float(kwargs["t1"])
+    key = _rate_key("diffrax", kwargs, "adaptive", "group_size") + (kwargs["delta"] is None, kwargs["jumps"] is None)
 
     def call(carry, first, budget):
         return run_adaptive_calls(carry=carry, first=first, budget=budget, **kwargs)
@@ -584,15 +586,7 @@ def solve_queue(*, progress=False, **kwargs):
     x0 = kwargs["x0"]
     members = x0.shape[0]
     t0, t1 = float(kwargs["t0"]), float(kwargs["t1"])
-    key = (
-        "queue",
-        type(kwargs["field"]).__qualname__,
-        type(kwargs["method"]).__qualname__,
-        tuple(x0.shape),
-        str(x0.dtype),
-        getattr(kwargs["save_fn"], "__qualname__", None),
-        kwargs["after_loop"],
-    )
+    key = _rate_key("queue", kwargs)
 
     def call(carry, first, budget):
         return _run_queue(carry=carry, first=first, budget=budget, **kwargs)
